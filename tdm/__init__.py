@@ -1,0 +1,46 @@
+"""Missing-value imputation by Transformed Distribution Matching (Zhao et al., ICML 2023).
+
+Everyday imports live here::
+
+    from tdm import TDMImputer, OTImputer, simulate_mcar, mae, make_imputer
+"""
+
+from tdm._base import FitProgress
+from tdm.baselines import METHODS, make_imputer
+from tdm.coupling import InvertibleNetwork
+from tdm.imputer import OTImputer, TDMImputer
+from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
+from tdm.simulate import (
+    MECHANISMS,
+    simulate,
+    simulate_mar,
+    simulate_mcar,
+    simulate_mnar_logistic,
+    simulate_mnar_quantile,
+    simulate_mnar_quantile_published,
+)
+from tdm.transport import transport_loss
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MECHANISMS",
+    "METHODS",
+    "FitProgress",
+    "InvertibleNetwork",
+    "OTImputer",
+    "TDMImputer",
+    "__version__",
+    "mae",
+    "make_imputer",
+    "rmse",
+    "simulate",
+    "simulate_mar",
+    "simulate_mcar",
+    "simulate_mnar_logistic",
+    "simulate_mnar_quantile",
+    "simulate_mnar_quantile_published",
+    "svm_accuracy",
+    "transport_loss",
+    "wasserstein2",
+]

@@ -1,0 +1,518 @@
+"""Shared machinery of the batch optimal-transport imputers (TDM and OTImputer).
+
+The missing cells are free parameters. Each iteration draws two disjoint batches of rows, maps both
+through a network ``f`` (the identity for OTImputer), and takes one RMSprop step on the network
+weights and the missing cells to lower the optimal-transport cost between the two mapped batches
+(Zhao et al., 2023, Algorithm 1; Muzellec et al., 2020, Algorithm 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+from torch import Tensor, nn
+
+from tdm._validation import (
+    MIN_SAMPLES,
+    check_choice,
+    check_finite_or_nan,
+    check_frame_numeric,
+    check_positive,
+    column_labels,
+    resolve_device,
+    resolve_dtype,
+)
+from tdm.transport import COSTS, SOLVERS, pairwise_cost, transport_loss
+
+__all__ = ["BatchOTImputer", "FitProgress"]
+
+_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FitProgress:
+    """What a ``callback`` receives after each optimisation step.
+
+    Attributes
+    ----------
+    iteration : int
+        Steps done so far (1-based).
+    max_iter : int
+        Steps planned.
+    loss : float
+        Transport cost of this step's batches.
+    stage : str
+        ``"fit"`` or ``"transform"``.
+    """
+
+    iteration: int
+    max_iter: int
+    loss: float
+    stage: str = "fit"
+
+
+def paper_batch_size(batch_size: int, n_samples: int) -> int:
+    """The paper's rule: ``batch_size`` rows, or the largest power of two ``<= n_samples / 2``."""
+    if n_samples // 2 >= batch_size:
+        return batch_size
+    return 2 ** math.floor(math.log2(max(n_samples // 2, 1)))
+
+
+class BatchOTImputer(TransformerMixin, BaseEstimator):
+    """Base class: subclasses set their hyperparameters in ``__init__`` and build the network."""
+
+    # Hyperparameters every subclass has (set by its ``__init__``).
+    batch_size: int
+    max_iter: int
+    lr: float
+    cost: str
+    solver: str
+    epsilon: float
+    init_noise: float
+    standardize: bool
+    transform_max_iter: int | None
+    dtype: str
+    device: str | torch.device
+    random_state: int | np.random.RandomState | None
+    callback: Callable[[FitProgress], bool | None] | None
+    verbose: int
+
+    # Fitted state, set by ``fit`` (declared for type checkers).
+    mean_: np.ndarray
+    scale_: np.ndarray
+    X_fit_: np.ndarray
+    network_: nn.Module
+    batch_size_: int
+    n_iter_: int
+    loss_history_: np.ndarray
+    device_: torch.device
+    epsilon_: float | None
+    fit_fingerprint_: str
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
+        raise NotImplementedError
+
+    def _check_network_params(self) -> None:
+        """Validate the subclass's own hyperparameters."""
+
+    # ------------------------------------------------------------------ scikit-learn API
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+    def fit(self, X: Any, y: Any = None) -> Self:
+        """Impute ``X`` by optimal-transport matching and keep what ``transform`` needs.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Numeric data; NaN marks a missing cell.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._fit(X)
+        return self
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
+        """Fit on ``X`` and return it imputed (same type as ``X``; observed cells unchanged)."""
+        values = self._fit(X)
+        return self._wrap(X, self._fill_from_fit(values))
+
+    def transform(self, X: Any) -> Any:
+        """Impute ``X``, which may hold rows not seen in ``fit`` (inductive).
+
+        The fitted network is kept fixed; only the missing cells of ``X`` are optimised, so that
+        the mapped rows of ``X``, mixed with fitted rows, match other fitted rows in transport
+        cost. Called on the very data passed to ``fit``, it returns ``fit``'s imputation.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray or DataFrame of shape (n_samples, n_features)
+            Same type as ``X``; observed cells are returned bit-for-bit unchanged.
+        """
+        check_is_fitted(self, "X_fit_")
+        values = self._validate(X, reset=False)
+        if _fingerprint(values) == self.fit_fingerprint_:
+            return self._wrap(X, self._fill_from_fit(values))
+        return self._wrap(X, self._transform_new(values))
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the fitted imputer to ``path`` (atomically; ``callback`` is not saved)."""
+        check_is_fitted(self, "X_fit_")
+        params = {k: v for k, v in self.get_params().items() if k != "callback"}
+        if not isinstance(params.get("random_state"), int | None):
+            raise ValueError(
+                f"{self._owner()}.save: random_state must be an int or None to be saved; got "
+                f"{type(params['random_state']).__name__}"
+            )
+        params["device"] = str(params["device"])
+        state = {
+            "format_version": _FORMAT_VERSION,
+            "class": type(self).__name__,
+            "params": params,
+            "network": {k: v.detach().cpu() for k, v in self.network_.state_dict().items()},
+            "mean_": torch.from_numpy(self.mean_),
+            "scale_": torch.from_numpy(self.scale_),
+            "X_fit_": torch.from_numpy(self.X_fit_),
+            "loss_history_": torch.from_numpy(self.loss_history_),
+            "n_iter_": self.n_iter_,
+            "batch_size_": self.batch_size_,
+            "n_features_in_": self.n_features_in_,
+            "feature_names_in_": list(getattr(self, "feature_names_in_", [])) or None,
+            "epsilon_": self.epsilon_,
+            "fit_fingerprint_": self.fit_fingerprint_,
+            "device_": str(self.device_),
+        }
+        target = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            torch.save(state, tmp)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, device: str | None = None) -> Self:
+        """Read an imputer written by :meth:`save`; ``device`` overrides the saved setting."""
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state.get("class") != cls.__name__ or state.get("format_version") != _FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: not a saved {cls.__name__} (class {state.get('class')!r}, format "
+                f"{state.get('format_version')!r})"
+            )
+        est = cls(**state["params"])
+        if device is not None:
+            est.set_params(device=device)
+        n_features = int(state["n_features_in_"])
+        est.network_ = est._make_network(n_features, None)
+        est.network_.load_state_dict(state["network"])
+        est.mean_ = state["mean_"].numpy()
+        est.scale_ = state["scale_"].numpy()
+        est.X_fit_ = state["X_fit_"].numpy()
+        est.loss_history_ = state["loss_history_"].numpy()
+        est.n_iter_ = int(state["n_iter_"])
+        est.batch_size_ = int(state["batch_size_"])
+        est.n_features_in_ = n_features
+        if state["feature_names_in_"] is not None:
+            est.feature_names_in_ = np.asarray(state["feature_names_in_"], dtype=object)
+        est.epsilon_ = state["epsilon_"]
+        est.fit_fingerprint_ = state["fit_fingerprint_"]
+        est.device_ = torch.device(state["device_"])
+        return est
+
+    # ------------------------------------------------------------------ internals
+    def _owner(self) -> str:
+        return type(self).__name__
+
+    def _check_params(self) -> None:
+        owner = self._owner()
+        check_positive("batch_size", self.batch_size, integer=True, owner=owner)
+        check_positive("max_iter", self.max_iter, integer=True, owner=owner, allow_zero=True)
+        check_positive("lr", self.lr, integer=False, owner=owner)
+        check_positive("epsilon", self.epsilon, integer=False, owner=owner)
+        check_positive("init_noise", self.init_noise, integer=False, owner=owner, allow_zero=True)
+        if self.transform_max_iter is not None:
+            check_positive("transform_max_iter", self.transform_max_iter, integer=True, owner=owner)
+        check_choice("cost", self.cost, COSTS, owner=owner)
+        check_choice("solver", self.solver, SOLVERS, owner=owner)
+        resolve_dtype(self.dtype, owner)
+        if self.callback is not None and not callable(self.callback):
+            raise ValueError(f"{owner}: callback must be callable or None; got {self.callback!r}")
+        self._check_network_params()
+
+    def _validate(self, X: Any, *, reset: bool) -> np.ndarray:
+        owner = self._owner()
+        if isinstance(X, pd.DataFrame):
+            check_frame_numeric(X, owner)
+        check_finite_or_nan(X, owner)
+        values: np.ndarray = validate_data(
+            self,
+            X,
+            reset=reset,
+            dtype=[np.float64, np.float32],
+            ensure_all_finite="allow-nan",
+            ensure_min_samples=1,
+        )
+        return values
+
+    def _fit(self, X: Any) -> np.ndarray:
+        owner = self._owner()
+        self._check_params()
+        values = self._validate(X, reset=True)
+        n_samples, n_features = values.shape
+        if n_samples < MIN_SAMPLES:
+            raise ValueError(
+                f"{owner} needs at least {MIN_SAMPLES} rows to fit (two disjoint batches of two); "
+                f"got n_samples={n_samples}."
+            )
+        mask = np.isnan(values)
+        empty = np.flatnonzero(mask.all(axis=0))
+        if empty.size:
+            labels = column_labels(X, n_features)
+            raise ValueError(
+                f"{owner}: {labels[int(empty[0])]} has no observed value; a column with nothing "
+                "observed cannot be imputed. Drop it or provide some of its values."
+            )
+        device = resolve_device(self.device, owner)
+        dtype = resolve_dtype(self.dtype, owner)
+        rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
+
+        self.mean_, self.scale_ = self._scaling(values, mask)
+        Z = (values.astype(np.float64) - self.mean_) / self.scale_
+        generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        network = self._make_network(n_features, generator).to(device=device, dtype=dtype)
+        self.batch_size_ = paper_batch_size(self.batch_size, n_samples)
+        self.device_ = device
+        self.epsilon_ = self._absolute_epsilon(Z, mask, rng) if self.solver == "sinkhorn" else None
+        filled, history = self._optimise(Z, mask, network, rng, device, dtype)
+        network.eval()
+        self.network_ = network
+        self.X_fit_ = filled
+        self.loss_history_ = history
+        self.n_iter_ = int(history.size)
+        self.fit_fingerprint_ = _fingerprint(values)
+        return values
+
+    def _scaling(self, values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n_features = values.shape[1]
+        if not self.standardize:
+            return np.zeros(n_features), np.ones(n_features)
+        observed = np.where(mask, np.nan, values.astype(np.float64))
+        # Divide by the largest magnitude first so that squares of huge values cannot overflow.
+        magnitude = np.nanmax(np.abs(observed), axis=0)
+        magnitude[~(magnitude > 0)] = 1.0
+        mean = np.nanmean(observed / magnitude, axis=0) * magnitude
+        std = np.nanstd(observed / magnitude, axis=0) * magnitude
+        std[~(std > 0)] = 1.0  # a constant column keeps its scale
+        return mean, std
+
+    def _absolute_epsilon(self, Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> float:
+        """``epsilon`` times the median pairwise cost of the mean-filled data (Muzellec et al.)."""
+        filled = np.where(mask, np.nanmean(np.where(mask, np.nan, Z), axis=0), Z)
+        rows = rng.choice(Z.shape[0], size=min(Z.shape[0], 1000), replace=False)
+        sample = torch.as_tensor(filled[rows])
+        costs = pairwise_cost(sample, sample, self.cost)  # type: ignore[arg-type]
+        off_diagonal = costs[~torch.eye(len(rows), dtype=torch.bool)]
+        median = float(off_diagonal.median()) if off_diagonal.numel() else 1.0
+        return self.epsilon * (median if median > 0 else 1.0)
+
+    def _optimise(
+        self,
+        Z: np.ndarray,
+        mask: np.ndarray,
+        network: nn.Module,
+        rng: np.random.Generator,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fit-time loop: returns the imputed standardised data and the per-step losses."""
+        n_samples = Z.shape[0]
+        theta, X0, mask_t, slot = _missing_parameters(Z, mask, rng, self.init_noise, device, dtype)
+        # Complete data still trains the network (``transform`` then has a learned geometry).
+        trainable = [p for p in network.parameters() if p.requires_grad]
+        if theta.numel():
+            trainable.append(theta)
+        optimizer = torch.optim.RMSprop(trainable, lr=self.lr) if trainable else None
+        B = self.batch_size_
+        n_iter = self.max_iter
+
+        def step(_: int) -> Tensor:
+            rows = torch.from_numpy(rng.choice(n_samples, size=2 * B, replace=False)).to(device)
+            latent = network(_assemble(X0[rows], mask_t[rows], slot[rows], theta))
+            return self._loss(latent[:B], latent[B:])
+
+        history = self._run(step, optimizer, n_iter, device, dtype, "fit")
+        return _assemble(X0, mask_t, slot, theta).detach().cpu().numpy(), history
+
+    def _transform_new(self, values: np.ndarray) -> np.ndarray:
+        """Impute rows unseen in ``fit`` with the fitted network held fixed."""
+        out = values.copy()
+        mask = np.isnan(values)
+        rows_missing = np.flatnonzero(mask.any(axis=1))
+        if rows_missing.size == 0:
+            return out
+        owner = self._owner()
+        device = resolve_device(self.device, owner)
+        dtype = resolve_dtype(self.dtype, owner)
+        rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
+        network = self.network_.to(device=device, dtype=dtype)
+        for p in network.parameters():
+            p.requires_grad_(False)
+        Z = (values[rows_missing].astype(np.float64) - self.mean_) / self.scale_
+        sub_mask = mask[rows_missing]
+        theta, X0, mask_t, slot = _missing_parameters(
+            Z, sub_mask, rng, self.init_noise, device, dtype, fill=self._fit_column_means()
+        )
+        with torch.no_grad():
+            latent_fit = network(torch.as_tensor(self.X_fit_, device=device, dtype=dtype))
+        n_new, n_fit = len(rows_missing), latent_fit.shape[0]
+        B = min(self.batch_size_, n_fit // 2)
+        k = min(n_new, max(1, B // 2))  # new rows per batch; the rest of the batch is fitted rows
+        n_iter = self.transform_max_iter or _default_transform_iter(n_new, k, self.max_iter)
+        optimizer = torch.optim.RMSprop([theta], lr=self.lr)
+
+        def step(_: int) -> Tensor:
+            new = torch.from_numpy(rng.choice(n_new, size=k, replace=False)).to(device)
+            fit = torch.from_numpy(rng.choice(n_fit, size=2 * B - k, replace=False)).to(device)
+            z_new = network(_assemble(X0[new], mask_t[new], slot[new], theta))
+            z1 = torch.cat([z_new, latent_fit[fit[: B - k]]])
+            return self._loss(z1, latent_fit[fit[B - k :]])
+
+        if theta.numel():
+            self._run(step, optimizer, n_iter, device, dtype, "transform")
+        imputed = _assemble(X0, mask_t, slot, theta).detach().cpu().numpy()
+        filled = imputed * self.scale_ + self.mean_
+        out[rows_missing] = np.where(sub_mask, filled.astype(out.dtype), values[rows_missing])
+        return out
+
+    def _loss(self, z1: Tensor, z2: Tensor) -> Tensor:
+        return transport_loss(
+            z1,
+            z2,
+            cost=self.cost,  # type: ignore[arg-type]
+            solver=self.solver,  # type: ignore[arg-type]
+            epsilon=self.epsilon_,
+        )
+
+    def _run(
+        self,
+        step: Callable[[int], Tensor],
+        optimizer: torch.optim.Optimizer | None,
+        n_iter: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        stage: str,
+    ) -> np.ndarray:
+        """Run up to ``n_iter`` optimisation steps; returns the losses of the steps run."""
+        history = torch.empty(n_iter, device=device, dtype=dtype)
+        report_every = max(1, n_iter // 10)
+        started = time.perf_counter()
+        done = 0
+        for it in range(n_iter):
+            loss = step(it)
+            if optimizer is not None:  # None: nothing to optimise, the loss is only recorded
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+            history[it] = loss.detach()
+            done = it + 1
+            if done % 100 == 0 or done == n_iter:
+                self._check_finite(history[:done], stage)
+            if self.verbose and (done % report_every == 0 or done == n_iter):
+                per_it = (time.perf_counter() - started) / done * 1e3
+                print(
+                    f"{self._owner()} {stage}: iteration {done}/{n_iter}, loss "
+                    f"{float(loss.detach()):.5f} ({per_it:.1f} ms/iteration)",
+                    file=sys.stderr,
+                )
+            if self.callback is not None:
+                progress = FitProgress(done, n_iter, float(loss.detach()), stage)
+                if self.callback(progress) is True:
+                    break
+        return history[:done].cpu().double().numpy()
+
+    def _check_finite(self, history: Tensor, stage: str) -> None:
+        if not bool(torch.isfinite(history).all()):
+            first = int((~torch.isfinite(history)).nonzero()[0, 0]) + 1
+            raise FloatingPointError(
+                f"{self._owner()} {stage}: the loss became non-finite at iteration {first}; lower "
+                f"lr (now {self.lr}) or use dtype='float64'."
+            )
+
+    def _fit_column_means(self) -> np.ndarray:
+        return np.asarray(self.X_fit_, dtype=np.float64).mean(axis=0)
+
+    def _fill_from_fit(self, values: np.ndarray) -> np.ndarray:
+        out = values.copy()
+        mask = np.isnan(values)
+        filled = np.asarray(self.X_fit_, dtype=np.float64) * self.scale_ + self.mean_
+        out[mask] = filled[mask].astype(out.dtype)
+        return out
+
+    def _wrap(self, X: Any, out: np.ndarray) -> Any:
+        if not isinstance(X, pd.DataFrame):
+            return out
+        frame = pd.DataFrame(out, index=X.index, columns=X.columns)
+        for name, dtype in X.dtypes.items():
+            if pd.api.types.is_float_dtype(dtype) and dtype != frame[name].dtype:
+                frame[name] = frame[name].astype(dtype)
+        return frame
+
+
+def _missing_parameters(
+    Z: np.ndarray,
+    mask: np.ndarray,
+    rng: np.random.Generator,
+    noise: float,
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    fill: np.ndarray | None = None,
+) -> tuple[nn.Parameter, Tensor, Tensor, Tensor]:
+    """Missing cells as one parameter vector, initialised at the column mean plus N(0, noise²).
+
+    Returns ``(theta, X0, mask, slot)``: ``X0`` holds the observed values (0 where missing) and
+    ``slot[i, j]`` is the index in ``theta`` of the missing cell ``(i, j)``.
+    """
+    means = fill if fill is not None else np.nanmean(np.where(mask, np.nan, Z), axis=0)
+    rows, cols = np.nonzero(mask)
+    init = means[cols] + noise * rng.standard_normal(rows.size)
+    theta = nn.Parameter(torch.as_tensor(init, device=device, dtype=dtype))
+    X0 = torch.as_tensor(np.where(mask, 0.0, Z), device=device, dtype=dtype)
+    slot = np.zeros(mask.shape, dtype=np.int64)
+    slot[rows, cols] = np.arange(rows.size)
+    return (
+        theta,
+        X0,
+        torch.as_tensor(mask, device=device),
+        torch.as_tensor(slot, device=device),
+    )
+
+
+def _assemble(X0: Tensor, mask: Tensor, slot: Tensor, theta: Tensor) -> Tensor:
+    """Observed values where observed, the parameters where missing (differentiable in theta)."""
+    if theta.numel() == 0:
+        return X0
+    return torch.where(mask, theta[slot], X0)
+
+
+def _default_transform_iter(n_new: int, per_batch: int, max_iter: int) -> int:
+    """Enough steps for each new row to take part in about 200 of them, at most ``max_iter``."""
+    wanted = math.ceil(200 * n_new / per_batch)
+    return max(1, min(max(wanted, 200), max_iter))
+
+
+def _fingerprint(values: np.ndarray) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(str(values.shape).encode())
+    digest.update(str(values.dtype).encode())
+    digest.update(np.ascontiguousarray(values).tobytes())
+    return digest.hexdigest()

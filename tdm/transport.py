@@ -1,0 +1,211 @@
+"""Optimal-transport losses between two point clouds, differentiable in the points.
+
+Every loss here is ``<P, C(z1, z2)>`` with the transport plan ``P`` computed without autograd and
+held fixed in the backward pass. By the envelope theorem this gives the gradient of the optimal
+transport cost itself (exact or entropic), at the price of one plan and one cost evaluation.
+
+Three solvers:
+
+``"assignment"``
+    Two batches of equal size with uniform weights: the exact plan is a permutation (Birkhoff),
+    found by a Jonker-Volgenant solver (the ``lapjv`` package; SciPy's
+    :func:`scipy.optimize.linear_sum_assignment` where it is not installed). The loss is the mean
+    cost over matched pairs, so autograd only sees ``n`` pair costs, not the ``n x m`` matrix.
+``"emd"``
+    The general exact solver, POT's network simplex (:func:`ot.emd`), for unequal sizes. Chosen
+    automatically when ``"assignment"`` is asked for unequal batches.
+``"sinkhorn"``
+    Entropic OT, log-domain Sinkhorn iterations on the device, with the debiased Sinkhorn
+    divergence ``S(a, b) = OT(a, b) - (OT(a, a) + OT(b, b)) / 2`` as used by OTImputer
+    (Muzellec et al., 2020).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import ot
+import torch
+from torch import Tensor
+
+try:  # A well-maintained LAPJV implementation (MIT); 3-6 ms at 512 x 512 on 2 CPU cores.
+    from lapjv import lapjv as _lapjv
+except ImportError:  # pragma: no cover - exercised only where lapjv has no wheel
+    _lapjv = None
+
+__all__ = [
+    "COSTS",
+    "SOLVERS",
+    "Cost",
+    "Solver",
+    "assignment",
+    "pairwise_cost",
+    "sinkhorn_plan",
+    "transport_loss",
+]
+
+Cost = Literal["sqeuclidean", "euclidean"]
+Solver = Literal["assignment", "emd", "sinkhorn"]
+COSTS: tuple[str, ...] = ("sqeuclidean", "euclidean")
+SOLVERS: tuple[str, ...] = ("assignment", "emd", "sinkhorn")
+
+
+def pairwise_cost(z1: Tensor, z2: Tensor, cost: Cost, *, fast: bool = False) -> Tensor:
+    """Cost matrix ``C[i, j] = c(z1[i], z2[j])``, shape ``(n, m)``.
+
+    ``"sqeuclidean"`` is ``||z1[i] - z2[j]||²`` (the paper's text); ``"euclidean"`` its square root
+    (the published code). ``fast=True`` uses the matrix-product expansion (several times faster for
+    wide data, less accurate for near points): good enough to choose a matching, not for gradients.
+    """
+    mode = "use_mm_for_euclid_dist" if fast else "donot_use_mm_for_euclid_dist"
+    dist = torch.cdist(z1, z2, compute_mode=mode)
+    return dist.square() if cost == "sqeuclidean" else dist
+
+
+def matched_cost(z1: Tensor, z2: Tensor, cost: Cost) -> Tensor:
+    """Row-wise cost ``c(z1[i], z2[i])``, shape ``(n,)``; the Euclidean norm has gradient 0 at 0."""
+    diff = z1 - z2
+    if cost == "sqeuclidean":
+        return diff.square().sum(dim=1)
+    return torch.linalg.vector_norm(diff, dim=1)
+
+
+def assignment(C: np.ndarray) -> np.ndarray:
+    """Solve the linear assignment problem for a square cost matrix.
+
+    Parameters
+    ----------
+    C : ndarray of shape (n, n)
+        Costs, float32 or float64.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        ``perm`` with row ``i`` matched to column ``perm[i]``; it minimises ``C[i, perm[i]].sum()``.
+    """
+    if C.ndim != 2 or C.shape[0] != C.shape[1]:
+        raise ValueError(f"assignment needs a square cost matrix; got shape {C.shape}")
+    if _lapjv is not None:
+        # LAPJV's stopping tests are absolute: rescale so that tiny costs (a contracted latent
+        # space) do not make it crawl. The optimal permutation is invariant to the scale.
+        scale = float(np.abs(C).max()) if C.size else 0.0
+        C = C / scale if scale > 0 else C
+        row_to_col, _, _ = _lapjv(np.ascontiguousarray(C))
+        return np.asarray(row_to_col, dtype=np.int64)
+    from scipy.optimize import linear_sum_assignment
+
+    _, cols = linear_sum_assignment(C)
+    return cols.astype(np.int64)
+
+
+def sinkhorn_plan(
+    C: Tensor, epsilon: float, *, scaling: float = 0.9, max_iter: int = 1000, tol: float = 1e-4
+) -> Tensor:
+    """Entropic OT plan between uniform weights, by log-domain Sinkhorn iterations.
+
+    The regularisation is annealed from the largest cost down to ``epsilon`` by the factor
+    ``scaling`` per iteration (epsilon-scaling), which reaches a small ``epsilon`` in tens of
+    iterations instead of thousands; the dual potentials carry over between levels.
+
+    Parameters
+    ----------
+    C : Tensor of shape (n, m)
+        Cost matrix (no gradient is taken through the iterations).
+    epsilon : float
+        Absolute entropic regularisation, in the units of ``C``.
+    scaling : float, default=0.9
+        Annealing factor in (0, 1).
+    max_iter : int, default=1000
+        Cap on Sinkhorn iterations at the final ``epsilon``.
+    tol : float, default=1e-4
+        Stop when the L1 error of the row marginal is below ``tol`` (checked every 10 iterations).
+
+    Returns
+    -------
+    Tensor of shape (n, m)
+        The plan, whose entries sum to 1.
+    """
+    n, m = C.shape
+    log_a = C.new_full((n,), -math.log(n))
+    log_b = C.new_full((m,), -math.log(m))
+    f = C.new_zeros(n)
+    g = C.new_zeros(m)
+    eps = max(float(C.max()), epsilon)
+    at_target = 0
+    while True:
+        f = -eps * torch.logsumexp((g[None, :] - C) / eps + log_b[None, :], dim=1)
+        g = -eps * torch.logsumexp((f[:, None] - C) / eps + log_a[:, None], dim=0)
+        if eps > epsilon:
+            eps = max(eps * scaling, epsilon)
+            continue
+        at_target += 1
+        if at_target >= max_iter:
+            break
+        if at_target % 10 == 0:
+            log_p = (f[:, None] + g[None, :] - C) / eps + log_a[:, None] + log_b[None, :]
+            err = (torch.logsumexp(log_p, dim=1).exp() - log_a.exp()).abs().sum()
+            if err.item() < tol:
+                break
+    log_p = (f[:, None] + g[None, :] - C) / eps + log_a[:, None] + log_b[None, :]
+    return log_p.exp()
+
+
+def transport_loss(
+    z1: Tensor,
+    z2: Tensor,
+    *,
+    cost: Cost = "sqeuclidean",
+    solver: Solver = "assignment",
+    epsilon: float | None = None,
+) -> Tensor:
+    """Optimal-transport cost between the uniform measures on ``z1`` and ``z2``.
+
+    Parameters
+    ----------
+    z1 : Tensor of shape (n, d)
+    z2 : Tensor of shape (m, d)
+    cost : {"sqeuclidean", "euclidean"}, default="sqeuclidean"
+        Ground cost, see :func:`pairwise_cost`.
+    solver : {"assignment", "emd", "sinkhorn"}, default="assignment"
+        See the module docstring. ``"assignment"`` falls back to ``"emd"`` when ``n != m``.
+    epsilon : float, optional
+        Absolute entropic regularisation, required by ``"sinkhorn"``.
+
+    Returns
+    -------
+    Tensor
+        A scalar with gradients with respect to ``z1`` and ``z2`` (the plan is held fixed).
+    """
+    if solver == "assignment" and z1.shape[0] == z2.shape[0]:
+        with torch.no_grad():
+            C = pairwise_cost(z1, z2, cost, fast=True)
+        perm = torch.from_numpy(assignment(C.cpu().numpy())).to(z2.device)
+        return matched_cost(z1, z2[perm], cost).mean()
+    if solver in ("assignment", "emd"):
+        with torch.no_grad():
+            C64 = pairwise_cost(z1, z2, cost, fast=True).double().cpu().numpy()
+        n, m = C64.shape
+        plan = ot.emd(np.full(n, 1.0 / n), np.full(m, 1.0 / m), C64)
+        rows, cols = np.nonzero(plan)
+        weights = torch.as_tensor(plan[rows, cols], dtype=z1.dtype, device=z1.device)
+        rows_t = torch.as_tensor(rows, device=z1.device)
+        cols_t = torch.as_tensor(cols, device=z1.device)
+        return (weights * matched_cost(z1[rows_t], z2[cols_t], cost)).sum()
+    if solver == "sinkhorn":
+        if epsilon is None or not epsilon > 0:
+            raise ValueError(f"solver='sinkhorn' needs epsilon > 0; got epsilon={epsilon!r}")
+        return (
+            _entropic_term(z1, z2, cost, epsilon)
+            - 0.5 * _entropic_term(z1, z1, cost, epsilon)
+            - 0.5 * _entropic_term(z2, z2, cost, epsilon)
+        )
+    raise ValueError(f"solver must be one of {SOLVERS}; got solver={solver!r}")
+
+
+def _entropic_term(z1: Tensor, z2: Tensor, cost: Cost, epsilon: float) -> Tensor:
+    C = pairwise_cost(z1, z2, cost)
+    with torch.no_grad():
+        plan = sinkhorn_plan(C.detach(), epsilon)
+    return (plan * C).sum()

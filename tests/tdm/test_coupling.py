@@ -1,0 +1,98 @@
+"""Contract tests of the invertible network f: every configuration is a bijection with a bounded,
+correct log-determinant and a gradient for every weight."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tdm.coupling import AffineCoupling, InvertibleNetwork, bounded_log_scale
+
+CONFIGS = [
+    pytest.param(1, 3, id="D1-T3"),
+    pytest.param(2, 1, id="D2-T1"),
+    pytest.param(5, 3, id="D5-T3"),
+    pytest.param(8, 2, id="D8-T2"),
+]
+
+
+def make(n_features: int, n_blocks: int, seed: int = 0) -> InvertibleNetwork:
+    generator = torch.Generator().manual_seed(seed)
+    return InvertibleNetwork(n_features, n_blocks=n_blocks, generator=generator).double()
+
+
+@pytest.mark.parametrize(("n_features", "n_blocks"), CONFIGS)
+def test_forward_keeps_shape_and_inverse_recovers_input(n_features: int, n_blocks: int) -> None:
+    net = make(n_features, n_blocks)
+    x = torch.randn(64, n_features, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    z = net(x)
+    assert z.shape == x.shape
+    assert not torch.allclose(z, x)  # a random network is not the identity
+    torch.testing.assert_close(net.inverse(z), x, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(("n_features", "n_blocks"), CONFIGS)
+def test_every_parameter_gets_a_gradient(n_features: int, n_blocks: int) -> None:
+    net = make(n_features, n_blocks)
+    x = torch.randn(32, n_features, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    net(x).square().sum().backward()
+    for name, p in net.named_parameters():
+        assert p.grad is not None, name
+        assert p.grad.abs().sum() > 0, name  # a dead weight would mean a zero-size or unused layer
+
+
+@pytest.mark.parametrize(("n_features", "n_blocks"), CONFIGS)
+def test_log_det_equals_autograd_jacobian(n_features: int, n_blocks: int) -> None:
+    net = make(n_features, n_blocks)
+    x = torch.randn(4, n_features, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    expected = torch.stack(
+        [
+            torch.linalg.slogdet(
+                torch.autograd.functional.jacobian(lambda r: net(r[None])[0], row)
+            )[1]
+            for row in x
+        ]
+    )
+    torch.testing.assert_close(net.log_abs_det_jacobian(x), expected)
+
+
+def test_log_scale_bound_holds_even_for_huge_weights() -> None:
+    raw = torch.tensor([-1e6, -10.0, 0.0, 1e-3, 10.0, 1e6], dtype=torch.float64)
+    bounded = bounded_log_scale(raw, clamp=2.0)
+    assert bool((bounded.abs() < 2.0).all())
+    # Odd, increasing, slope 2/π at zero: s ≈ (2/π) raw for small raw.
+    assert bool((bounded.diff() >= 0).all())
+    small = bounded_log_scale(torch.tensor([-1e-4, 1e-4], dtype=torch.float64), 2.0)
+    torch.testing.assert_close(
+        small, torch.tensor([-1e-4, 1e-4], dtype=torch.float64) * 2 / math.pi
+    )
+
+    block = AffineCoupling(6, width=12, clamp=2.0).double()
+    with torch.no_grad():
+        for p in block.parameters():
+            p.mul_(1e4)  # push the conditioners far out of their usual range
+    x = torch.randn(16, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    log_det = block.log_abs_det_jacobian(x)
+    assert bool(torch.isfinite(log_det).all())
+    assert bool((log_det.abs() < 6 * 2.0).all())  # D columns, each |log-scale| < clamp
+
+
+def test_zero_blocks_is_the_identity() -> None:
+    net = make(4, 0)
+    x = torch.randn(8, 4, dtype=torch.float64)
+    torch.testing.assert_close(net(x), x)
+    assert list(net.parameters()) == []
+
+
+def test_same_generator_seed_gives_same_weights_and_state_dict_round_trips() -> None:
+    a, b, c = make(5, 3, seed=7), make(5, 3, seed=7), make(5, 3, seed=8)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(pa, pb)
+    assert any(
+        not torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters(), strict=True)
+    )
+    c.load_state_dict(a.state_dict())
+    x = torch.randn(8, 5, dtype=torch.float64)
+    torch.testing.assert_close(c(x), a(x))

@@ -1,0 +1,329 @@
+"""TDMImputer and OTImputer: accuracy against the mean, exactness on observed cells, determinism,
+clear errors, persistence and imputation of unseen rows."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tdm import FitProgress, OTImputer, TDMImputer
+from tdm._base import BatchOTImputer, paper_batch_size
+from tests.tdm.conftest import low_rank, mcar
+
+FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}
+
+IMPUTERS = [
+    pytest.param(lambda **kw: TDMImputer(**{**FAST, **kw}), id="TDM"),
+    pytest.param(lambda **kw: OTImputer(**{**FAST, "solver": "assignment", **kw}), id="OT-NS"),
+    pytest.param(lambda **kw: OTImputer(**{**FAST, "solver": "sinkhorn", **kw}), id="OT-SH"),
+]
+
+
+def mae(X: np.ndarray, X_imp: np.ndarray, mask: np.ndarray) -> float:
+    return float(np.abs(X_imp - X)[mask].mean())
+
+
+def mean_imputation_mae(X: np.ndarray, X_nan: np.ndarray, mask: np.ndarray) -> float:
+    return mae(X, np.where(mask, np.nanmean(X_nan, axis=0), X), mask)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(
+            lambda: TDMImputer(max_iter=300, batch_size=64, cost="euclidean", random_state=0),
+            id="TDM",
+        ),
+        pytest.param(
+            lambda: OTImputer(solver="assignment", max_iter=150, random_state=0), id="OT-NS"
+        ),
+    ],
+)
+def test_imputation_beats_the_column_mean(make, data) -> None:
+    X, X_nan, mask = data
+    X_imp = make().fit_transform(X_nan)
+    assert mae(X, X_imp, mask) < 0.9 * mean_imputation_mae(X, X_nan, mask)
+
+
+@pytest.mark.parametrize("make", IMPUTERS)
+def test_observed_cells_come_back_bit_for_bit(make) -> None:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 4)) * np.array([1e-300, 1.0, 1e300, 3.0])  # awkward magnitudes
+    X[0, 3] = -0.0
+    X[1, 3] = np.nextafter(1.0, 2.0)
+    X_nan, mask = mcar(X, 0.25)
+    X_imp = make().fit_transform(X_nan)
+    assert not np.isnan(X_imp).any()
+    assert X_imp[~mask].tobytes() == X_nan[~mask].tobytes()
+    assert np.signbit(X_imp[0, 3])
+
+
+@pytest.mark.parametrize("make", IMPUTERS)
+def test_float32_input_keeps_its_dtype_and_observed_bits(make, data) -> None:
+    _, X_nan, mask = data
+    X32 = X_nan.astype(np.float32)
+    X_imp = make().fit_transform(X32)
+    assert X_imp.dtype == np.float32
+    assert X_imp[~mask].tobytes() == X32[~mask].tobytes()
+
+
+@pytest.mark.parametrize("make", IMPUTERS)
+def test_same_seed_same_output_different_seed_different_output(make, data) -> None:
+    _, X_nan, _ = data
+    a = make(random_state=5).fit_transform(X_nan)
+    b = make(random_state=5).fit_transform(X_nan)
+    c = make(random_state=6).fit_transform(X_nan)
+    assert a.tobytes() == b.tobytes()
+    assert not np.array_equal(a, c)
+
+
+def test_dataframe_in_dataframe_out(data) -> None:
+    _, X_nan, _mask = data
+    frame = pd.DataFrame(X_nan, columns=[f"c{j}" for j in range(6)], index=np.arange(256) * 10)
+    frame["c0"] = frame["c0"].astype(np.float32)
+    frame["c5"] = frame["c5"].astype("Float64")  # pandas nullable: pd.NA is missing too
+    out = TDMImputer(**FAST).fit_transform(frame)
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == list(frame.columns)
+    assert out.index.equals(frame.index)
+    assert out["c0"].dtype == np.float32
+    assert not out.isna().any().any()
+    observed = ~frame.isna().to_numpy()
+    np.testing.assert_array_equal(
+        out.to_numpy(dtype=np.float64)[observed], frame.to_numpy(dtype=np.float64)[observed]
+    )
+
+
+def test_tdm_with_identity_network_is_otimputer(data) -> None:
+    """With f the identity (T = 0), TDM is OTImputer, step for step."""
+    _, X_nan, _ = data
+    tdm = TDMImputer(n_blocks=0, **FAST).fit_transform(X_nan)
+    ot_ns = OTImputer(solver="assignment", **FAST).fit_transform(X_nan)
+    assert tdm.tobytes() == ot_ns.tobytes()
+
+
+def test_paper_batch_size_rule() -> None:
+    assert paper_batch_size(512, 20_000) == 512
+    assert paper_batch_size(512, 1024) == 512
+    assert paper_batch_size(512, 1023) == 256  # largest power of two not above 511
+    assert paper_batch_size(512, 210) == 64
+    assert paper_batch_size(512, 4) == 2
+    est = TDMImputer(max_iter=2, random_state=0).fit(mcar(low_rank(n=100), 0.2)[0])
+    assert est.batch_size_ == 32
+
+
+def test_loss_falls_and_history_is_recorded(data) -> None:
+    _, X_nan, _ = data
+    est = OTImputer(solver="assignment", max_iter=100, random_state=0).fit(X_nan)
+    assert est.n_iter_ == 100
+    assert est.loss_history_.shape == (100,)
+    assert est.loss_history_[-20:].mean() < est.loss_history_[:20].mean()
+
+
+def test_callback_sees_every_step_and_can_stop_early(data) -> None:
+    _, X_nan, _ = data
+    seen: list[FitProgress] = []
+
+    def stop_at_seven(progress: FitProgress) -> bool:
+        seen.append(progress)
+        return progress.iteration == 7
+
+    est = TDMImputer(**{**FAST, "callback": stop_at_seven}).fit(X_nan)
+    assert [p.iteration for p in seen] == list(range(1, 8))
+    assert all(p.max_iter == 30 and np.isfinite(p.loss) and p.stage == "fit" for p in seen)
+    assert est.n_iter_ == 7
+
+
+def test_verbose_reports_progress(data, capsys) -> None:
+    _, X_nan, _ = data
+    TDMImputer(**{**FAST, "verbose": 1}).fit(X_nan)
+    err = capsys.readouterr().err
+    assert "iteration 30/30" in err and "ms/iteration" in err
+
+
+def test_no_missing_value_returns_input_unchanged() -> None:
+    X = low_rank(n=40)
+    out = TDMImputer(**FAST).fit_transform(X)
+    assert out.tobytes() == X.tobytes()
+
+
+def test_one_column_and_constant_column_are_imputed(data) -> None:
+    _X, X_nan, mask = data
+    one = TDMImputer(**FAST).fit_transform(X_nan[:, :1])
+    assert not np.isnan(one).any()
+    const = X_nan.copy()
+    const[:, 2] = np.where(mask[:, 2], np.nan, 4.0)
+    out = TDMImputer(**FAST).fit_transform(const)
+    assert not np.isnan(out).any()
+    assert np.all(np.abs(out[:, 2] - 4.0) < 1.0)  # stays near the constant, scale 1 kept
+
+
+# ---------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("make", IMPUTERS)
+def test_infinity_is_refused_naming_the_column(make, data) -> None:
+    _, X_nan, _ = data
+    X_bad = X_nan.copy()
+    X_bad[5, 3] = np.inf
+    with pytest.raises(
+        ValueError, match=r"column 3 holds 1 infinite value\(s\) \(first at row 5\)"
+    ):
+        make().fit(X_bad)
+    frame = pd.DataFrame(X_bad, columns=list("abcdef"))
+    with pytest.raises(ValueError, match="'d' holds 1 infinite"):
+        make().fit(frame)
+
+
+def test_all_missing_column_is_refused_naming_it(data) -> None:
+    _, X_nan, _ = data
+    frame = pd.DataFrame(X_nan, columns=list("abcdef"))
+    frame["e"] = np.nan
+    with pytest.raises(ValueError, match="'e' has no observed value"):
+        TDMImputer(**FAST).fit(frame)
+
+
+def test_too_few_rows_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"at least 4 rows .* n_samples=3"):
+        TDMImputer(**FAST).fit(np.array([[1.0, np.nan], [2.0, 3.0], [4.0, 5.0]]))
+
+
+def test_non_numeric_column_is_refused_naming_it(data) -> None:
+    _, X_nan, _ = data
+    frame = pd.DataFrame(X_nan[:, :2], columns=["x", "y"])
+    frame["city"] = "Lyon"
+    with pytest.raises(ValueError, match="column 'city' is not numeric"):
+        TDMImputer(**FAST).fit(frame)
+    frame = pd.DataFrame(X_nan[:, :2], columns=["x", "y"]).assign(flag=True)
+    with pytest.raises(ValueError, match="column 'flag' is not numeric"):
+        TDMImputer(**FAST).fit(frame)
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"cost": "cosine"}, "cost must be one of"),
+        ({"solver": "hungarian"}, "solver must be one of"),
+        ({"max_iter": -1}, "max_iter must be a non-negative integer"),
+        ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"lr": 0.0}, "lr must be a positive number"),
+        ({"dtype": "float16"}, "dtype must be one of"),
+        ({"n_blocks": 1.5}, "n_blocks must be a non-negative integer"),
+        ({"device": "tpu"}, "device must be"),
+    ],
+)
+def test_bad_hyperparameters_are_named(params, match, data) -> None:
+    _, X_nan, _ = data
+    with pytest.raises(ValueError, match=match):
+        TDMImputer(**{**FAST, **params}).fit(X_nan)
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the message on a machine without CUDA"
+)
+def test_cuda_without_a_gpu_is_a_clear_error(data) -> None:
+    _, X_nan, _ = data
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        TDMImputer(**{**FAST, "device": "cuda"}).fit(X_nan)
+
+
+# ---------------------------------------------------------------------------- no global state
+def test_fit_leaves_global_state_alone(data) -> None:
+    _, X_nan, _ = data
+    torch_rng, np_rng = torch.get_rng_state(), np.random.get_state()
+    dtype = torch.get_default_dtype()
+    TDMImputer(**{**FAST, "dtype": "float64"}).fit_transform(X_nan)
+    assert torch.equal(torch.get_rng_state(), torch_rng)
+    assert np.random.get_state()[1].tobytes() == np_rng[1].tobytes()
+    assert torch.get_default_dtype() == dtype
+    assert not torch.is_anomaly_enabled()
+
+
+# ---------------------------------------------------------------------------- unseen rows
+def test_transform_imputes_unseen_rows_better_than_the_mean() -> None:
+    X = low_rank(n=400, seed=2)
+    train, test = X[:300], X[300:]
+    train_nan, _ = mcar(train, 0.2, seed=3)
+    test_nan, test_mask = mcar(test, 0.2, seed=4)
+    est = OTImputer(solver="assignment", max_iter=150, random_state=0).fit(train_nan)
+    out = est.transform(test_nan)
+    assert out[~test_mask].tobytes() == test_nan[~test_mask].tobytes()
+    fitted_mean = np.where(test_mask, np.nanmean(train_nan, axis=0), test)
+    assert mae(test, out, test_mask) < 0.8 * mae(test, fitted_mean, test_mask)
+
+    tdm = TDMImputer(max_iter=100, batch_size=64, cost="euclidean", random_state=0).fit(train_nan)
+    out = tdm.transform(test_nan)
+    assert not np.isnan(out).any()
+    assert out[~test_mask].tobytes() == test_nan[~test_mask].tobytes()
+
+
+def test_transform_of_a_single_row_and_of_the_fitted_data(data) -> None:
+    _, X_nan, _ = data
+    est = TDMImputer(**FAST).fit(X_nan)
+    row = np.array([[np.nan, 1.0, 2.0, np.nan, 0.5, -1.0]])
+    out = est.transform(row)
+    assert out.shape == (1, 6) and not np.isnan(out).any()
+    assert est.transform(X_nan).tobytes() == est.fit_transform(X_nan).tobytes()
+
+
+def test_transform_checks_it_is_fitted_and_the_width() -> None:
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        TDMImputer().transform(np.zeros((3, 2)))
+    est = TDMImputer(**FAST).fit(mcar(low_rank(n=40), 0.2)[0])
+    with pytest.raises(ValueError, match="features"):
+        est.transform(np.zeros((3, 2)))
+
+
+# ---------------------------------------------------------------------------- persistence
+@pytest.mark.parametrize("make", IMPUTERS)
+def test_save_load_round_trip(make, data, tmp_path: Path) -> None:
+    _, X_nan, _ = data
+    est = make().fit(X_nan)
+    path = tmp_path / "imputer.pt"
+    est.save(path)
+    loaded = type(est).load(path)
+    assert loaded.get_params() == {**est.get_params(), "callback": None}
+    assert loaded.n_iter_ == est.n_iter_
+    np.testing.assert_array_equal(loaded.loss_history_, est.loss_history_)
+    new = X_nan[:20].copy()
+    new[:, 1] = np.nan
+    assert loaded.transform(new).tobytes() == est.transform(new).tobytes()
+    assert loaded.transform(X_nan).tobytes() == est.transform(X_nan).tobytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["imputer.pt"]  # no temporary file left
+
+
+def test_load_refuses_another_class(data, tmp_path: Path) -> None:
+    _, X_nan, _ = data
+    TDMImputer(**FAST).fit(X_nan).save(tmp_path / "m.pt")
+    with pytest.raises(ValueError, match="not a saved OTImputer"):
+        OTImputer.load(tmp_path / "m.pt")
+
+
+def test_pickle_round_trip(data) -> None:
+    _, X_nan, _ = data
+    est = TDMImputer(**FAST).fit(X_nan)
+    clone = pickle.loads(pickle.dumps(est))
+    row = X_nan[:5].copy()
+    row[:, 0] = np.nan
+    assert clone.transform(row).tobytes() == est.transform(row).tobytes()
+
+
+def test_subclasses_share_one_base() -> None:
+    assert issubclass(TDMImputer, BatchOTImputer) and issubclass(OTImputer, BatchOTImputer)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_fit_and_transform(data) -> None:
+    X, X_nan, mask = data
+    est = TDMImputer(max_iter=300, batch_size=64, cost="euclidean", device="cuda", random_state=0)
+    out = est.fit_transform(X_nan)
+    assert est.device_.type == "cuda"
+    assert out[~mask].tobytes() == X_nan[~mask].tobytes()
+    assert mae(X, out, mask) < 0.9 * mean_imputation_mae(X, X_nan, mask)
+    assert not np.isnan(est.transform(X_nan[:10] * np.where(mask[:10], np.nan, 1.0))).any()

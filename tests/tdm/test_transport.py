@@ -1,0 +1,90 @@
+"""The OT step: the assignment solver is optimal, and each loss equals POT's value and gradient."""
+
+from __future__ import annotations
+
+import numpy as np
+import ot
+import pytest
+import torch
+from scipy.optimize import linear_sum_assignment
+
+from tdm.transport import assignment, pairwise_cost, sinkhorn_plan, transport_loss
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 64, 300])
+def test_assignment_is_optimal(n: int) -> None:
+    rng = np.random.default_rng(n)
+    C = rng.random((n, n)) * 10
+    perm = assignment(C)
+    assert sorted(perm.tolist()) == list(range(n))  # a permutation
+    rows, cols = linear_sum_assignment(C)
+    assert C[np.arange(n), perm].sum() == pytest.approx(C[rows, cols].sum(), rel=1e-9)
+
+
+def test_assignment_handles_tiny_costs() -> None:
+    """Regression: a contracted latent space gives costs near 1e-9; the solver must stay optimal."""
+    rng = np.random.default_rng(0)
+    C = rng.random((128, 128)) * 1e-9
+    rows, cols = linear_sum_assignment(C)
+    assert C[np.arange(128), assignment(C)].sum() == pytest.approx(C[rows, cols].sum(), rel=1e-6)
+
+
+def test_assignment_rejects_non_square() -> None:
+    with pytest.raises(ValueError, match="square"):
+        assignment(np.zeros((3, 4)))
+
+
+def _clouds(n: int, m: int, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    z1 = torch.randn(n, d, dtype=torch.float64, generator=g, requires_grad=True)
+    z2 = (torch.randn(m, d, dtype=torch.float64, generator=g) + 0.5).requires_grad_(True)
+    return z1, z2
+
+
+@pytest.mark.parametrize("cost", ["sqeuclidean", "euclidean"])
+@pytest.mark.parametrize(
+    ("n", "m", "solver"),
+    [(32, 32, "assignment"), (32, 32, "emd"), (20, 33, "assignment"), (20, 33, "emd")],
+    ids=["equal-assignment", "equal-emd", "unequal-assignment-falls-back", "unequal-emd"],
+)
+def test_exact_loss_and_gradient_equal_pot(cost: str, n: int, m: int, solver: str) -> None:
+    z1, z2 = _clouds(n, m)
+    ours = transport_loss(z1, z2, cost=cost, solver=solver)  # type: ignore[arg-type]
+    (g1, g2) = torch.autograd.grad(ours, (z1, z2))
+
+    M = pairwise_cost(z1, z2, cost)  # type: ignore[arg-type]
+    a = torch.full((n,), 1.0 / n, dtype=torch.float64)
+    b = torch.full((m,), 1.0 / m, dtype=torch.float64)
+    reference = ot.emd2(a, b, M)  # POT's torch backend differentiates through the exact plan
+    (r1, r2) = torch.autograd.grad(reference, (z1, z2))
+    torch.testing.assert_close(ours, reference)
+    torch.testing.assert_close(g1, r1)
+    torch.testing.assert_close(g2, r2)
+
+
+def test_sinkhorn_plan_matches_pot() -> None:
+    z1, z2 = _clouds(40, 40, seed=5)
+    C = pairwise_cost(z1.detach(), z2.detach(), "sqeuclidean")
+    eps = 0.05 * float(C.median())
+    ours = sinkhorn_plan(C, eps, tol=1e-9, max_iter=5000)
+    uniform = np.full(40, 1 / 40)
+    reference = ot.sinkhorn(uniform, uniform, C.numpy(), eps, numItermax=100_000, stopThr=1e-12)
+    np.testing.assert_allclose(ours.numpy(), reference, atol=1e-7)
+
+
+def test_sinkhorn_divergence_is_zero_on_identical_clouds_and_positive_otherwise() -> None:
+    z1, z2 = _clouds(30, 30, seed=6)
+    same = transport_loss(z1, z1.detach().clone(), solver="sinkhorn", epsilon=0.1)
+    other = transport_loss(z1, z2, solver="sinkhorn", epsilon=0.1)
+    assert abs(float(same)) < 1e-6
+    assert float(other) > 0.1
+    (grad,) = torch.autograd.grad(other, z1)
+    assert bool(torch.isfinite(grad).all())
+
+
+def test_sinkhorn_needs_epsilon_and_unknown_solver_is_refused() -> None:
+    z1, z2 = _clouds(5, 5)
+    with pytest.raises(ValueError, match="epsilon"):
+        transport_loss(z1, z2, solver="sinkhorn")
+    with pytest.raises(ValueError, match="solver must be one of"):
+        transport_loss(z1, z2, solver="magic")  # type: ignore[arg-type]
