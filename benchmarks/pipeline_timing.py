@@ -1,0 +1,137 @@
+"""Wall time of the impute-table flow on a 20,000-row table: the model fit against the rest.
+
+Run from the repository root; prints a markdown section (`--write` also puts it in BENCHMARKS.md):
+
+    python -m benchmarks.pipeline_timing --rows 20000 --max-iter 10000 --torch-threads 1
+
+The table is synthetic and seeded: `n_numeric` correlated numeric columns (20% of cells missing
+at random), a key, and a text, a date and a boolean column that pass through. A no-op flow runs
+first so that starting Prefect's temporary server is not timed; imports made inside the tasks
+(torch, Great Expectations) are timed, as they would be in a fresh worker process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+
+def build_table(path: Path, *, rows: int, n_numeric: int, missing_rate: float, seed: int) -> None:
+    """Write the seeded table `events` to the DuckDB file `path`."""
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(rows, 3))
+    numeric = latent @ rng.normal(size=(3, n_numeric)) + 0.3 * rng.normal(size=(rows, n_numeric))
+    numeric[rng.random(numeric.shape) < missing_rate] = np.nan
+    frame = pd.DataFrame(numeric * 10 + 100, columns=[f"x{j}" for j in range(n_numeric)])
+    frame.insert(0, "event_id", np.arange(rows, dtype=np.int64))
+    frame["region"] = rng.choice(["north", "south", "east", "west"], rows)
+    frame["day"] = pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 365, rows), "D")
+    frame["flagged"] = rng.random(rows) < 0.1
+    with duckdb.connect(str(path)) as con:
+        con.register("frame", frame)
+        con.execute("CREATE TABLE events AS SELECT * REPLACE (CAST(day AS DATE) AS day) FROM frame")
+
+
+def step_seconds(flow_run_id: str) -> dict[str, float]:
+    """Seconds each task run of the flow run took, from the Prefect API."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+    ordered = sorted(runs, key=lambda r: r.start_time or datetime.max.replace(tzinfo=UTC))
+    return {r.name.rsplit("-", 1)[0]: r.total_run_time.total_seconds() for r in ordered}
+
+
+def main() -> None:
+    """Build the table, run the flow, print the markdown section."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--numeric-columns", type=int, default=10)
+    parser.add_argument("--missing-rate", type=float, default=0.2)
+    parser.add_argument("--max-iter", type=int, default=10_000)
+    parser.add_argument("--torch-threads", type=int, default=None)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md too")
+    args = parser.parse_args()
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+    import torch
+    from prefect import flow
+
+    from flows.impute_table import impute_table
+    from tasks.params import ImputerParams
+
+    if args.torch_threads is not None:
+        torch.set_num_threads(args.torch_threads)
+
+    @flow(name="warm-up")
+    def warm_up() -> None:
+        """Start the Prefect API (temporary server) before timing."""
+
+    warm_up()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "bench.duckdb"
+        build_table(
+            db, rows=args.rows, n_numeric=args.numeric_columns,
+            missing_rate=args.missing_rate, seed=args.seed,
+        )  # fmt: skip
+        params = ImputerParams(max_iter=args.max_iter, device=args.device)
+        started = time.perf_counter()
+        result = impute_table("events", db_path=db, key="event_id", imputer=params, seed=0)
+        total = time.perf_counter() - started
+    title = f"Pipeline timing: impute-table on a {args.rows:,}-row table"
+    body = report(args, result, total, step_seconds(result.run_id), torch.get_num_threads())
+    if args.write:
+        from benchmarks._report import replace_section
+
+        replace_section(title, body)
+    print(f"## {title}\n\n{body}")
+
+
+def report(
+    args: argparse.Namespace, result: Any, total: float, steps: dict[str, float], threads: int
+) -> str:
+    """The markdown body: command, machine, table, and seconds per step, fit against the rest."""
+    import torch
+
+    fit = result.fit_seconds
+    rest = total - fit
+    cells = sum(result.cells_imputed.values())
+    command = f"python -m benchmarks.pipeline_timing --rows {args.rows} --max-iter {args.max_iter}"
+    if args.torch_threads is not None:
+        command += f" --torch-threads {args.torch_threads}"
+    lines = [
+        f"Command: `{command}`; {datetime.now(UTC):%Y-%m-%d}.",
+        f"Machine: {os.cpu_count()} CPU cores ({platform.machine()}), device {result.device}, "
+        f"torch {torch.__version__} on {threads} thread(s).",
+        "",
+        f"Table: {args.rows:,} rows, {args.numeric_columns} numeric columns with {cells:,} cells "
+        "missing, a key, and text, date and boolean columns. One fresh process; Prefect's server "
+        f"already up; {result.n_iter:,} iterations at batch size 512.",
+        "",
+        "| step | seconds |",
+        "|---|---:|",
+        *(f"| {name} | {seconds:.2f} |" for name, seconds in steps.items()),
+        f"| **flow wall time** | **{total:.2f}** |",
+        f"| model fit (`TDMImputer.fit_transform`) | {fit:.2f} ({fit / total:.1%}) |",
+        f"| everything else | {rest:.2f} ({rest / total:.1%}) |",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Prefect deployments: schedules, parameters and work pools (see prefect.yaml)."""
