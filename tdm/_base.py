@@ -42,6 +42,7 @@ from tdm.transport import COSTS, SOLVERS, pairwise_cost, transport_loss
 __all__ = ["BatchOTImputer", "FitProgress"]
 
 _FORMAT_VERSION = 1
+_VALIDATE_EVERY = 25  # steps between two looks at the held-out cells
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     random_state: int | np.random.RandomState | None
     callback: Callable[[FitProgress], bool | None] | None
     verbose: int
+    early_stopping: bool
+    validation_fraction: float
+    n_iter_no_change: int
 
     # Fitted state, set by ``fit`` (declared for type checkers).
     mean_: np.ndarray
@@ -103,6 +107,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     device_: torch.device
     epsilon_: float | None
     fit_fingerprint_: str
+    validation_scores_: np.ndarray | None
+    best_iteration_: int | None
 
     # ------------------------------------------------------------------ subclass hooks
     def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
@@ -187,6 +193,10 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             "feature_names_in_": list(getattr(self, "feature_names_in_", [])) or None,
             "epsilon_": self.epsilon_,
             "fit_fingerprint_": self.fit_fingerprint_,
+            "validation_scores_": None
+            if self.validation_scores_ is None
+            else torch.from_numpy(self.validation_scores_),
+            "best_iteration_": self.best_iteration_,
             "device_": str(self.device_),
         }
         target = Path(path)
@@ -225,6 +235,9 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             est.feature_names_in_ = np.asarray(state["feature_names_in_"], dtype=object)
         est.epsilon_ = state["epsilon_"]
         est.fit_fingerprint_ = state["fit_fingerprint_"]
+        scores = state["validation_scores_"]
+        est.validation_scores_ = None if scores is None else scores.numpy()
+        est.best_iteration_ = state["best_iteration_"]
         est.device_ = torch.device(state["device_"])
         return est
 
@@ -241,6 +254,12 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         check_positive("init_noise", self.init_noise, integer=False, owner=owner, allow_zero=True)
         if self.transform_max_iter is not None:
             check_positive("transform_max_iter", self.transform_max_iter, integer=True, owner=owner)
+        check_positive("n_iter_no_change", self.n_iter_no_change, integer=True, owner=owner)
+        if not (isinstance(self.validation_fraction, float) and 0 < self.validation_fraction < 1):
+            raise ValueError(
+                f"{owner}: validation_fraction must be a float in (0, 1); got "
+                f"validation_fraction={self.validation_fraction!r}"
+            )
         check_choice("cost", self.cost, COSTS, owner=owner)
         check_choice("solver", self.solver, SOLVERS, owner=owner)
         resolve_dtype(self.dtype, owner)
@@ -335,7 +354,14 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Fit-time loop: returns the imputed standardised data and the per-step losses."""
         n_samples = Z.shape[0]
-        theta, X0, mask_t, slot = _missing_parameters(Z, mask, rng, self.init_noise, device, dtype)
+        holdout = (
+            _holdout_cells(mask, self.validation_fraction, rng) if self.early_stopping else None
+        )
+        train_mask = mask if holdout is None else mask | holdout
+        train_Z = Z if holdout is None else np.where(holdout, np.nan, Z)
+        theta, X0, mask_t, slot = _missing_parameters(
+            train_Z, train_mask, rng, self.init_noise, device, dtype
+        )
         # Complete data still trains the network (``transform`` then has a learned geometry).
         trainable = [p for p in network.parameters() if p.requires_grad]
         if theta.numel():
@@ -349,8 +375,18 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             latent = network(_assemble(X0[rows], mask_t[rows], slot[rows], theta))
             return self._loss(latent[:B], latent[B:])
 
-        history = self._run(step, optimizer, n_iter, device, dtype, "fit")
-        return _assemble(X0, mask_t, slot, theta).detach().cpu().numpy(), history
+        monitor = None
+        if holdout is not None:
+            monitor = _HoldoutMonitor(
+                theta, network, slot, holdout, Z, self.n_iter_no_change, device, dtype
+            )
+        history = self._run(step, optimizer, n_iter, device, dtype, "fit", monitor)
+        self.validation_scores_ = None if monitor is None else np.asarray(monitor.scores)
+        self.best_iteration_ = None if monitor is None else monitor.restore_best()
+        filled = _assemble(X0, mask_t, slot, theta).detach().cpu().numpy()
+        if holdout is not None:
+            filled[holdout] = Z[holdout]  # held-out cells are observed: give back their values
+        return filled, history
 
     def _transform_new(self, values: np.ndarray) -> np.ndarray:
         """Impute rows unseen in ``fit`` with the fitted network held fixed."""
@@ -410,6 +446,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         device: torch.device,
         dtype: torch.dtype,
         stage: str,
+        monitor: _HoldoutMonitor | None = None,
     ) -> np.ndarray:
         """Run up to ``n_iter`` optimisation steps; returns the losses of the steps run."""
         history = torch.empty(n_iter, device=device, dtype=dtype)
@@ -437,6 +474,14 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
                 progress = FitProgress(done, n_iter, float(loss.detach()), stage)
                 if self.callback(progress) is True:
                     break
+            if monitor is not None and done % _VALIDATE_EVERY == 0 and monitor.should_stop(done):
+                if self.verbose:
+                    print(
+                        f"{self._owner()} {stage}: early stop at iteration {done}; best held-out "
+                        f"error at iteration {monitor.best_iteration}",
+                        file=sys.stderr,
+                    )
+                break
         return history[:done].cpu().double().numpy()
 
     def _check_finite(self, history: Tensor, stage: str) -> None:
@@ -516,3 +561,72 @@ def _fingerprint(values: np.ndarray) -> str:
     digest.update(str(values.dtype).encode())
     digest.update(np.ascontiguousarray(values).tobytes())
     return digest.hexdigest()
+
+
+def _holdout_cells(mask: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """A random ``fraction`` of the observed cells (at least one), never a column's last one."""
+    observed = np.flatnonzero(~mask.ravel())
+    n_hold = max(1, round(fraction * observed.size))
+    flat = np.zeros(mask.size, dtype=bool)
+    flat[rng.choice(observed, size=min(n_hold, observed.size), replace=False)] = True
+    holdout = flat.reshape(mask.shape)
+    for j in np.flatnonzero((mask | holdout).all(axis=0)):  # keep one observed cell per column
+        holdout[np.flatnonzero(holdout[:, j])[0], j] = False
+    return holdout
+
+
+class _HoldoutMonitor:
+    """Self-supervised stopping: the error on held-out observed cells, and the best iterate.
+
+    Every ``_VALIDATE_EVERY`` steps, the mean absolute error between the current values of the
+    held-out cells and their true (standardised) values is computed. The best iterate (missing
+    cells and network weights) is kept; training stops once it has not improved for
+    ``patience`` steps. No ground truth of the really missing cells is used.
+    """
+
+    def __init__(
+        self,
+        theta: Tensor,
+        network: nn.Module,
+        slot: Tensor,
+        holdout: np.ndarray,
+        Z: np.ndarray,
+        patience: int,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> None:
+        self.theta = theta
+        self.network = network
+        self.index = slot[torch.as_tensor(holdout, device=device)]
+        self.truth = torch.as_tensor(Z[holdout], device=device, dtype=dtype)
+        self.patience = patience
+        self.best = self._score()
+        self.scores: list[float] = [self.best]  # scores[k] is at step k * _VALIDATE_EVERY
+        self.best_iteration = 0
+        self.best_theta = theta.detach().clone()
+        self.best_network = _state_copy(network)
+
+    @torch.no_grad()
+    def _score(self) -> float:
+        return float((self.theta[self.index] - self.truth).abs().mean())
+
+    @torch.no_grad()
+    def should_stop(self, iteration: int) -> bool:
+        score = self._score()
+        self.scores.append(score)
+        if score < self.best * (1 - 1e-4):
+            self.best, self.best_iteration = score, iteration
+            self.best_theta.copy_(self.theta)
+            self.best_network = _state_copy(self.network)
+        return iteration - self.best_iteration >= self.patience
+
+    @torch.no_grad()
+    def restore_best(self) -> int:
+        """Put the best iterate back in place; returns its iteration (0: the initial values)."""
+        self.theta.copy_(self.best_theta)
+        self.network.load_state_dict(self.best_network)
+        return self.best_iteration
+
+
+def _state_copy(network: nn.Module) -> dict[str, Tensor]:
+    return {k: v.detach().clone() for k, v in network.state_dict().items()}

@@ -69,6 +69,16 @@ class TDMImputer(BatchOTImputer):
         Called after every step with a :class:`tdm.FitProgress`; returning ``True`` stops early.
     verbose : int, default=0
         Print progress to stderr ten times per fit when positive.
+    early_stopping : bool, default=False
+        Self-supervised stopping rule: hold out ``validation_fraction`` of the observed cells
+        (treated as missing during the fit), check the error of their imputations every 25
+        steps, stop when it has not improved for ``n_iter_no_change`` steps, and restore the best
+        iterate. Needs no ground truth; the held-out cells keep their observed values in the
+        output.
+    validation_fraction : float, default=0.05
+        Share of the observed cells held out by ``early_stopping``.
+    n_iter_no_change : int, default=1000
+        Patience of ``early_stopping``, in steps.
 
     Attributes
     ----------
@@ -86,6 +96,10 @@ class TDMImputer(BatchOTImputer):
         Batch size used.
     device_ : torch.device
         Device used by ``fit``.
+    validation_scores_ : ndarray or None
+        With ``early_stopping``: the held-out error (standardised MAE) at step 0, 25, 50, ….
+    best_iteration_ : int or None
+        With ``early_stopping``: the step whose iterate was kept (0: the initial values).
 
     References
     ----------
@@ -123,6 +137,9 @@ class TDMImputer(BatchOTImputer):
         random_state: int | np.random.RandomState | None = None,
         callback: Callable[[FitProgress], bool | None] | None = None,
         verbose: int = 0,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.05,
+        n_iter_no_change: int = 1000,
     ) -> None:
         self.n_blocks = n_blocks
         self.width_factor = width_factor
@@ -141,6 +158,9 @@ class TDMImputer(BatchOTImputer):
         self.random_state = random_state
         self.callback = callback
         self.verbose = verbose
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
 
     def _check_network_params(self) -> None:
         owner = type(self).__name__
@@ -198,6 +218,9 @@ class OTImputer(BatchOTImputer):
         random_state: int | np.random.RandomState | None = None,
         callback: Callable[[FitProgress], bool | None] | None = None,
         verbose: int = 0,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.05,
+        n_iter_no_change: int = 1000,
     ) -> None:
         self.solver = solver
         self.batch_size = batch_size
@@ -213,6 +236,9 @@ class OTImputer(BatchOTImputer):
         self.random_state = random_state
         self.callback = callback
         self.verbose = verbose
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
 
     def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
         return nn.Identity()

@@ -327,3 +327,47 @@ def test_cuda_fit_and_transform(data) -> None:
     assert out[~mask].tobytes() == X_nan[~mask].tobytes()
     assert mae(X, out, mask) < 0.9 * mean_imputation_mae(X, X_nan, mask)
     assert not np.isnan(est.transform(X_nan[:10] * np.where(mask[:10], np.nan, 1.0))).any()
+
+
+# ---------------------------------------------------------------------------- stopping rule
+def test_early_stopping_stops_when_held_out_error_stalls(data) -> None:
+    """With a learning rate too small to move anything, the held-out error cannot improve: the
+    rule must stop after its patience, long before max_iter, and keep the initial iterate."""
+    _, X_nan, _ = data
+    est = TDMImputer(
+        max_iter=5000,
+        batch_size=32,
+        lr=1e-12,
+        early_stopping=True,
+        n_iter_no_change=100,
+        random_state=0,
+    ).fit(X_nan)
+    assert est.n_iter_ == 100
+    assert est.best_iteration_ == 0
+    assert est.validation_scores_ is not None and est.validation_scores_.size == 5  # 0, 25 … 100
+
+
+def test_early_stopping_keeps_the_best_iterate_and_all_observed_cells(data) -> None:
+    X, X_nan, mask = data
+    est = OTImputer(
+        solver="assignment",
+        max_iter=600,
+        early_stopping=True,
+        n_iter_no_change=200,
+        validation_fraction=0.1,
+        random_state=0,
+    )
+    out = est.fit_transform(X_nan)
+    assert out[~mask].tobytes() == X_nan[~mask].tobytes()  # held-out cells come back observed
+    assert est.best_iteration_ is not None and est.best_iteration_ > 0
+    scores = est.validation_scores_
+    assert scores is not None
+    assert scores[est.best_iteration_ // 25] == scores.min()
+    assert mae(X, out, mask) < 0.9 * mean_imputation_mae(X, X_nan, mask)
+    assert est.fit_transform(X_nan).tobytes() == out.tobytes()  # deterministic
+
+
+def test_early_stopping_parameters_are_checked(data) -> None:
+    _, X_nan, _ = data
+    with pytest.raises(ValueError, match="validation_fraction must be a float in"):
+        TDMImputer(**FAST, early_stopping=True, validation_fraction=1.5).fit(X_nan)
