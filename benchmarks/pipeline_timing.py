@@ -20,6 +20,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import duckdb
 import numpy as np
@@ -49,7 +50,7 @@ def step_seconds(flow_run_id: str) -> dict[str, float]:
 
     with get_client(sync_client=True) as client:
         runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(flow_run_id)]))
         )
     ordered = sorted(runs, key=lambda r: r.start_time or datetime.max.replace(tzinfo=UTC))
     return {r.name.rsplit("-", 1)[0]: r.total_run_time.total_seconds() for r in ordered}
