@@ -8,7 +8,7 @@ Everyday imports live here::
 from tdm._base import FitProgress
 from tdm.baselines import METHODS, make_imputer
 from tdm.coupling import InvertibleNetwork
-from tdm.imputer import OTImputer, TDMImputer
+from tdm.imputer import PAPER_PARAMS, OTImputer, TDMImputer
 from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
 from tdm.simulate import (
     MECHANISMS,
@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MECHANISMS",
     "METHODS",
+    "PAPER_PARAMS",
     "FitProgress",
     "InvertibleNetwork",
     "OTImputer",

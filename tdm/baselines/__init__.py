@@ -43,6 +43,7 @@ from tdm.baselines.iterative import ICEImputer, MissForestImputer
 from tdm.baselines.miwae import MIWAEImputer
 from tdm.baselines.simple import MeanImputer
 from tdm.baselines.softimpute import SoftImputeImputer
+from tdm.imputer import PAPER_PARAMS
 
 __all__ = [
     "BASELINES",
@@ -94,9 +95,7 @@ BASELINES: tuple[str, ...] = tuple(_BASELINE_CLASSES)
 
 #: TDM's settings in the paper (Zhao et al., 2023, Section 5): T = 3 coupling blocks, MLP width
 #: K * D with K = 2, batch 512, 10,000 iterations, RMSprop learning rate 1e-2.
-TDM_PAPER_PARAMS: Mapping[str, Any] = MappingProxyType(
-    {"n_blocks": 3, "width_factor": 2, "batch_size": 512, "max_iter": 10_000, "lr": 1e-2}
-)
+TDM_PAPER_PARAMS: Mapping[str, Any] = PAPER_PARAMS
 
 
 def make_imputer(name: str, *, random_state: int | None = None, **params: Any) -> BaseEstimator:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from tdm import FitProgress, OTImputer, TDMImputer
+from tdm import PAPER_PARAMS, FitProgress, OTImputer, TDMImputer
 from tdm._base import BatchOTImputer, paper_batch_size
 from tests.tdm.conftest import low_rank, mcar
 
@@ -371,3 +371,17 @@ def test_early_stopping_parameters_are_checked(data) -> None:
     _, X_nan, _ = data
     with pytest.raises(ValueError, match="validation_fraction must be a float in"):
         TDMImputer(**FAST, early_stopping=True, validation_fraction=1.5).fit(X_nan)
+
+
+def test_paper_preset_pins_every_setting_of_the_published_configuration() -> None:
+    est = TDMImputer.paper(random_state=3, max_iter=7)
+    params = est.get_params()
+    assert params["max_iter"] == 7 and params["random_state"] == 3  # overrides win
+    assert {k: params[k] for k in PAPER_PARAMS if k != "max_iter"} == {
+        k: v for k, v in PAPER_PARAMS.items() if k != "max_iter"
+    }
+    assert PAPER_PARAMS["max_iter"] == 10_000 and PAPER_PARAMS["batch_size"] == 512
+    assert PAPER_PARAMS["lr"] == 1e-2 and PAPER_PARAMS["n_blocks"] == 3
+    assert PAPER_PARAMS["width_factor"] == 2 and PAPER_PARAMS["early_stopping"] is False
+    with pytest.raises(TypeError):
+        PAPER_PARAMS["lr"] = 1.0  # type: ignore[index]
