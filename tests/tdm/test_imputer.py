@@ -102,8 +102,8 @@ def test_dataframe_in_dataframe_out(data) -> None:
 def test_tdm_with_identity_network_is_otimputer(data) -> None:
     """With f the identity (T = 0), TDM is OTImputer, step for step."""
     _, X_nan, _ = data
-    tdm = TDMImputer(n_blocks=0, **FAST).fit_transform(X_nan)
-    ot_ns = OTImputer(solver="assignment", **FAST).fit_transform(X_nan)
+    tdm = TDMImputer(n_blocks=0, cost="sqeuclidean", **FAST).fit_transform(X_nan)
+    ot_ns = OTImputer(solver="assignment", cost="sqeuclidean", **FAST).fit_transform(X_nan)
     assert tdm.tobytes() == ot_ns.tobytes()
 
 
