@@ -363,10 +363,14 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             train_Z, train_mask, rng, self.init_noise, device, dtype
         )
         # Complete data still trains the network (``transform`` then has a learned geometry).
-        trainable = [p for p in network.parameters() if p.requires_grad]
+        groups: list[dict[str, Any]] = []
+        weights = [p for p in network.parameters() if p.requires_grad]
+        if weights:
+            network_lr = getattr(self, "network_lr", None)
+            groups.append({"params": weights, "lr": self.lr if network_lr is None else network_lr})
         if theta.numel():
-            trainable.append(theta)
-        optimizer = torch.optim.RMSprop(trainable, lr=self.lr) if trainable else None
+            groups.append({"params": [theta]})
+        optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
         B = self.batch_size_
         n_iter = self.max_iter
 

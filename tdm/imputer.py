@@ -26,6 +26,7 @@ PAPER_PARAMS: Mapping[str, Any] = MappingProxyType(
         "batch_size": 512,
         "max_iter": 10_000,
         "lr": 1e-2,
+        "network_lr": None,  # the same RMSprop rate for the network and the missing cells
         "cost": "euclidean",  # the published code's cost, which produced the paper's tables
         "solver": "assignment",  # exact OT, as the published network simplex
         "init_noise": 0.1,
@@ -61,7 +62,9 @@ class TDMImputer(BatchOTImputer):
     max_iter : int, default=10_000
         Optimisation steps in ``fit``.
     lr : float, default=1e-2
-        RMSprop learning rate, for the network and the missing cells alike.
+        RMSprop learning rate of the missing cells (and of the network unless ``network_lr``).
+    network_lr : float or None, default=None
+        RMSprop learning rate of the network weights; ``None`` uses ``lr`` (the paper).
     cost : {"euclidean", "sqeuclidean"}, default="euclidean"
         Ground cost between latent points: the plain Euclidean distance of the published code, or
         the squared distance of the paper's text. The default is chosen by measured accuracy
@@ -149,6 +152,7 @@ class TDMImputer(BatchOTImputer):
         batch_size: int = 512,
         max_iter: int = 10_000,
         lr: float = 1e-2,
+        network_lr: float | None = None,
         cost: str = "euclidean",
         solver: str = "assignment",
         epsilon: float = 0.05,
@@ -170,6 +174,7 @@ class TDMImputer(BatchOTImputer):
         self.batch_size = batch_size
         self.max_iter = max_iter
         self.lr = lr
+        self.network_lr = network_lr
         self.cost = cost
         self.solver = solver
         self.epsilon = epsilon
@@ -201,6 +206,8 @@ class TDMImputer(BatchOTImputer):
         check_positive("n_blocks", self.n_blocks, integer=True, owner=owner, allow_zero=True)
         check_positive("width_factor", self.width_factor, integer=True, owner=owner)
         check_positive("clamp", self.clamp, integer=False, owner=owner)
+        if self.network_lr is not None:
+            check_positive("network_lr", self.network_lr, integer=False, owner=owner)
 
     def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
         return InvertibleNetwork(

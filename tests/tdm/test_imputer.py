@@ -385,3 +385,15 @@ def test_paper_preset_pins_every_setting_of_the_published_configuration() -> Non
     assert PAPER_PARAMS["width_factor"] == 2 and PAPER_PARAMS["early_stopping"] is False
     with pytest.raises(TypeError):
         PAPER_PARAMS["lr"] = 1.0  # type: ignore[index]
+
+
+def test_network_lr_sets_the_network_rate_alone(data) -> None:
+    """With network_lr tiny, the network stays at its initial weights while the cells still move."""
+    _, X_nan, _ = data
+    frozen = TDMImputer(**FAST, network_lr=1e-12).fit(X_nan)
+    initial = TDMImputer(**{**FAST, "max_iter": 0}).fit(X_nan)
+    for a, b in zip(frozen.network_.parameters(), initial.network_.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-9)
+    assert not np.array_equal(frozen.X_fit_, initial.X_fit_)
+    with pytest.raises(ValueError, match="network_lr must be a positive number"):
+        TDMImputer(**FAST, network_lr=-1.0).fit(X_nan)
