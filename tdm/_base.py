@@ -37,6 +37,7 @@ from tdm._validation import (
     resolve_device,
     resolve_dtype,
 )
+from tdm.scaling import fit_column_scaling
 from tdm.transport import COSTS, SOLVERS, pairwise_cost, transport_loss
 
 __all__ = ["BatchOTImputer", "FitProgress"]
@@ -324,14 +325,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         n_features = values.shape[1]
         if not self.standardize:
             return np.zeros(n_features), np.ones(n_features)
-        observed = np.where(mask, np.nan, values.astype(np.float64))
-        # Divide by the largest magnitude first so that squares of huge values cannot overflow.
-        magnitude = np.nanmax(np.abs(observed), axis=0)
-        magnitude[~(magnitude > 0)] = 1.0
-        mean = np.nanmean(observed / magnitude, axis=0) * magnitude
-        std = np.nanstd(observed / magnitude, axis=0) * magnitude
-        std[~(std > 0)] = 1.0  # a constant column keeps its scale
-        return mean, std
+        scaling = fit_column_scaling(np.where(mask, np.nan, values))
+        return scaling.mean, scaling.scale
 
     def _absolute_epsilon(self, Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> float:
         """``epsilon`` times the median pairwise cost of the mean-filled data (Muzellec et al.)."""

@@ -1,0 +1,309 @@
+"""The `tdm` command: `tdm impute` runs the impute-table flow, `tdm demo` shows it end to end."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import types
+import typing
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_parser", "main"]
+
+EXIT_USAGE = 2  # bad input: argparse's own code for usage errors
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `tdm` command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    # Before Prefect reads its settings: the temporary server it starts when no PREFECT_API_URL is
+    # set sends no telemetry unless asked to, and gets time to start on a busy machine.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+    from pydantic import ValidationError
+
+    from tasks.errors import PipelineError
+
+    _hide_tracebacks_of(PipelineError)
+    try:
+        return int(args.handler(args))
+    except PipelineError as error:
+        print(f"tdm {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in error.errors()
+        )
+        print(f"tdm {args.command}: error: invalid setting: {problems}.", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser, one sub-command per job (more can be added: bench, serve, run)."""
+    parser = argparse.ArgumentParser(
+        prog="tdm",
+        description="Impute missing values in DuckDB tables with Transformed Distribution "
+        "Matching, as Prefect flows with validation, quality checks and lineage.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    impute = commands.add_parser(
+        "impute",
+        help="impute a DuckDB table into a new table",
+        description="Impute the missing cells of a table's numeric columns and write the result "
+        "to a new table, with a lineage row in tdm_lineage. Settings not given as flags come "
+        "from TDM_* environment variables, then from the defaults.",
+    )
+    impute.add_argument("--db", type=Path, help="DuckDB file [env TDM_DB_PATH; warehouse.duckdb]")
+    impute.add_argument("--table", required=True, help="source table")
+    impute.add_argument("--target", help="target table [SOURCE + TDM_TARGET_SUFFIX (_imputed)]")
+    impute.add_argument(
+        "--columns",
+        type=_split_names,
+        action="extend",
+        help="comma-separated columns to impute [every numeric column but the key]",
+    )
+    impute.add_argument(
+        "--column",
+        dest="columns",
+        action="append",
+        metavar="NAME",
+        help="one column to impute, taken verbatim (for names with commas); repeatable",
+    )
+    impute.add_argument("--key", help="key column: must be unique and not null; never imputed")
+    impute.add_argument(
+        "--replace-source",
+        action="store_true",
+        help="write the imputed table over the source table itself",
+    )
+    _add_run_flags(impute)
+    impute.set_defaults(handler=_run_impute)
+
+    demo = commands.add_parser(
+        "demo",
+        help="build a demo warehouse and impute it",
+        description="Write scikit-learn's wine data, with missing cells, to a DuckDB file, impute "
+        "it with the impute-table flow, and compare with mean imputation.",
+    )
+    from flows.demo import DEMO_DB_PATH, DEMO_MAX_ITER
+
+    demo.add_argument(
+        "--db", type=Path, default=DEMO_DB_PATH, help=f"demo DuckDB file [{DEMO_DB_PATH}]"
+    )
+    demo.add_argument(
+        "--missing-rate", type=float, default=0.25, help="share of numeric cells removed [0.25]"
+    )
+    _add_run_flags(demo, max_iter=f"{DEMO_MAX_ITER} for the demo", torch_threads="1 for the demo")
+    demo.set_defaults(handler=_run_demo)
+    return parser
+
+
+def _add_run_flags(parser: argparse.ArgumentParser, **shown_defaults: str) -> None:
+    """One flag per imputer hyperparameter and run setting, named after its TDM_* variable."""
+    from flows.settings import PipelineSettings
+
+    group = parser.add_argument_group("imputer and run settings (flag > TDM_* variable > default)")
+    for name in ("seed", "range_factor", "torch_threads", *_imputer_fields()):
+        field = PipelineSettings.model_fields[name]
+        shown = shown_defaults.get(name, field.default)
+        shown = "unset" if shown is None else shown
+        flag = f"--{name.replace('_', '-')}"
+        text = f"{field.description} [env TDM_{name.upper()}; {shown}]"
+        if _is_bool(field.annotation):
+            group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, help=text)
+            continue
+        choices, kind = _flag_type(field.annotation)
+        group.add_argument(flag, dest=name, type=kind, choices=choices, default=None, help=text)
+
+
+def _imputer_fields() -> list[str]:
+    from tasks.params import ImputerParams
+
+    return list(ImputerParams.model_fields)
+
+
+def _is_bool(annotation: Any) -> bool:
+    return annotation is bool or bool in typing.get_args(annotation)
+
+
+def _flag_type(annotation: Any) -> tuple[list[str] | None, Callable[[str], Any]]:
+    """Choices and converter of a flag from a field's annotation (int, float, str, Literal)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]
+    if typing.get_origin(annotation) is typing.Literal:
+        return [str(a) for a in typing.get_args(annotation)], str
+    if annotation in (int, float):
+        return None, annotation
+    return None, str
+
+
+def _split_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _settings(args: argparse.Namespace, **defaults: Any) -> Any:
+    """Settings from the flags given, then TDM_* variables, then `defaults`, then built-ins."""
+    from flows.settings import PipelineSettings
+
+    given = {
+        name: getattr(args, name)
+        for name in PipelineSettings.model_fields
+        if getattr(args, name, None) is not None
+    }
+    if getattr(args, "db", None) is not None:
+        given["db_path"] = args.db
+    from_env = PipelineSettings().model_fields_set
+    for name, value in defaults.items():
+        if name not in given and name not in from_env:
+            given[name] = value
+    return PipelineSettings(**given)
+
+
+def _run_impute(args: argparse.Namespace) -> int:
+    from flows.impute_table import impute_table
+
+    settings = _settings(args)
+    _limit_torch_threads(settings.torch_threads)
+    result = impute_table(
+        source_table=args.table,
+        db_path=str(settings.db_path),
+        target_table=args.target,
+        columns=args.columns,
+        key=args.key,
+        replace_source=args.replace_source,
+        imputer=settings.imputer_params(),
+        seed=settings.seed,
+        range_factor=settings.range_factor,
+    )
+    _print_result(result)
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from flows.demo import DEMO_MAX_ITER, build_demo_warehouse, score_demo
+    from flows.impute_table import impute_table
+
+    settings = _settings(args, max_iter=DEMO_MAX_ITER, torch_threads=1)
+    _limit_torch_threads(settings.torch_threads)
+    demo = build_demo_warehouse(
+        settings.db_path, missing_rate=args.missing_rate, seed=settings.seed
+    )
+    print(
+        f"Demo warehouse {demo.db_path}: table {demo.table!r}, {demo.rows} wines, "
+        f"{len(demo.numeric_columns)} numeric columns with {demo.missing_cells} cells removed at "
+        f"random ({args.missing_rate:.0%}), pass-through columns "
+        f"{', '.join(demo.pass_through_columns)}; the truth is in {demo.truth_table!r}.",
+        flush=True,
+    )
+    result = impute_table(
+        source_table=demo.table,
+        db_path=str(demo.db_path),
+        key=demo.key,
+        imputer=settings.imputer_params(),
+        seed=settings.seed,
+        range_factor=settings.range_factor,
+    )
+    _print_result(result)
+    score = score_demo(demo, result.target_table)
+    print(
+        f"Mean absolute error on the {score.cells} removed cells (in column standard deviations):"
+        f" TDM {score.mae_imputed:.3f}, mean imputation {score.mae_mean:.3f}."
+    )
+    _print_where_to_look(result.db_path, result.target_table, result.run_id)
+    return 0
+
+
+def _limit_torch_threads(threads: int | None) -> None:
+    """Cap torch's CPU threads for this process (the command owns it; the library never does)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _print_result(result: Any) -> None:
+    cells = sum(result.cells_imputed.values())
+    replaced = " (it replaced the existing table of that name)" if result.replaced_existing else ""
+    if result.status == "copied" and result.target_table == result.source_table:
+        print(f"Table {result.source_table!r} has no missing value: left it unchanged.")
+    elif result.status == "copied":
+        print(
+            f"Table {result.source_table!r} has no missing value: copied it unchanged to "
+            f"{result.target_table!r}{replaced}."
+        )
+    else:
+        per_column = ", ".join(f"{c} {n}" for c, n in result.cells_imputed.items() if n)
+        print(
+            f"Wrote {result.target_table!r} to {result.db_path}{replaced}: {result.rows} rows, "
+            f"{cells} cells imputed ({per_column}); fit {result.fit_seconds:.1f} s on "
+            f"{result.device}, {result.n_iter} iterations, final loss {result.final_loss:.4g}."
+        )
+    print(
+        f"Lineage: run {result.run_id} in tdm_lineage; the imputed cells are listed in "
+        "tdm_imputed_cells."
+    )
+
+
+def _print_where_to_look(db_path: str, target: str, run_id: str) -> None:
+    from tasks.warehouse import quote_identifier
+
+    print(
+        f"\nWhere to look: open {db_path} with the duckdb CLI, or in Python with "
+        f"duckdb.connect({db_path!r}, read_only=True).sql(...), and run:\n"
+        f"  SELECT * FROM {quote_identifier(target)} LIMIT 5;\n"
+        f"  SELECT * FROM tdm_lineage WHERE run_id = '{run_id}';\n"
+        "  SELECT column_name, count(*) AS cells FROM tdm_imputed_cells "
+        f"WHERE run_id = '{run_id}' GROUP BY ALL;\n"
+        "Prefect UI: run `prefect server start` and open http://127.0.0.1:4200 "
+        "(flow impute-table)."
+    )
+
+
+class _QuietFormatter(logging.Formatter):
+    """Wraps a handler's formatter to drop the traceback of expected pipeline errors."""
+
+    def __init__(self, inner: logging.Formatter, quiet: type[BaseException]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.quiet = quiet
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format as the wrapped formatter would, without the traceback of a quiet error."""
+        if record.exc_info and isinstance(record.exc_info[1], self.quiet):
+            saved = record.exc_info, record.exc_text
+            record.exc_info, record.exc_text = None, None
+            try:
+                return self.inner.format(record)
+            finally:
+                record.exc_info, record.exc_text = saved
+        return self.inner.format(record)
+
+
+def _hide_tracebacks_of(error: type[BaseException]) -> None:
+    """Keep the terminal free of tracebacks for `error` (the Prefect API still gets them)."""
+    from prefect.logging.configuration import ensure_logging_setup
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    ensure_logging_setup()
+    for handler in logging.getLogger().handlers:
+        formatter = handler.formatter
+        if (
+            isinstance(handler, PrefectConsoleHandler)
+            and formatter is not None
+            and not isinstance(formatter, _QuietFormatter)
+        ):
+            handler.setFormatter(_QuietFormatter(formatter, error))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

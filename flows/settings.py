@@ -1,0 +1,50 @@
+"""Pipeline settings: defaults for an embedded warehouse, overridable by `TDM_*` variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas.expectations import RANGE_FACTOR
+from tasks.params import DEFAULT_TARGET_SUFFIX, ImputerParams
+
+__all__ = ["PipelineSettings"]
+
+
+class PipelineSettings(ImputerParams, BaseSettings):
+    """Every knob of `impute-table`; each field `name` reads the variable `TDM_<NAME>`.
+
+    The imputer hyperparameters (`TDM_MAX_ITER`, `TDM_BATCH_SIZE`, ...) come from `ImputerParams`.
+    Precedence: explicit values (CLI flags, flow parameters) > environment > these defaults.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="TDM_", frozen=True, extra="ignore")
+
+    db_path: Path = Field(
+        default=Path("warehouse.duckdb"), description="The DuckDB warehouse file."
+    )
+    seed: int = Field(default=0, ge=0, description="Random seed: same inputs and seed, same table.")
+    range_factor: float = Field(
+        default=RANGE_FACTOR,
+        gt=0,
+        description="Sane-range check: imputed values must lie within k observed ranges of the "
+        "observed [min, max].",
+    )
+    torch_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="CPU threads torch may use, set by the tdm command for its process "
+        "(unset: torch's default; 1 is fastest for small tables on a busy CPU).",
+    )
+    target_suffix: str = Field(
+        default=DEFAULT_TARGET_SUFFIX,
+        min_length=1,
+        description="Default target table name = source name + this suffix.",
+    )
+
+    def imputer_params(self) -> ImputerParams:
+        """The imputer hyperparameters alone."""
+        fields = set(ImputerParams.model_fields)
+        return ImputerParams.model_validate(self.model_dump(include=fields))

@@ -1,0 +1,109 @@
+"""The warehouse tables the pipeline writes besides the target: lineage and imputed cells."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+__all__ = [
+    "IMPUTED_CELLS_DDL",
+    "IMPUTED_CELLS_TABLE",
+    "LINEAGE_DDL",
+    "LINEAGE_TABLE",
+    "ImputedCellsSchema",
+    "LineageSchema",
+]
+
+LINEAGE_TABLE = "tdm_lineage"
+IMPUTED_CELLS_TABLE = "tdm_imputed_cells"
+
+LINEAGE_DDL = f"""
+CREATE TABLE IF NOT EXISTS {LINEAGE_TABLE} (
+    run_id VARCHAR NOT NULL,
+    flow_name VARCHAR NOT NULL,
+    deployment_name VARCHAR,
+    started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ NOT NULL,
+    source_table VARCHAR NOT NULL,
+    source_rows BIGINT NOT NULL,
+    source_hash VARCHAR NOT NULL,
+    target_table VARCHAR NOT NULL,
+    replaced_source BOOLEAN NOT NULL,
+    key_column VARCHAR,
+    "rows" BIGINT NOT NULL,
+    columns_imputed JSON NOT NULL,
+    cells_imputed JSON NOT NULL,
+    imputer VARCHAR NOT NULL,
+    hyperparameters JSON NOT NULL,
+    seed BIGINT NOT NULL,
+    device VARCHAR,
+    n_iter BIGINT,
+    final_loss DOUBLE,
+    fit_seconds DOUBLE,
+    quality_passed BOOLEAN NOT NULL,
+    quality_report JSON NOT NULL,
+    package_versions JSON NOT NULL,
+    status VARCHAR NOT NULL
+)
+"""
+
+IMPUTED_CELLS_DDL = f"""
+CREATE TABLE IF NOT EXISTS {IMPUTED_CELLS_TABLE} (
+    run_id VARCHAR NOT NULL,
+    target_table VARCHAR NOT NULL,
+    row_number BIGINT NOT NULL,
+    row_key VARCHAR,
+    column_name VARCHAR NOT NULL
+)
+"""
+
+
+class LineageSchema(pa.DataFrameModel):
+    """One row of `tdm_lineage`: what ran, on what, with which settings, and what came out."""
+
+    run_id: Series[str]
+    flow_name: Series[str]
+    deployment_name: Series[str] = pa.Field(nullable=True)
+    started_at: Series[pd.DatetimeTZDtype("us", "UTC")]  # type: ignore[valid-type]
+    finished_at: Series[pd.DatetimeTZDtype("us", "UTC")]  # type: ignore[valid-type]
+    source_table: Series[str]
+    source_rows: Series[int] = pa.Field(ge=0)
+    source_hash: Series[str] = pa.Field(str_length={"min_value": 1})
+    target_table: Series[str]
+    replaced_source: Series[bool]
+    key_column: Series[str] = pa.Field(nullable=True)
+    rows: Series[int] = pa.Field(ge=0)
+    columns_imputed: Series[str]
+    cells_imputed: Series[str]
+    imputer: Series[str]
+    hyperparameters: Series[str]
+    seed: Series[int]
+    device: Series[str] = pa.Field(nullable=True)
+    n_iter: Series[float] = pa.Field(nullable=True, ge=0)
+    final_loss: Series[float] = pa.Field(nullable=True)
+    fit_seconds: Series[float] = pa.Field(nullable=True, ge=0)
+    quality_passed: Series[bool]
+    quality_report: Series[str]
+    package_versions: Series[str]
+    status: Series[str] = pa.Field(isin=["imputed", "copied"])
+
+    class Config:
+        strict = True
+        ordered = True
+        coerce = True
+
+
+class ImputedCellsSchema(pa.DataFrameModel):
+    """Rows of `tdm_imputed_cells`: one per cell the run filled in."""
+
+    run_id: Series[str]
+    target_table: Series[str]
+    row_number: Series[int] = pa.Field(ge=0)
+    row_key: Series[str] = pa.Field(nullable=True)
+    column_name: Series[str]
+
+    class Config:
+        strict = True
+        ordered = True
+        coerce = True

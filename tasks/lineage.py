@@ -1,0 +1,117 @@
+"""The lineage record of a run: one row of `tdm_lineage`, built from what the steps returned."""
+
+from __future__ import annotations
+
+import json
+import platform
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Any
+
+import pandas as pd
+
+from schemas.lineage import LineageSchema
+from tasks.impute import ImputationOutcome
+from tasks.load import SourceTable
+from tasks.quality import QualityReport
+from tasks.validate import ImputationPlan
+
+__all__ = ["LineageRecord", "RunInfo", "current_run", "package_versions"]
+
+_PACKAGES = (
+    "tdm-impute", "torch", "numpy", "pandas", "scikit-learn", "pot", "lapjv",
+    "duckdb", "prefect", "pandera", "great-expectations", "pydantic",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Who ran: the Prefect flow run (or a fresh id outside Prefect) and when it started."""
+
+    run_id: str
+    flow_name: str
+    deployment_name: str | None
+    started_at: datetime
+
+
+def current_run(started_at: datetime | None = None) -> RunInfo:
+    """The current Prefect flow run's id, flow and deployment names."""
+    from prefect.runtime import deployment, flow_run
+
+    return RunInfo(
+        run_id=str(flow_run.id or uuid.uuid4()),
+        flow_name=str(flow_run.flow_name or "impute-table"),
+        deployment_name=deployment.name,
+        started_at=started_at or datetime.now(UTC),
+    )
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of Python and of the packages that shape the result."""
+    versions = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+@dataclass(frozen=True)
+class LineageRecord:
+    """Everything a lineage row holds except the finish time, which the writer stamps."""
+
+    run: RunInfo
+    source: SourceTable
+    plan: ImputationPlan
+    outcome: ImputationOutcome | None
+    quality: QualityReport
+    seed: int
+    hyperparameters: dict[str, Any]
+    versions: dict[str, str] = field(default_factory=package_versions)
+
+    @property
+    def status(self) -> str:
+        """'imputed', or 'copied' when the table had no missing cell."""
+        return "imputed" if self.outcome is not None else "copied"
+
+    def to_frame(self, finished_at: datetime) -> pd.DataFrame:
+        """The lineage row as a one-row frame validated by `LineageSchema`."""
+        outcome = self.outcome
+        row = {
+            "run_id": self.run.run_id,
+            "flow_name": self.run.flow_name,
+            "deployment_name": self.run.deployment_name,
+            "started_at": pd.Timestamp(self.run.started_at),
+            "finished_at": pd.Timestamp(finished_at),
+            "source_table": self.plan.source_table,
+            "source_rows": self.source.fingerprint.rows,
+            "source_hash": self.source.fingerprint.content_hash,
+            "target_table": self.plan.target_table,
+            "replaced_source": self.plan.replace_source,
+            "key_column": self.plan.key,
+            "rows": self.plan.n_rows,
+            "columns_imputed": _json(list(self.plan.columns)),
+            "cells_imputed": _json(dict(self.plan.missing)),
+            "imputer": outcome.imputer if outcome else "none",
+            "hyperparameters": _json(outcome.hyperparameters if outcome else self.hyperparameters),
+            "seed": self.seed,
+            "device": outcome.device if outcome else None,
+            "n_iter": outcome.n_iter if outcome else None,
+            "final_loss": outcome.final_loss if outcome else None,
+            "fit_seconds": outcome.fit_seconds if outcome else None,
+            "quality_passed": self.quality.passed,
+            "quality_report": _json(self.quality.to_dict()),
+            "package_versions": _json(self.versions),
+            "status": self.status,
+        }
+        frame = pd.DataFrame([row])
+        for name in ("started_at", "finished_at"):
+            frame[name] = frame[name].astype("datetime64[us, UTC]")
+        return LineageSchema.validate(frame)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, default=str)

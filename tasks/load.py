@@ -1,0 +1,87 @@
+"""Load step: read the source table from DuckDB, read-only, with its fingerprint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.errors import PipelineInputError
+from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.warehouse import (
+    Fingerprint,
+    TableInfo,
+    columns_sql,
+    connect,
+    find_table,
+    find_view,
+    fingerprint_table,
+    list_tables,
+    quote_identifier,
+)
+
+__all__ = ["SourceTable", "load_table"]
+
+
+@dataclass(frozen=True, eq=False)
+class SourceTable:
+    """The source table: where it lives, its columns, its fingerprint and the columns read.
+
+    `frame` holds the numeric columns and the key column (whatever its type), in table order and
+    in DuckDB's scan order; the other columns are never read: they pass through in SQL.
+    """
+
+    db_path: str
+    table: TableInfo
+    fingerprint: Fingerprint
+    frame: pd.DataFrame
+
+
+def _missing_table_message(con: duckdb.DuckDBPyConnection, db_path: str | Path, table: str) -> str:
+    view = find_view(con, table)
+    if view is not None:
+        return (
+            f"\"{view}\" in '{db_path}' is a view; the pipeline imputes base tables only. "
+            f'Materialise it first (CREATE TABLE ... AS SELECT * FROM "{view}") and impute that.'
+        )
+    tables = list_tables(con)
+    known = ", ".join(f'"{t}"' for t in tables[:20]) if tables else "none"
+    more = f" (and {len(tables) - 20} more)" if len(tables) > 20 else ""
+    return (
+        f"Table \"{table}\" does not exist in '{db_path}' (schema main). "
+        f"Tables there: {known}{more}."
+    )
+
+
+@task(
+    name="load-table",
+    cache_policy=NO_CACHE,
+    retries=RETRIES,
+    retry_delay_seconds=RETRY_DELAY_SECONDS,
+    retry_condition_fn=retry_when_busy,
+)
+def load_table(db_path: str, table: str, key: str | None = None) -> SourceTable:
+    """Read the source table's numeric columns and key, read-only, with its fingerprint."""
+    with connect(db_path, read_only=True) as con:
+        info = find_table(con, table)
+        if info is None:
+            raise PipelineInputError(_missing_table_message(con, db_path, table))
+        key_info = info.column(key) if key is not None else None
+        wanted = [c.name for c in info.columns if c.is_numeric or c is key_info]
+        try:
+            fingerprint = fingerprint_table(con, info)
+            if wanted:
+                sql = f"SELECT {columns_sql(wanted)} FROM {quote_identifier(info.name)}"
+                frame = con.execute(sql).df()
+            else:
+                frame = pd.DataFrame(index=pd.RangeIndex(fingerprint.rows))
+        except duckdb.Error as error:
+            raise PipelineInputError(
+                f"Table \"{info.name}\" in '{db_path}' could not be read: "
+                f"{str(error).splitlines()[0]}"
+            ) from None
+    return SourceTable(db_path=str(db_path), table=info, fingerprint=fingerprint, frame=frame)

@@ -1,0 +1,60 @@
+"""The imputer hyperparameters a run takes (pydantic only: cheap to import)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["DEFAULT_TARGET_SUFFIX", "ImputerParams"]
+
+DEFAULT_TARGET_SUFFIX = "_imputed"
+"""Default target table name: the source name plus this suffix."""
+
+
+class ImputerParams(BaseModel):
+    """Hyperparameters the pipeline passes to `tdm.TDMImputer`; unset (None) = library default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_iter: int = Field(default=10_000, ge=1, description="Training iterations (paper: 10,000).")
+    batch_size: int = Field(
+        default=512, ge=2, description="Rows per batch (paper: 512; smaller for small tables)."
+    )
+    n_blocks: int = Field(default=3, ge=0, description="Coupling blocks (paper: 3; 0 = OTImputer).")
+    width_factor: int = Field(
+        default=2, ge=1, description="Hidden width = factor x columns (paper: 2)."
+    )
+    lr: float = Field(default=1e-2, gt=0, description="RMSprop learning rate (paper: 1e-2).")
+    network_lr: float | None = Field(
+        default=None, gt=0, description="Learning rate of the network weights (unset: lr)."
+    )
+    cost: Literal["sqeuclidean", "euclidean"] | None = Field(
+        default=None, description="OT ground cost (unset: the library's default)."
+    )
+    solver: Literal["assignment", "emd", "sinkhorn"] | None = Field(
+        default=None, description="OT solver (unset: the library's default, exact assignment)."
+    )
+    epsilon: float | None = Field(
+        default=None, gt=0, description="Sinkhorn regularisation, as a fraction of the median cost."
+    )
+    clamp: float | None = Field(default=None, gt=0, description="Bound on the coupling log-scales.")
+    init_noise: float | None = Field(
+        default=None, ge=0, description="Std of the noise added to the mean fill at the start."
+    )
+    device: str = Field(
+        default="auto", description="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1'."
+    )
+    dtype: Literal["float32", "float64"] = Field(
+        default="float32", description="Training precision."
+    )
+    early_stopping: bool | None = Field(
+        default=None,
+        description="Stop when held-out observed cells stop improving (unset: library default).",
+    )
+    validation_fraction: float | None = Field(
+        default=None, gt=0, lt=1, description="Share of observed cells held out by early stopping."
+    )
+    n_iter_no_change: int | None = Field(
+        default=None, ge=1, description="Early-stopping patience, in iterations."
+    )

@@ -1,0 +1,55 @@
+"""Standardise and inverse-scale steps: per-column centring and scaling around the imputer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.frames import as_float_frame
+
+__all__ = ["Scaling", "Standardised", "inverse_scale", "standardise"]
+
+
+@dataclass(frozen=True, eq=False)
+class Scaling:
+    """Per-column mean and scale of the observed values (a constant column has scale 1)."""
+
+    columns: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Standardised:
+    """The chosen columns standardised (NaN = missing), and the scaling that undoes it."""
+
+    frame: pd.DataFrame
+    scaling: Scaling
+
+
+@task(name="standardise", cache_policy=NO_CACHE)
+def standardise(frame: pd.DataFrame, columns: Sequence[str]) -> Standardised:
+    """Centre and scale each chosen column by the mean and std of its observed values."""
+    from tdm.scaling import fit_column_scaling  # imported here: `tdm --help` needs no torch
+
+    values = as_float_frame(frame, columns)
+    fitted = fit_column_scaling(values.to_numpy())
+    scaling = Scaling(columns=tuple(columns), mean=fitted.mean, scale=fitted.scale)
+    return Standardised(frame=(values - fitted.mean) / fitted.scale, scaling=scaling)
+
+
+@task(name="inverse-scale", cache_policy=NO_CACHE)
+def inverse_scale(imputed: pd.DataFrame, scaling: Scaling, original: pd.DataFrame) -> pd.DataFrame:
+    """Map imputed cells back to the original units; observed cells are taken from `original`.
+
+    Taking observed cells from the source, rather than un-scaling them, keeps them bit-identical.
+    """
+    source = as_float_frame(original, scaling.columns)
+    restored = imputed[list(scaling.columns)].to_numpy() * scaling.scale + scaling.mean
+    values = np.where(source.isna().to_numpy(), restored, source.to_numpy())
+    return pd.DataFrame(values, index=source.index, columns=list(scaling.columns))

@@ -1,0 +1,168 @@
+"""Shared fixtures: a Prefect test harness (opt-in, once per session) and small DuckDB warehouses.
+
+Prefect reads its settings when first imported, so the environment is set here, before any test
+module imports it: a throw-away PREFECT_HOME, no telemetry, a patient server start.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="tdm-tests-prefect-")
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
+for _name in [name for name in os.environ if name.startswith("TDM_")]:
+    del os.environ[_name]  # the suite sets its own TDM_* values where it tests them
+
+Snapshot = dict[str, tuple[int, int]]
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """A temporary Prefect server and database for the whole session (15-25 s to start).
+
+    Only tests that run flows should ask for it. Flow-run heartbeats are turned off: each flow
+    run would otherwise wait up to a second at its end for the heartbeat thread.
+    """
+    from prefect.settings import temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    with (
+        prefect_test_harness(server_startup_timeout=120),
+        temporary_settings(updates={"flows.heartbeat_frequency": None}),
+    ):
+        yield
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Run torch on one CPU thread: tiny fits are several times faster so on a shared CPU."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def build_readings(
+    path: Path,
+    *,
+    table: str = "readings",
+    n_rows: int = 80,
+    missing_rate: float = 0.2,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Write a mixed-type table to the DuckDB file `path`; returns the complete data.
+
+    Columns: id (INTEGER key), temperature, pressure, humidity (DOUBLE, correlated), visits
+    (INTEGER), site (VARCHAR), day (DATE), ok (BOOLEAN), price (DECIMAL(8,2), never missing).
+    """
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n_rows, 2))
+    truth = pd.DataFrame(
+        {
+            "id": np.arange(1, n_rows + 1, dtype=np.int32),
+            "temperature": 20 + 5 * latent[:, 0] + rng.normal(0, 0.5, n_rows),
+            "pressure": 1000 + 10 * latent[:, 1] + rng.normal(0, 1.0, n_rows),
+            "humidity": 50 + 8 * (latent[:, 0] - latent[:, 1]) + rng.normal(0, 1.0, n_rows),
+            "visits": np.round(30 + 6 * latent[:, 0]).astype(np.int32),
+            "site": rng.choice(["north", "south", "east"], n_rows),
+            "day": pd.Timestamp("2024-01-01") + pd.to_timedelta(np.arange(n_rows), unit="D"),
+            "ok": rng.random(n_rows) < 0.5,
+            "price": np.round(rng.uniform(1, 100, n_rows), 2),
+        }
+    )
+    holed = truth.copy()
+    for name in ("temperature", "pressure", "humidity", "visits"):
+        holed[name] = holed[name].astype("float64").mask(rng.random(n_rows) < missing_rate)
+    with duckdb.connect(str(path)) as con:
+        con.register("frame", holed)
+        quoted = '"' + table.replace('"', '""') + '"'
+        con.execute(
+            f"CREATE OR REPLACE TABLE {quoted} AS SELECT id, temperature, pressure, humidity, "
+            "CAST(visits AS INTEGER) AS visits, site, CAST(day AS DATE) AS day, ok, "
+            "CAST(price AS DECIMAL(8, 2)) AS price FROM frame"
+        )
+    return truth
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    """A DuckDB file holding the mixed-type table `readings` (80 rows, ~20% missing)."""
+    path = tmp_path / "warehouse.duckdb"
+    build_readings(path)
+    return path
+
+
+def snapshot(path: Path) -> Snapshot:
+    """Every table of the file with its row count and a hash of its contents."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        rows = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        tables = [row[0] for row in rows]
+        result: Snapshot = {}
+        for table in tables:
+            frame = con.execute('SELECT * FROM "' + table.replace('"', '""') + '"').df()
+            digest = int(pd.util.hash_pandas_object(frame.astype(str), index=True).sum())
+            result[table] = (len(frame), digest)
+    return result
+
+
+@pytest.fixture
+def take_snapshot() -> Callable[[Path], Snapshot]:
+    """The `snapshot` helper: tables, row counts and content hashes of a DuckDB file."""
+    return snapshot
+
+
+@pytest.fixture
+def make_readings() -> Callable[..., pd.DataFrame]:
+    """The `build_readings` helper, to write other variants of the mixed-type table."""
+    return build_readings
+
+
+def prepare_write(
+    db_path: Path, table: str = "readings", *, key: str | None = "id", max_iter: int = 10
+) -> tuple:
+    """Run load → validate → standardise → impute → inverse-scale → quality with `task.fn`.
+
+    Returns (source, plan, imputed, lineage): what `write_back` takes. No Prefect server needed.
+    """
+    from tasks.impute import impute
+    from tasks.lineage import LineageRecord, current_run
+    from tasks.load import load_table
+    from tasks.params import ImputerParams
+    from tasks.quality import check_quality
+    from tasks.scaling import inverse_scale, standardise
+    from tasks.validate import validate_input
+
+    params = ImputerParams(max_iter=max_iter)
+    source = load_table.fn(str(db_path), table, key)
+    plan = validate_input.fn(source, None, key)
+    scaled = standardise.fn(source.frame, plan.columns)
+    outcome = impute.fn(scaled.frame, params, 0, table=table)
+    imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
+    report = check_quality.fn(source, plan, imputed)
+    lineage = LineageRecord(
+        run=current_run(),
+        source=source,
+        plan=plan,
+        outcome=outcome,
+        quality=report,
+        seed=0,
+        hyperparameters=params.model_dump(),
+    )
+    return source, plan, imputed, lineage
+
+
+@pytest.fixture
+def steps_before_write() -> Callable[..., tuple]:
+    """The `prepare_write` helper: every step up to write-back, run without Prefect."""
+    return prepare_write

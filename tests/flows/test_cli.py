@@ -1,0 +1,159 @@
+"""The `tdm` command: exit codes, messages, settings precedence, and the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from flows.cli import _settings as settings_from
+from flows.cli import build_parser, main
+from flows.settings import PipelineSettings
+from tasks.params import ImputerParams
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_imputer_hyperparameter_has_a_flag_and_a_variable() -> None:
+    """Each ImputerParams field is a `tdm impute` flag and a TDM_* setting."""
+    flags = {
+        action.dest
+        for action in build_parser()._subparsers._group_actions[0].choices["impute"]._actions
+    }
+    for name in ImputerParams.model_fields:
+        assert name in flags
+        assert name in PipelineSettings.model_fields
+
+
+def test_flags_override_environment_which_overrides_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--max-iter beats TDM_MAX_ITER, which beats the default; unset flags keep the env value."""
+    monkeypatch.setenv("TDM_MAX_ITER", "500")
+    monkeypatch.setenv("TDM_LR", "0.05")
+    parser = build_parser()
+    from_env = settings_from(parser.parse_args(["impute", "--table", "t"]))
+    assert (from_env.max_iter, from_env.lr, from_env.batch_size) == (500, 0.05, 512)
+    from_flag = settings_from(parser.parse_args(["impute", "--table", "t", "--max-iter", "9"]))
+    assert (from_flag.max_iter, from_flag.lr) == (9, 0.05)
+
+
+def test_boolean_hyperparameters_are_switches_and_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--early-stopping / --no-early-stopping, or TDM_EARLY_STOPPING=true; unset by default."""
+    parser = build_parser()
+    assert settings_from(parser.parse_args(["impute", "--table", "t"])).early_stopping is None
+    monkeypatch.setenv("TDM_EARLY_STOPPING", "true")
+    assert settings_from(parser.parse_args(["impute", "--table", "t"])).early_stopping is True
+    off = parser.parse_args(["impute", "--table", "t", "--no-early-stopping"])
+    assert settings_from(off).early_stopping is False
+
+
+def test_demo_defaults_apply_unless_the_environment_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The demo's own iteration count is used unless TDM_MAX_ITER or --max-iter is set."""
+    parser = build_parser()
+    assert settings_from(parser.parse_args(["demo"]), max_iter=2000).max_iter == 2000
+    monkeypatch.setenv("TDM_MAX_ITER", "40")
+    assert settings_from(parser.parse_args(["demo"]), max_iter=2000).max_iter == 40
+
+
+def test_help_and_missing_command_exit_codes() -> None:
+    """`tdm --help` exits 0; `tdm` alone prints help and exits 2."""
+    run = [sys.executable, "-m", "flows.cli"]
+    assert subprocess.run([*run, "--help"], cwd=REPO, capture_output=True).returncode == 0
+    bare = subprocess.run(run, cwd=REPO, capture_output=True, text=True)
+    assert bare.returncode == 2 and "impute" in bare.stderr
+
+
+def test_invalid_setting_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad TDM_* value is reported by name, with exit status 2."""
+    monkeypatch.setenv("TDM_MAX_ITER", "many")
+    assert main(["impute", "--table", "t"]) == 2
+    assert "max_iter" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
+def test_impute_writes_the_target_and_says_where(
+    warehouse: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tdm impute` exits 0 and reports the target, the cells imputed and the lineage run."""
+    args = ["impute", "--db", str(warehouse), "--table", "readings", "--key", "id"]
+    assert main([*args, "--columns", "temperature,pressure", "--max-iter", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "Wrote 'readings_imputed'" in out and "tdm_lineage" in out
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        row = con.execute("SELECT columns_imputed, n_iter FROM tdm_lineage").fetchall()[0]
+    assert json.loads(row[0]) == ["temperature", "pressure"] and row[1] == 8
+    assert main([*args, "--max-iter", "8"]) == 0
+    assert "replaced the existing table" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_bad_input_prints_one_paragraph_without_traceback(warehouse: Path) -> None:
+    """A bad column exits 2 with the message on stderr, and no traceback anywhere.
+
+    Run as a separate process (talking to the harness's server), so that the terminal output is
+    exactly what a user sees at the default log level.
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    args = ["impute", "--db", str(warehouse), "--table", "readings", "--columns", "site"]
+    run = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("tdm impute: error: Only numeric columns can be imputed")
+    assert '"site" (VARCHAR)' in last
+    assert "Traceback" not in run.stdout + run.stderr
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_demo_builds_imputes_and_scores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tdm demo` writes the demo warehouse, imputes it and prints the errors and where to look."""
+    db = tmp_path / "demo" / "warehouse.duckdb"
+    assert main(["demo", "--db", str(db), "--max-iter", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "178 wines" in out and "Wrote 'wines_imputed'" in out
+    assert "TDM" in out and "mean imputation" in out and "Where to look" in out
+    with duckdb.connect(str(db), read_only=True) as con:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert {"wines", "wines_complete", "wines_imputed", "tdm_lineage"} <= tables
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_demo_tdm_beats_mean_imputation(tmp_path: Path) -> None:
+    """At the demo's settings, TDM's error on the removed cells is well below the mean's."""
+    from flows.demo import DEMO_KEY, DEMO_MAX_ITER, build_demo_warehouse, score_demo
+    from flows.impute_table import impute_table
+
+    demo = build_demo_warehouse(tmp_path / "demo.duckdb", seed=0)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = impute_table(
+            demo.table, db_path=demo.db_path, key=DEMO_KEY,
+            imputer=ImputerParams(max_iter=DEMO_MAX_ITER), seed=0,
+        )  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    score = score_demo(demo, result.target_table)
+    assert score.mae_imputed < 0.95 * score.mae_mean

@@ -1,0 +1,287 @@
+"""The impute-table flow end to end, on real DuckDB files, under Prefect's test harness."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+import tasks.write
+import tdm
+from flows.impute_table import impute_table
+from tasks.params import ImputerParams
+
+pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
+
+FAST = ImputerParams(max_iter=15)
+DESIGN_LINEAGE_FIELDS = {
+    "run_id", "flow_name", "deployment_name", "started_at", "finished_at", "source_table",
+    "source_rows", "source_hash", "target_table", "rows", "columns_imputed", "cells_imputed",
+    "imputer", "hyperparameters", "seed", "device", "final_loss", "quality_passed",
+    "quality_report", "package_versions", "status",
+}  # fmt: skip
+
+
+def _query(path: Path, sql: str, params: list | None = None) -> pd.DataFrame:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(sql, params or []).df()
+
+
+def _failed(state: Any) -> str:
+    """The message of a failed flow run (asserting that it failed)."""
+    assert state.is_failed(), state
+    return str(state.message)
+
+
+def test_mixed_table_is_imputed_end_to_end(warehouse: Path) -> None:
+    """Numeric cells are imputed, observed cells and other columns pass through, lineage kept."""
+    state = impute_table(
+        "readings", db_path=warehouse, key="id", imputer=FAST, seed=1, return_state=True
+    )
+    assert state.is_completed(), state.message
+    result = state.result()
+    assert result.target_table == "readings_imputed"
+    assert result.status == "imputed"
+
+    source = _query(warehouse, "SELECT * FROM readings ORDER BY id")
+    target = _query(warehouse, "SELECT * FROM readings_imputed ORDER BY id")
+    assert list(target.columns) == list(source.columns)
+    numeric = ["temperature", "pressure", "humidity", "visits"]
+    assert not target[numeric].isna().any().any()
+    observed = source[numeric].notna().to_numpy()
+    assert np.array_equal(
+        target[numeric].to_numpy(float)[observed], source[numeric].to_numpy(float)[observed]
+    )
+    for untouched in ("id", "site", "day", "ok", "price"):
+        pd.testing.assert_series_equal(target[untouched], source[untouched])
+    described = _query(warehouse, "DESCRIBE readings_imputed")
+    types = dict(zip(described["column_name"], described["column_type"], strict=True))
+    assert types["day"] == "DATE" and types["ok"] == "BOOLEAN" and types["price"] == "DECIMAL(8,2)"
+
+    lineage = _query(warehouse, "SELECT * FROM tdm_lineage")
+    assert len(lineage) == 1
+    row = lineage.iloc[0]
+    assert set(lineage.columns) >= DESIGN_LINEAGE_FIELDS
+    assert row["run_id"] == str(state.state_details.flow_run_id) == result.run_id
+    assert row["flow_name"] == "impute-table"
+    assert row["started_at"] < row["finished_at"]
+    assert (row["source_table"], row["target_table"], row["rows"]) == (
+        "readings", "readings_imputed", 80,
+    )  # fmt: skip
+    assert row["source_rows"] == 80 and len(row["source_hash"]) == 32
+    assert json.loads(row["columns_imputed"]) == [*numeric, "price"]
+    cells = json.loads(row["cells_imputed"])
+    assert cells == {name: int(source[name].isna().sum()) for name in [*numeric, "price"]}
+    hyper = json.loads(row["hyperparameters"])
+    assert hyper["max_iter"] == 15 and hyper["random_state"] == 1
+    assert row["imputer"] == "TDMImputer" and row["seed"] == 1 and row["device"] == "cpu"
+    assert np.isfinite(row["final_loss"]) and row["n_iter"] == 15
+    assert bool(row["quality_passed"]) and json.loads(row["quality_report"])["passed"]
+    assert {"torch", "duckdb", "prefect", "pandera", "great-expectations"} <= set(
+        json.loads(row["package_versions"])
+    )
+    assert row["status"] == "imputed"
+
+    recorded = _query(
+        warehouse,
+        "SELECT c.column_name, s.temperature, s.pressure, s.humidity, s.visits "
+        "FROM tdm_imputed_cells c JOIN readings s ON s.id = CAST(c.row_key AS INTEGER)",
+    )
+    assert len(recorded) == sum(cells.values())
+    assert all(pd.isna(r[r["column_name"]]) for _, r in recorded.iterrows())
+
+
+def test_same_inputs_and_seed_give_the_same_table_and_a_new_lineage_row(warehouse: Path) -> None:
+    """Re-running with the same seed replaces the target with identical values."""
+    first = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=5)
+    table_1 = _query(warehouse, "SELECT * FROM readings_imputed")
+    second = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=5)
+    table_2 = _query(warehouse, "SELECT * FROM readings_imputed")
+    pd.testing.assert_frame_equal(table_1, table_2)
+    assert not first.replaced_existing and second.replaced_existing
+    runs = _query(warehouse, "SELECT run_id, source_hash FROM tdm_lineage")
+    assert len(runs) == 2 and runs["run_id"].nunique() == 2 and runs["source_hash"].nunique() == 1
+
+
+def test_a_table_without_missing_values_is_copied_through(tmp_path: Path) -> None:
+    """No missing value: the target is an exact copy and the lineage says 'copied'."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "CREATE TABLE complete AS SELECT i AS n, i * 0.5 AS x, 'a' AS s FROM range(9) r(i)"
+        )
+    result = impute_table("complete", db_path=path, imputer=FAST)
+    assert result.status == "copied" and sum(result.cells_imputed.values()) == 0
+    pd.testing.assert_frame_equal(
+        _query(path, "SELECT * FROM complete"), _query(path, "SELECT * FROM complete_imputed")
+    )
+    assert _query(path, "SELECT status, imputer FROM tdm_lineage").values.tolist() == [
+        ["copied", "none"]
+    ]
+
+
+def test_replace_source_overwrites_the_source_when_asked(warehouse: Path) -> None:
+    """With replace_source, the source table itself is imputed in place."""
+    result = impute_table("readings", db_path=warehouse, replace_source=True, imputer=FAST)
+    assert result.target_table == "readings"
+    left = _query(warehouse, "SELECT count(*) AS n FROM readings WHERE temperature IS NULL")
+    assert left["n"][0] == 0
+    assert bool(_query(warehouse, "SELECT replaced_source FROM tdm_lineage").iloc[0, 0])
+
+
+def test_names_with_quotes_spaces_and_sql_are_quoted_not_run(
+    tmp_path: Path, make_readings: Callable[..., pd.DataFrame]
+) -> None:
+    """A table named like an injection is imputed as a name; no other table is touched."""
+    path = tmp_path / "w.duckdb"
+    name = 'x"; DROP TABLE t; --'
+    make_readings(path, table=name, n_rows=30)
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS keep")
+        con.execute('ALTER TABLE "x""; DROP TABLE t; --" RENAME COLUMN humidity TO "hum id""ity"')
+    result = impute_table(name, db_path=path, key="id", imputer=FAST)
+    assert result.target_table == f"{name}_imputed"
+    tables = set(_query(path, "SELECT table_name FROM duckdb_tables()")["table_name"])
+    assert {name, f"{name}_imputed", "t"} <= tables
+    target = _query(path, 'SELECT "hum id""ity" FROM "x""; DROP TABLE t; --_imputed"')
+    assert not target.isna().any().any()
+
+
+def _db_with(sql: str) -> Callable[[Path], Path]:
+    def build(tmp_path: Path) -> Path:
+        path = tmp_path / "w.duckdb"
+        with duckdb.connect(str(path)) as con:
+            con.execute(f"CREATE TABLE t AS {sql}")
+        return path
+
+    return build
+
+
+_GOOD = "SELECT i AS k, CASE WHEN i % 4 = 0 THEN NULL ELSE i * 1.5 END AS x, 'a' AS s, " \
+    "i * 2.0 AS y FROM range(12) r(i)"  # fmt: skip
+
+BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict[str, Any], str]] = {
+    "missing-database": (
+        lambda tmp: tmp / "absent.duckdb", {}, r"absent\.duckdb' does not exist",
+    ),
+    "missing-table": (_db_with(_GOOD), {"source_table": "nope"}, r'Table "nope" does not exist'),
+    "unknown-column": (
+        _db_with(_GOOD), {"columns": ["x", "zz"]}, r'not exist in table "t": "zz"',
+    ),
+    "non-numeric-column": (
+        _db_with(_GOOD), {"columns": ["x", "s"]}, r'non-numeric "s" \(VARCHAR\)',
+    ),
+    "no-observed-value": (
+        _db_with("SELECT i * 1.0 AS x, NULL::DOUBLE AS gone FROM range(9) r(i)"), {},
+        r'column "gone" has no observed value',
+    ),
+    "inf": (
+        _db_with("SELECT CASE WHEN i = 2 THEN 'inf'::DOUBLE WHEN i = 3 THEN NULL ELSE i END AS x "
+                 "FROM range(9) r(i)"), {},
+        r'column "x" holds infinite values',
+    ),
+    "too-few-rows": (
+        _db_with("SELECT CASE WHEN i = 0 THEN NULL ELSE i END AS x FROM range(3) r(i)"), {},
+        r"it has 3 rows, and imputation needs at least 4",
+    ),
+    "duplicate-key": (
+        _db_with("SELECT i % 3 AS k, CASE WHEN i = 0 THEN NULL ELSE i END AS x "
+                 "FROM range(9) r(i)"), {"key": "k"},
+        r'key column "k" is not unique',
+    ),
+    "null-key": (
+        _db_with("SELECT NULLIF(i, 4) AS k, CASE WHEN i = 0 THEN NULL ELSE i END AS x "
+                 "FROM range(9) r(i)"), {"key": "k"},
+        r'key column "k" is NULL in 1 rows',
+    ),
+    "target-is-source": (
+        _db_with(_GOOD), {"target_table": "t"}, r'target table "t" is the source table "t"',
+    ),
+    "injection-in-table-name": (
+        _db_with(_GOOD), {"source_table": 't; DROP TABLE t; --'},
+        r'Table "t; DROP TABLE t; --" does not exist',
+    ),
+    "injection-in-column-name": (
+        _db_with(_GOOD), {"columns": ['x" FROM t; DROP TABLE t; --']},
+        r'not exist in table "t": "x" FROM t; DROP TABLE t; --"',
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("build", "kwargs", "message"), BAD_INPUTS.values(), ids=BAD_INPUTS)
+def test_bad_input_fails_the_run_with_a_clear_message_and_changes_nothing(
+    tmp_path: Path,
+    take_snapshot: Callable[[Path], dict],
+    build: Callable[[Path], Path],
+    kwargs: dict[str, Any],
+    message: str,
+) -> None:
+    """The flow run fails with one paragraph naming the problem; the warehouse is unchanged."""
+    path = build(tmp_path)
+    before = take_snapshot(path) if path.exists() else None
+    arguments = {"source_table": "t", "db_path": path, "imputer": FAST, **kwargs}
+    state = impute_table(**arguments, return_state=True)
+    text = _failed(state)
+    assert "PipelineInputError" in text
+    assert re.search(message, text), text
+    error = state.result(raise_on_failure=False)
+    assert "\n" not in str(error)
+    if before is None:
+        assert not path.exists()
+    else:
+        assert take_snapshot(path) == before
+
+
+def test_failure_after_imputation_leaves_no_target_and_no_lineage(
+    warehouse: Path, take_snapshot: Callable[[Path], dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure injected in write-back, after the target is created, rolls everything back."""
+    before = take_snapshot(warehouse)
+
+    def fail(*args: object) -> None:
+        raise RuntimeError("injected failure after imputation")
+
+    monkeypatch.setattr(tasks.write, "_insert_lineage", fail)
+    state = impute_table("readings", db_path=warehouse, imputer=FAST, return_state=True)
+    assert "injected failure" in _failed(state)
+    assert take_snapshot(warehouse) == before
+    assert set(before) == {"readings"}
+
+
+class _WildImputer(tdm.TDMImputer):
+    """Fills every missing cell with an absurd value, to make the quality checks fail."""
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
+        filled = super().fit_transform(X)
+        return filled.mask(X.isna(), 1e9)
+
+
+def test_failed_quality_check_fails_the_run_and_writes_nothing(
+    warehouse: Path, take_snapshot: Callable[[Path], dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Imputed values far outside the observed range fail the run before anything is written."""
+    before = take_snapshot(warehouse)
+    monkeypatch.setattr(tdm, "TDMImputer", _WildImputer)
+    state = impute_table("readings", db_path=warehouse, imputer=FAST, return_state=True)
+    text = _failed(state)
+    assert "QualityCheckError" in text and "expect_column_values_to_be_between" in text
+    assert take_snapshot(warehouse) == before
+
+
+def test_environment_settings_reach_the_imputer(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TDM_MAX_ITER and TDM_SEED are used when the flow gets no explicit hyperparameters."""
+    monkeypatch.setenv("TDM_MAX_ITER", "7")
+    monkeypatch.setenv("TDM_SEED", "3")
+    result = impute_table("readings", db_path=warehouse)
+    assert result.n_iter == 7
+    row = _query(warehouse, "SELECT hyperparameters, seed FROM tdm_lineage").iloc[0]
+    assert json.loads(row["hyperparameters"])["max_iter"] == 7 and row["seed"] == 3

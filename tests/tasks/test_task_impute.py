@@ -1,0 +1,73 @@
+"""Impute step: TDM fills every missing cell and reports progress."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tasks.errors import PipelineInputError
+from tasks.impute import PrefectProgress, impute
+from tasks.params import ImputerParams
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _standardised(seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(rng.normal(size=(40, 3)), columns=["a", "b c", 'd"e'])
+    return frame.mask(rng.random(frame.shape) < 0.2)
+
+
+def test_impute_fills_missing_cells_and_records_the_fit() -> None:
+    """Every missing cell is filled, observed ones are kept, and the fit is described."""
+    frame = _standardised()
+    outcome = impute.fn(frame, ImputerParams(max_iter=12), seed=3, table="t")
+    assert not outcome.frame.isna().any().any()
+    observed = frame.notna().to_numpy()
+    assert np.array_equal(outcome.frame.to_numpy()[observed], frame.to_numpy()[observed])
+    assert list(outcome.frame.columns) == list(frame.columns)
+    assert outcome.imputer == "TDMImputer"
+    assert outcome.n_iter == 12
+    assert outcome.device == "cpu"
+    assert outcome.hyperparameters["max_iter"] == 12
+    assert outcome.hyperparameters["random_state"] == 3
+    assert outcome.hyperparameters["standardize"] is False
+    assert np.isfinite(outcome.final_loss)
+
+
+def test_impute_is_reproducible_with_a_seed() -> None:
+    """The same seed gives the same imputed values."""
+    frame = _standardised()
+    first = impute.fn(frame, ImputerParams(max_iter=8), seed=7, table="t").frame
+    second = impute.fn(frame, ImputerParams(max_iter=8), seed=7, table="t").frame
+    pd.testing.assert_frame_equal(first, second)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without CUDA")
+def test_impute_refuses_cuda_without_a_gpu() -> None:
+    """Asking for CUDA on a machine without it is a clear error naming the table."""
+    with pytest.raises(PipelineInputError, match=r'Imputing table "t" failed: .*CUDA is not avail'):
+        impute.fn(_standardised(), ImputerParams(max_iter=2, device="cuda"), seed=0, table="t")
+
+
+@dataclass(frozen=True)
+class _Progress:
+    iteration: int
+    max_iter: int
+    loss: float
+
+
+def test_progress_is_logged_every_tenth_of_the_fit(caplog: pytest.LogCaptureFixture) -> None:
+    """Outside a flow, progress goes to the module logger ten times over a fit."""
+    report = PrefectProgress("t")
+    with caplog.at_level(logging.INFO, logger="tasks.impute"):
+        for iteration in range(1, 101):
+            report(_Progress(iteration, 100, 1.0 / iteration))
+    lines = [r.getMessage() for r in caplog.records if r.name == "tasks.impute"]
+    assert len(lines) == 10
+    assert "100% (100/100 iterations)" in lines[-1]

@@ -1,0 +1,61 @@
+"""Load step: reads numeric and key columns read-only; clear errors for missing things."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tasks.errors import PipelineInputError
+from tasks.load import load_table
+
+
+def test_load_reads_numeric_columns_and_key_with_fingerprint(warehouse: Path) -> None:
+    """Numeric columns and the key are read in table order; other columns stay in DuckDB."""
+    source = load_table.fn(str(warehouse), "readings", "id")
+    assert list(source.frame.columns) == [
+        "id", "temperature", "pressure", "humidity", "visits", "price",
+    ]  # fmt: skip
+    assert source.fingerprint.rows == 80
+    assert len(source.frame) == 80
+    assert source.table.column("site").sql_type == "VARCHAR"
+
+
+def test_load_reads_a_non_numeric_key(tmp_path: Path) -> None:
+    """A text key column is read along with the numeric columns."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT 'k' || i AS code, i * 1.0 AS x FROM range(5) r(i)")
+    source = load_table.fn(str(path), "t", "code")
+    assert list(source.frame.columns) == ["code", "x"]
+
+
+def test_load_refuses_a_missing_database(tmp_path: Path) -> None:
+    """A missing database file gets a message naming the path, and is not created."""
+    path = tmp_path / "absent.duckdb"
+    with pytest.raises(PipelineInputError, match=r"absent\.duckdb' does not exist"):
+        load_table.fn(str(path), "readings")
+    assert not path.exists()
+
+
+def test_load_refuses_a_file_that_is_not_duckdb(tmp_path: Path) -> None:
+    """A file that is not a DuckDB database gets a message naming it."""
+    path = tmp_path / "notes.duckdb"
+    path.write_text("not a database\n" * 100)
+    with pytest.raises(PipelineInputError, match="could not be opened as a DuckDB database"):
+        load_table.fn(str(path), "readings")
+
+
+def test_load_refuses_a_missing_table_and_lists_the_tables(warehouse: Path) -> None:
+    """A missing table is named, with the tables that do exist."""
+    with pytest.raises(PipelineInputError, match=r'Table "nope" does not exist.*"readings"'):
+        load_table.fn(str(warehouse), "nope")
+
+
+def test_load_refuses_a_view(warehouse: Path) -> None:
+    """A view is refused with the advice to materialise it."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE VIEW recent AS SELECT * FROM readings")
+    with pytest.raises(PipelineInputError, match="is a view"):
+        load_table.fn(str(warehouse), "recent")

@@ -1,0 +1,90 @@
+"""DuckDB helpers: identifiers are quoted, lookups follow DuckDB's case rules, fingerprints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tasks.errors import PipelineInputError
+from tasks.warehouse import (
+    connect,
+    find_table,
+    fingerprint_table,
+    is_numeric_type,
+    quote_identifier,
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "quoted"),
+    [
+        ("plain", '"plain"'),
+        ("with space", '"with space"'),
+        ('x"; DROP TABLE t; --', '"x""; DROP TABLE t; --"'),
+        ("Ünïcode", '"Ünïcode"'),
+    ],
+    ids=["plain", "space", "injection", "unicode"],
+)
+def test_quote_identifier_doubles_embedded_quotes(name: str, quoted: str) -> None:
+    """Identifiers are wrapped in double quotes with embedded double quotes doubled."""
+    assert quote_identifier(name) == quoted
+
+
+@pytest.mark.parametrize("name", ["", "nul\x00byte"], ids=["empty", "nul"])
+def test_quote_identifier_refuses_unusable_names(name: str) -> None:
+    """Empty names and names with NUL characters are refused with a clear message."""
+    with pytest.raises(PipelineInputError, match="not a usable table or column name"):
+        quote_identifier(name)
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "numeric"),
+    [
+        ("INTEGER", True), ("DOUBLE", True), ("DECIMAL(8,2)", True), ("UBIGINT", True),
+        ("FLOAT", True), ("BOOLEAN", False), ("VARCHAR", False), ("DATE", False),
+        ("TIMESTAMP", False), ("INTEGER[]", False),
+    ],
+)  # fmt: skip
+def test_is_numeric_type(sql_type: str, numeric: bool) -> None:
+    """Numbers (integers, floats, decimals) are numeric; booleans, text and dates are not."""
+    assert is_numeric_type(sql_type) is numeric
+
+
+def test_find_table_is_case_insensitive_like_duckdb(tmp_path: Path) -> None:
+    """A table is found by any capitalisation of its name, as DuckDB resolves identifiers."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute('CREATE TABLE "Mixed Case" (a INTEGER, "B c" VARCHAR)')
+        info = find_table(con, "mixed case")
+        assert info is not None
+        assert info.name == "Mixed Case"
+        assert [(c.name, c.sql_type) for c in info.columns] == [
+            ("a", "INTEGER"),
+            ("B c", "VARCHAR"),
+        ]
+        assert info.column("b C") is not None
+        assert find_table(con, "absent") is None
+
+
+def test_fingerprint_ignores_row_order_and_sees_changes(tmp_path: Path) -> None:
+    """The fingerprint is the same for the same rows in another order, and differs on a change."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE a AS SELECT i AS x, i * 2.5 AS y FROM range(10) r(i)")
+        con.execute("CREATE TABLE b AS SELECT * FROM a ORDER BY x DESC")
+        con.execute("CREATE TABLE c AS SELECT * FROM a")
+        con.execute("UPDATE c SET y = 0 WHERE x = 3")
+        prints = {name: fingerprint_table(con, find_table(con, name)) for name in "abc"}
+    assert prints["a"].rows == 10
+    assert prints["a"].content_hash == prints["b"].content_hash
+    assert prints["a"].content_hash != prints["c"].content_hash
+
+
+def test_connect_refuses_a_missing_file(tmp_path: Path) -> None:
+    """A database path that does not exist is refused before DuckDB would create it."""
+    missing = tmp_path / "nope.duckdb"
+    with pytest.raises(PipelineInputError, match="does not exist"):
+        connect(missing, read_only=True).__enter__()
+    assert not missing.exists()
