@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser, one sub-command per job (more can be added: bench, serve, run)."""
+    """The argument parser, one sub-command per job (impute, demo, bench; serve and run to come)."""
     parser = argparse.ArgumentParser(
         prog="tdm",
         description="Impute missing values in DuckDB tables with Transformed Distribution "
@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_run_flags(demo, max_iter=f"{DEMO_MAX_ITER} for the demo", torch_threads="1 for the demo")
     demo.set_defaults(handler=_run_demo)
+
+    from flows.cli_bench import add_bench_command
+
+    add_bench_command(commands)
     return parser
 
 

@@ -63,8 +63,13 @@ class TDMImputer(BatchOTImputer):
         Optimisation steps in ``fit``.
     lr : float, default=1e-2
         RMSprop learning rate of the missing cells (and of the network unless ``network_lr``).
-    network_lr : float or None, default=None
-        RMSprop learning rate of the network weights; ``None`` uses ``lr`` (the paper).
+    network_lr : float or None, default=3e-3
+        RMSprop learning rate of the network weights; ``None`` uses ``lr`` (the paper). With the
+        paper's shared rate of 1e-2 the network's shifts can blow the latent space up within a few
+        hundred steps (on parkinsons, 23 columns, TDM then does no better than the mean: MAE 0.72
+        against 0.29 with 3e-3; the assignment solver also slows down on the degenerate costs).
+        Chosen on 30% MCAR masks of seeds 0 and 1 of five small datasets, 3,000 steps; evaluated
+        on other masks in RESULTS.md.
     cost : {"euclidean", "sqeuclidean"}, default="euclidean"
         Ground cost between latent points: the plain Euclidean distance of the published code, or
         the squared distance of the paper's text. The default is chosen by measured accuracy
@@ -152,7 +157,7 @@ class TDMImputer(BatchOTImputer):
         batch_size: int = 512,
         max_iter: int = 10_000,
         lr: float = 1e-2,
-        network_lr: float | None = None,
+        network_lr: float | None = 3e-3,
         cost: str = "euclidean",
         solver: str = "assignment",
         epsilon: float = 0.05,

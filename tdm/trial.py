@@ -15,12 +15,12 @@ For the batch-OT methods (``tdm``, ``tdm_paper``, ``ot_sh``, ``ot_ns``) :func:`r
 the *loss* trace through the imputer's ``callback``: the mean transport loss over each window of
 ``record_every`` steps. The callback sees only the step's loss, not the current imputation, so
 MAE cannot be recorded during the fit without reaching into private state. :func:`trace_mae`
-computes the MAE trace instead by refitting with ``max_iter = k`` for each checkpoint ``k``. That
-is exact, not an approximation: with a fixed ``random_state`` the imputers draw their
-initialisation and batches from one seeded stream whose first ``k`` draws do not depend on
-``max_iter``, so a fit stopped at ``k`` steps *is* the longer fit's state at step ``k``
-(``tests/tdm/test_trial.py`` checks the loss histories agree). It costs the sum of the
-checkpoints, so it is run for one dataset only, for the figure.
+computes the MAE trace instead by refitting with ``max_iter = k`` for each checkpoint ``k``. With a
+fixed ``random_state`` the imputers draw their initialisation and batches from one seeded stream
+whose first ``k`` draws do not depend on ``max_iter``, so within one process a fit stopped at
+``k`` steps is bit for bit the longer fit's state at step ``k`` (``tests/tdm/test_trial.py``
+checks the loss histories agree; a fresh process with the same library reproduces it too). The
+trace costs the sum of the checkpoints, so it is run for one dataset and seed at a time.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ __all__ = [
     "LossRecorder",
     "MaeTrace",
     "TrialResult",
+    "effective_params",
     "log_spaced_checkpoints",
     "params_hash",
     "run_trial",
@@ -149,6 +150,19 @@ def params_hash(params: Mapping[str, Any] | None) -> str:
     """A short stable hash of the hyperparameters (canonical JSON), part of a trial's key."""
     canonical = json.dumps(dict(params or {}), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def effective_params(method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every setting the imputer of ``method`` runs with: its defaults merged with ``params``.
+
+    A trial is keyed on the hash of these (not of the overrides alone), so that a change of a
+    library default makes earlier results of that method stale instead of silently reused.
+    The seed, callbacks, verbosity and device are left out: they are not part of the setting.
+    """
+    _check_method(method)
+    imputer = make_imputer(method, random_state=0, **dict(params or {}))
+    skip = {"random_state", "callback", "verbose", "device"}
+    return {k: v for k, v in imputer.get_params(deep=False).items() if k not in skip}
 
 
 def _mask(dataset: Dataset, mechanism: str, seed: int, p: float) -> NDArray[np.bool_]:

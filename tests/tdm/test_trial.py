@@ -101,3 +101,15 @@ def test_params_hash_is_order_free() -> None:
 def test_loss_recorder_rejects_a_bad_window() -> None:
     with pytest.raises(ValueError, match="record_every"):
         LossRecorder(0)
+
+
+def test_trial_key_covers_the_effective_settings_not_only_the_overrides() -> None:
+    """Regression: the key once hashed only the overrides, so results of `tdm_paper` computed
+    before a library default changed were silently reused after it."""
+    from tdm.trial import effective_params, params_hash
+
+    settings = effective_params("tdm_paper")
+    assert settings["cost"] == "euclidean" and settings["max_iter"] == 10_000
+    assert params_hash(settings) != params_hash(effective_params("tdm_paper", {"max_iter": 20}))
+    assert params_hash(effective_params("ot_ns")) != params_hash(effective_params("ot_sh"))
+    assert "random_state" not in settings and "callback" not in settings

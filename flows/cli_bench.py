@@ -1,0 +1,185 @@
+"""`tdm bench`: run (or resume) the benchmark grid and write the report.
+
+`add_bench_command(subparsers)` registers the sub-command on the `tdm` parser; until it is wired
+in, `python -m flows.cli_bench ...` runs it standalone with the same flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+__all__ = ["add_bench_command", "main", "parse_seeds"]
+
+EXIT_USAGE = 2
+
+
+def _names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names; got {text!r}")
+    return names
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`0,1,2` → those seeds; a single number `N` → seeds 0..N-1; `5,` → seed 5 alone."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--seeds takes a count (3) or comma-separated seeds (0,1,2); got {text!r}"
+        ) from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"--seeds must be non-negative; got {text!r}")
+    if "," in text:
+        return values
+    if values[0] == 0:
+        raise argparse.ArgumentTypeError(
+            "--seeds 0 would be no seed at all (a single number is a count); for seed 0 alone "
+            "write '0,'"
+        )
+    return list(range(values[0]))
+
+
+def _seed_list(text: str) -> list[int]:
+    """Comma-separated seeds, a single number being one seed (for --trace-seeds)."""
+    return parse_seeds(text if "," in text else text + ",")
+
+
+def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register `bench` on the `tdm` parser's sub-commands, with its flags and handler."""
+    from flows.benchmark import (
+        DEFAULT_DATASETS,
+        DEFAULT_DB_PATH,
+        DEFAULT_MECHANISMS,
+        DEFAULT_METHODS,
+    )
+
+    bench = subparsers.add_parser(
+        "bench",
+        help="run the paper's benchmark grid (resumable) and write the report",
+        description="Run datasets x mechanisms x seeds x methods as Prefect tasks, recording each "
+        "trial in a DuckDB results table as it finishes; trials already recorded are skipped, so "
+        "an interrupted run resumes. Then write tables.md and figures/ next to the database.",
+    )
+    bench.add_argument(
+        "--datasets",
+        type=_names,
+        default=list(DEFAULT_DATASETS),
+        help=f"comma-separated [{','.join(DEFAULT_DATASETS)}]",
+    )
+    bench.add_argument(
+        "--mechanisms",
+        type=_names,
+        default=list(DEFAULT_MECHANISMS),
+        help=f"mcar,mar,mnarl,mnarq [{','.join(DEFAULT_MECHANISMS)}]",
+    )
+    bench.add_argument(
+        "--seeds",
+        type=parse_seeds,
+        default=[0, 1, 2],
+        help="a count N (seeds 0..N-1) or comma-separated seeds [3]",
+    )
+    bench.add_argument(
+        "--methods",
+        type=_names,
+        default=list(DEFAULT_METHODS),
+        help=f"comma-separated [{','.join(DEFAULT_METHODS)}]",
+    )
+    bench.add_argument("--p", type=float, default=0.3, help="missing rate [0.3]")
+    bench.add_argument(
+        "--max-iter",
+        type=int,
+        default=None,
+        help="override max_iter of the iterative methods (small CI grids) "
+        "[each method's own; tdm_paper: 10000]",
+    )
+    bench.add_argument("--db", default=DEFAULT_DB_PATH, help=f"results file [{DEFAULT_DB_PATH}]")
+    bench.add_argument("--report-dir", default=None, help="report folder [the --db folder]")
+    bench.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing; rewrite the report from the results table",
+    )
+    bench.add_argument(
+        "--svm-repeats",
+        type=int,
+        default=3,
+        help="repeats of the 5-fold SVM CV (paper: 10; 0 skips it) [3]",
+    )
+    bench.add_argument("--workers", type=int, default=1, help="trials at once [1]")
+    bench.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder of the dataset CSVs [env TDM_DATASETS_DIR; ../shared/datasets]",
+    )
+    bench.add_argument(
+        "--trace-dataset",
+        default=None,
+        help="also record MAE over iterations of TDM/OT on this dataset (refits)",
+    )
+    bench.add_argument(
+        "--trace-seeds", type=_seed_list, default=[0], help="seeds of the MAE traces, e.g. 0,1 [0]"
+    )
+    bench.add_argument("--torch-threads", type=int, default=1, help="torch CPU threads [1]")
+    bench.set_defaults(handler=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Handler of `tdm bench`: run the flow (or only the report); returns the exit status."""
+    import torch
+
+    torch.set_num_threads(args.torch_threads)  # the command owns the process, not the library
+    from flows.benchmark import benchmark, benchmark_report
+
+    report_dir = args.report_dir or os.path.dirname(args.db) or "."
+    if args.report_only:
+        report = benchmark_report(args.db, report_dir)
+        print(f"Report: {report.tables_path}; figures: {', '.join(map(str, report.figure_paths))}")
+        return 0
+    outcome = benchmark(
+        datasets=args.datasets,
+        mechanisms=args.mechanisms,
+        seeds=args.seeds,
+        methods=args.methods,
+        p=args.p,
+        max_iter=args.max_iter,
+        db_path=args.db,
+        report_dir=report_dir,
+        svm_repeats=args.svm_repeats,
+        workers=args.workers,
+        data_dir=args.data_dir,
+        trace_dataset=args.trace_dataset,
+        trace_seeds=args.trace_seeds,
+    )
+    print(
+        f"{outcome.planned} trials planned: {outcome.skipped} already recorded, {outcome.ran} run."
+        f"\nReport: {outcome.tables_path}; figures: {', '.join(outcome.figure_paths)}"
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point: `python -m flows.cli_bench [bench flags]`."""
+    # Before Prefect is imported (it reads its settings once): no telemetry, and a patient wait
+    # for the ephemeral server, which takes 15-25 s to start on a busy 2-core machine (20 s).
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    parser = argparse.ArgumentParser(prog="tdm")
+    commands = parser.add_subparsers(dest="command")
+    add_bench_command(commands)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] != "bench":
+        arguments = ["bench", *arguments]
+    args = parser.parse_args(arguments)
+    try:
+        return int(args.handler(args))
+    except RuntimeError as error:  # failed trials: the others are recorded
+        print(f"tdm bench: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

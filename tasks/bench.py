@@ -1,0 +1,213 @@
+"""Benchmark tasks: run one trial, read which trials are done, and record results in DuckDB.
+
+Only the flow's own process writes the results file (DuckDB allows one writing process): the
+trial task computes and returns, `record_result` inserts. Each insert is its own transaction, so
+an interrupted run loses at most the trials still running.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from schemas.benchmark import (
+    RESULTS_DDL,
+    RESULTS_TABLE,
+    TRACES_DDL,
+    TRACES_TABLE,
+    TRIAL_KEY,
+    BenchmarkResultsSchema,
+    MaeTraceSchema,
+)
+from tasks.warehouse import quote_identifier
+
+__all__ = [
+    "TrialSpec",
+    "load_done_trials",
+    "read_results",
+    "read_traces",
+    "record_result",
+    "record_trace",
+    "run_trace_task",
+    "run_trial_task",
+]
+
+TrialKey = tuple[str, str, int, str, float, str]
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One cell of the grid, with the hyperparameters and their hash (part of the key)."""
+
+    dataset: str
+    mechanism: str
+    seed: int
+    method: str
+    p: float
+    params: Mapping[str, Any]
+    params_hash: str
+
+    @property
+    def key(self) -> TrialKey:
+        """(dataset, mechanism, seed, method, p, params_hash), as stored in the results table."""
+        return (self.dataset, self.mechanism, self.seed, self.method, self.p, self.params_hash)
+
+    @property
+    def label(self) -> str:
+        """A short readable name for logs and task-run names."""
+        return f"{self.dataset}/{self.mechanism}/seed{self.seed}/{self.method}"
+
+
+def _ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(RESULTS_DDL)
+    con.execute(TRACES_DDL)
+
+
+def _read_table(db_path: str | Path, table: str) -> pd.DataFrame | None:
+    """The whole table as a DataFrame, or None when the file or the table does not exist."""
+    if not Path(db_path).is_file():
+        return None
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        found = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]
+        ).fetchall()[0][0]
+        if not found:
+            return None
+        return con.execute(f"SELECT * FROM {quote_identifier(table)}").df()
+
+
+def read_results(db_path: str | Path) -> pd.DataFrame:
+    """Every recorded trial, validated by `BenchmarkResultsSchema` (empty when none)."""
+    frame = _read_table(db_path, RESULTS_TABLE)
+    if frame is None:
+        return pd.DataFrame(columns=list(BenchmarkResultsSchema.to_schema().columns))
+    return BenchmarkResultsSchema.validate(frame)
+
+
+def read_traces(db_path: str | Path) -> pd.DataFrame:
+    """Every recorded MAE-trace checkpoint, validated by `MaeTraceSchema` (empty when none)."""
+    frame = _read_table(db_path, TRACES_TABLE)
+    if frame is None:
+        return pd.DataFrame(columns=list(MaeTraceSchema.to_schema().columns))
+    return MaeTraceSchema.validate(frame)
+
+
+@task(name="load-done-trials", cache_policy=NO_CACHE)
+def load_done_trials(db_path: str) -> set[TrialKey]:
+    """Keys of the trials already in the results table (none when the file is new)."""
+    frame = _read_table(db_path, RESULTS_TABLE)
+    if frame is None or frame.empty:
+        return set()
+    return {
+        (
+            str(r.dataset),
+            str(r.mechanism),
+            int(r.seed),
+            str(r.method),
+            float(r.p),
+            str(r.params_hash),
+        )
+        for r in frame[list(TRIAL_KEY)].itertuples(index=False)
+    }
+
+
+@task(name="run-trial", cache_policy=NO_CACHE, task_run_name="trial-{spec.label}")
+def run_trial_task(spec: TrialSpec, svm_repeats: int, data_dir: str | None = None) -> Any:
+    """Load the dataset and run one trial (`tdm.trial.run_trial`); returns its `TrialResult`."""
+    from tdm.datasets import load_dataset
+    from tdm.trial import run_trial
+
+    dataset = load_dataset(spec.dataset, data_dir=data_dir)
+    return run_trial(
+        dataset,
+        spec.mechanism,
+        spec.seed,
+        spec.method,
+        p=spec.p,
+        params=dict(spec.params),
+        svm_repeats=svm_repeats,
+    )
+
+
+def _null_if_nan(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+@task(name="record-result", cache_policy=NO_CACHE)
+def record_result(db_path: str, spec: TrialSpec, result: Any, svm_repeats: int) -> None:
+    """Insert one finished trial into the results table (created when missing)."""
+    import tdm
+
+    row = {
+        "dataset": spec.dataset,
+        "mechanism": spec.mechanism,
+        "seed": spec.seed,
+        "method": spec.method,
+        "p": spec.p,
+        "params_hash": spec.params_hash,
+        "params": json.dumps(dict(spec.params), sort_keys=True, default=str),
+        "missing_rate": result.missing_rate,
+        "mae": result.mae,
+        "rmse": result.rmse,
+        "w2sq_half": _null_if_nan(result.w2sq_half),
+        "accuracy": _null_if_nan(result.accuracy),
+        "svm_repeats": svm_repeats,
+        "fit_seconds": result.fit_seconds,
+        "n_iter": result.n_iter,
+        "loss_trace": json.dumps([[int(i), float(v)] for i, v in result.loss_trace]),
+        "tdm_version": tdm.__version__,
+        "finished_at": datetime.now(UTC).replace(tzinfo=None),
+    }
+    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+    columns = ", ".join(quote_identifier(name) for name in row)
+    marks = ", ".join("?" for _ in row)
+    with duckdb.connect(db_path) as con:
+        _ensure_tables(con)
+        con.execute(
+            f"INSERT INTO {quote_identifier(RESULTS_TABLE)} ({columns}) VALUES ({marks})",
+            list(row.values()),
+        )
+
+
+@task(name="run-mae-trace", cache_policy=NO_CACHE, task_run_name="trace-{spec.label}")
+def run_trace_task(spec: TrialSpec, checkpoints: list[int], data_dir: str | None = None) -> Any:
+    """MAE after each checkpoint's number of steps (`tdm.trial.trace_mae`, one refit each)."""
+    from tdm.datasets import load_dataset
+    from tdm.trial import trace_mae
+
+    dataset = load_dataset(spec.dataset, data_dir=data_dir)
+    return trace_mae(
+        dataset,
+        spec.mechanism,
+        spec.seed,
+        spec.method,
+        checkpoints,
+        p=spec.p,
+        params=dict(spec.params),
+    )
+
+
+@task(name="record-mae-trace", cache_policy=NO_CACHE)
+def record_trace(db_path: str, spec: TrialSpec, trace: Any) -> None:
+    """Insert (or replace) the checkpoints of one MAE trace, in one transaction."""
+    rows = [
+        [spec.dataset, spec.mechanism, spec.seed, spec.method, spec.p, spec.params_hash, k, v]
+        for k, v in zip(trace.iterations, trace.mae, strict=True)
+    ]
+    Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+    table = quote_identifier(TRACES_TABLE)
+    with duckdb.connect(db_path) as con:
+        _ensure_tables(con)
+        con.execute("BEGIN TRANSACTION")
+        con.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        con.execute("COMMIT")

@@ -1,0 +1,163 @@
+"""The benchmark flow on a tiny grid: results persisted and valid, resume, interruption, report.
+
+Two real small datasets when the shared CSVs are present (seeds, concrete_slump), else synthetic
+stand-ins of the same names; methods mean, ot_ns and tdm with 20 iterations.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tdm.trial
+from flows.benchmark import benchmark
+from flows.cli_bench import main as bench_main
+from flows.cli_bench import parse_seeds
+from schemas.benchmark import BenchmarkResultsSchema
+from tasks.bench import read_results, read_traces
+from tdm.datasets import default_data_dir
+
+pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
+
+DATASETS = ["seeds", "concrete_slump"]
+METHODS = ["mean", "ot_ns", "tdm"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The shared CSV folder, or a folder of small synthetic CSVs with the same names."""
+    shared = default_data_dir()
+    if shared is not None and all((shared / f"{n}.csv").is_file() for n in DATASETS):
+        return str(shared)
+    folder = tmp_path_factory.mktemp("datasets")
+    rng = np.random.default_rng(0)
+    for name, last in (("seeds", "label"), ("concrete_slump", "target")):
+        X = rng.normal(size=(80, 2)) @ rng.normal(size=(2, 5)) + 0.3 * rng.normal(size=(80, 5))
+        frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(5)])
+        frame[last] = (X[:, 0] > 0).astype(int) if last == "label" else X[:, 1]
+        frame.to_csv(folder / f"{name}.csv", index=False)
+    return str(folder)
+
+
+def _grid(db: Path, data_dir: str, **overrides: Any) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "datasets": DATASETS,
+        "mechanisms": ["mcar"],
+        "seeds": [0],
+        "methods": METHODS,
+        "max_iter": 20,
+        "db_path": str(db),
+        "svm_repeats": 1,
+        "data_dir": data_dir,
+    }
+    return {**settings, **overrides}
+
+
+def test_grid_is_persisted_reported_and_resumed(tmp_path: Path, data_dir: str) -> None:
+    """Every trial lands in the results table; a second run skips them all."""
+    db = tmp_path / "results" / "bench.duckdb"
+    outcome = benchmark(**_grid(db, data_dir), trace_dataset="seeds", trace_checkpoints=[0, 5, 20])
+    assert (outcome.planned, outcome.skipped, outcome.ran, outcome.failed) == (6, 0, 6, ())
+
+    results = read_results(db)
+    BenchmarkResultsSchema.validate(results)
+    assert len(results) == 6
+    assert set(results["method"]) == set(METHODS)
+    assert results.loc[results["dataset"] == "concrete_slump", "accuracy"].isna().all()
+    assert results.loc[results["dataset"] == "seeds", "accuracy"].notna().all()
+    assert (results.loc[results["method"] == "tdm", "n_iter"] == 20).all()
+
+    traces = read_traces(db)
+    assert set(traces["method"]) == {"ot_ns", "tdm"}  # the batch-OT methods of the grid
+    assert sorted(traces["iteration"]) == [0, 0, 5, 5, 20, 20]
+
+    tables = Path(outcome.tables_path).read_text()
+    for heading in ("MAE", "RMSE", "W2²/2", "SVM accuracy"):
+        assert heading in tables
+    for method in METHODS:
+        assert f" {method} |" in tables
+    figures = {Path(p).name for p in outcome.figure_paths}
+    assert figures == {"bars_mcar.png", "mae_over_iterations.png"}
+    assert all(Path(p).stat().st_size > 1000 for p in outcome.figure_paths)
+    assert (db.parent / "benchmark.csv").is_file()
+
+    again = benchmark(**_grid(db, data_dir))
+    assert (again.planned, again.skipped, again.ran) == (6, 6, 0)
+    after = read_results(db)
+    pd.testing.assert_series_equal(
+        after.sort_values("method")["finished_at"].reset_index(drop=True),
+        results.sort_values("method")["finished_at"].reset_index(drop=True),
+    )
+
+
+def test_interrupted_run_keeps_finished_trials_and_resumes(
+    tmp_path: Path, data_dir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trial that raises fails the run but not its neighbours; a re-run runs only it."""
+    db = tmp_path / "bench.duckdb"
+    real = tdm.trial.run_trial
+    calls: list[str] = []
+
+    def flaky(dataset: Any, mechanism: str, seed: int, method: str, **kwargs: Any) -> Any:
+        calls.append(f"{dataset.name}/{method}")
+        if dataset.name == "seeds" and method == "ot_ns":
+            raise RuntimeError("simulated crash in the middle of the grid")
+        return real(dataset, mechanism, seed, method, **kwargs)
+
+    monkeypatch.setattr(tdm.trial, "run_trial", flaky)
+    state = benchmark(**_grid(db, data_dir), return_state=True)
+    assert state.is_failed()
+    assert "seeds/mcar/seed0/ot_ns" in str(state.message)
+    assert len(calls) == 6  # the trials after the crash still ran
+    kept = read_results(db)
+    assert len(kept) == 5
+    assert "ot_ns" not in set(kept.loc[kept["dataset"] == "seeds", "method"])
+
+    monkeypatch.setattr(tdm.trial, "run_trial", real)
+    resumed = benchmark(**_grid(db, data_dir))
+    assert (resumed.skipped, resumed.ran) == (5, 1)
+    assert len(read_results(db)) == 6
+
+
+def test_other_settings_are_other_trials(tmp_path: Path, data_dir: str) -> None:
+    """Changing max_iter changes the params hash: those trials run; the mean ones are reused.
+
+    The second run uses two workers (bounded submission), which records the same way.
+    """
+    db = tmp_path / "bench.duckdb"
+    grid = _grid(db, data_dir, datasets=["seeds"], methods=["mean", "ot_ns"], svm_repeats=0)
+    benchmark(**grid)
+    outcome = benchmark(**{**grid, "max_iter": 10, "seeds": [0, 1], "workers": 2})
+    assert (outcome.planned, outcome.skipped, outcome.ran) == (4, 1, 3)
+    results = read_results(db)
+    assert len(results) == 5
+    assert sorted(results.loc[results["method"] == "ot_ns", "n_iter"]) == [10, 10, 20]
+
+
+def test_cli_runs_a_grid_then_the_report_only(tmp_path: Path, data_dir: str) -> None:
+    """`tdm bench` exits 0 and writes the report; --report-only runs no trial."""
+    db = tmp_path / "cli" / "bench.duckdb"
+    flags = ["--db", str(db), "--data-dir", data_dir, "--svm-repeats", "0"]
+    code = bench_main(
+        ["bench", "--datasets", "seeds", "--mechanisms", "mar", "--seeds", "1",
+         "--methods", "mean", *flags]
+    )  # fmt: skip
+    assert code == 0
+    assert len(read_results(db)) == 1
+    (db.parent / "tables.md").unlink()
+    assert bench_main(["--report-only", *flags]) == 0
+    assert "| seeds | mar |" in (db.parent / "tables.md").read_text()
+    assert len(read_results(db)) == 1
+
+
+def test_seeds_flag_takes_a_count_or_a_list() -> None:
+    assert parse_seeds("3") == [0, 1, 2]
+    assert parse_seeds("4,7") == [4, 7]
+    assert parse_seeds("5,") == [5]
+    with pytest.raises(argparse.ArgumentTypeError, match="no seed at all"):
+        parse_seeds("0")  # regression: `--trace-seeds 0` silently traced no seed
