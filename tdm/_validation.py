@@ -48,6 +48,8 @@ def check_finite_or_nan(X: Any, owner: str) -> None:
     Arrays that cannot be read as floats are left alone here: scikit-learn's own validation,
     which runs next, gives the standard error for them.
     """
+    if np.iscomplexobj(X):
+        return  # scikit-learn's validation refuses complex data with its own message
     try:
         if isinstance(X, pd.DataFrame):
             values = X.to_numpy(dtype=np.float64, na_value=np.nan)
