@@ -48,13 +48,14 @@ def check_finite_or_nan(X: Any, owner: str) -> None:
     Arrays that cannot be read as floats are left alone here: scikit-learn's own validation,
     which runs next, gives the standard error for them.
     """
-    if np.iscomplexobj(X):
-        return  # scikit-learn's validation refuses complex data with its own message
     try:
         if isinstance(X, pd.DataFrame):
             values = X.to_numpy(dtype=np.float64, na_value=np.nan)
         else:
-            values = np.asarray(X, dtype=np.float64)
+            raw = np.asarray(X)
+            if raw.dtype.kind == "c":
+                return  # scikit-learn's validation refuses complex data with its own message
+            values = raw.astype(np.float64)
     except (TypeError, ValueError):
         return
     if values.ndim != 2:
