@@ -13,22 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["make_generator", "mlp", "resolve_device", "spawn_seeds"]
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` means CUDA when available, else CPU; anything else is passed to torch."""
-    if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(
-            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got {device!r}"
-        ) from exc
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was asked for but CUDA is not available")
-    return resolved
+__all__ = ["make_generator", "mlp", "spawn_seeds"]
 
 
 def spawn_seeds(seed: int, n: int) -> list[int]:

@@ -19,8 +19,9 @@ from numpy.typing import NDArray
 from torch import nn
 from torch.nn.functional import softplus
 
+from tdm._validation import resolve_device
 from tdm.baselines._base import BaseImputer, RandomState, resolve_seed
-from tdm.baselines._torch import make_generator, mlp, resolve_device, spawn_seeds
+from tdm.baselines._torch import make_generator, mlp, spawn_seeds
 
 __all__ = ["MIWAEImputer"]
 
@@ -168,7 +169,7 @@ class MIWAEImputer(BaseImputer):
 
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
         self._check_params()
-        self.device_ = resolve_device(self.device)
+        self.device_ = resolve_device(self.device, type(self).__name__)
         self.seed_ = resolve_seed(self.random_state)
         init_seed, train_seed, _ = spawn_seeds(self.seed_, 3)
         n, d = X.shape
