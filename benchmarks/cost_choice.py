@@ -64,7 +64,7 @@ def main() -> None:
         "Command: `.venv/bin/python -m benchmarks.cost_choice --write`  ",
         f"Date: {dt.date.today().isoformat()}; machine: {platform.machine()}, "
         f"{os.cpu_count()} cores (shared).  ",
-        f"TDM (paper settings otherwise), 30% MCAR, seeds {list(SEEDS)}; MAE on the masked cells "
+        f"TDM (library defaults otherwise), 30% MCAR, seeds {list(SEEDS)}; MAE on the masked cells "
         "of the standardised data, mean over seeds; `mean` is mean imputation on the same masks.",
         "",
         "| dataset | cost | iterations | TDM MAE | mean-imputation MAE | seconds |",

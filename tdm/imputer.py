@@ -73,8 +73,8 @@ class TDMImputer(BatchOTImputer):
     cost : {"euclidean", "sqeuclidean"}, default="euclidean"
         Ground cost between latent points: the plain Euclidean distance of the published code, or
         the squared distance of the paper's text. The default is chosen by measured accuracy
-        (30% MCAR): the squared cost lets the network contract the latent space and imputes far
-        worse (on seeds, MAE 0.45 to 0.78 against 0.21 to 0.34); see BENCHMARKS.md.
+        (30% MCAR, four datasets): the Euclidean cost imputed better on all four at 1,000 and
+        3,000 steps (seeds, 3,000 steps: MAE 0.211 against 0.259); see BENCHMARKS.md.
     solver : {"assignment", "emd", "sinkhorn"}, default="assignment"
         Exact OT between two equal batches as a linear assignment (fast LAPJV); POT's network
         simplex; or entropic OT (debiased Sinkhorn divergence), see :mod:`tdm.transport`.
