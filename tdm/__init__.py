@@ -21,7 +21,7 @@ from tdm.simulate import (
 )
 from tdm.transport import transport_loss
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 __all__ = [
     "MECHANISMS",

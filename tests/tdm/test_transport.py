@@ -8,7 +8,13 @@ import pytest
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from tdm.transport import assignment, pairwise_cost, sinkhorn_plan, transport_loss
+from tdm.transport import (
+    ASSIGNMENT_GRID,
+    assignment,
+    pairwise_cost,
+    sinkhorn_plan,
+    transport_loss,
+)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 64, 300])
@@ -19,6 +25,32 @@ def test_assignment_is_optimal(n: int) -> None:
     assert sorted(perm.tolist()) == list(range(n))  # a permutation
     rows, cols = linear_sum_assignment(C)
     assert C[np.arange(n), perm].sum() == pytest.approx(C[rows, cols].sum(), rel=1e-9)
+
+
+def test_assignment_is_within_the_grid_bound_on_near_ties() -> None:
+    """Costs that differ by less than the rounding grid: the permutation is a valid one and its
+    true total is within ``n * max|C| / ASSIGNMENT_GRID`` of the optimum (the documented bound)."""
+    rng = np.random.default_rng(1)
+    n = 200
+    C = 1.0 + rng.random((n, n)) * 5.0 / ASSIGNMENT_GRID  # every entry within 5 grid steps
+    C[0, 0] = 2.0
+    perm = assignment(C)
+    assert sorted(perm.tolist()) == list(range(n))
+    rows, cols = linear_sum_assignment(C)
+    gap = C[np.arange(n), perm].sum() - C[rows, cols].sum()
+    assert 0.0 <= gap <= n * np.abs(C).max() / ASSIGNMENT_GRID
+
+
+def test_assignment_is_exact_on_clustered_points() -> None:
+    """The matrices a fit produces: clustered latent points (cells imputed at the column mean),
+    hence many near-ties. The optimum must still be found."""
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=(512, 8)) * 0.3 + rng.integers(0, 3, size=(512, 1))
+    z[rng.random(z.shape) < 0.3] = 0.0
+    C = np.sqrt(((z[:256, None] - z[None, 256:]) ** 2).sum(-1)).astype(np.float32)
+    rows, cols = linear_sum_assignment(C.astype(np.float64))
+    ours = C.astype(np.float64)[np.arange(256), assignment(C)].sum()
+    assert ours == pytest.approx(C.astype(np.float64)[rows, cols].sum(), rel=1e-6)
 
 
 def test_assignment_handles_tiny_costs() -> None:
