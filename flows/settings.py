@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -42,6 +43,34 @@ class PipelineSettings(ImputerParams, BaseSettings):
         default=DEFAULT_TARGET_SUFFIX,
         min_length=1,
         description="Default target table name = source name + this suffix.",
+    )
+
+    task_runner: Literal["threads", "dask"] = Field(
+        default="threads",
+        description="Where impute-warehouse runs its imputations: a thread pool in the flow's "
+        "process, or a Dask cluster (prefect-dask).",
+    )
+    max_workers: int = Field(default=2, ge=1, description="Imputations at once on the thread pool.")
+    dask_address: str | None = Field(
+        default=None,
+        description="Scheduler address of an existing Dask cluster (unset: start a local one).",
+    )
+    dask_workers: int = Field(
+        default=2, ge=1, description="Workers of the local Dask cluster (one thread each)."
+    )
+    dask_gpu: bool = Field(
+        default=False,
+        description="Annotate imputations to need one 'GPU' Dask worker resource (start GPU "
+        "workers with --resources GPU=1).",
+    )
+    max_fit_rows: int = Field(
+        default=200_000,
+        ge=2,
+        description="A table with more rows is fitted on a random sample of this many rows, "
+        "then imputed partition by partition with the fitted model.",
+    )
+    partition_rows: int = Field(
+        default=100_000, ge=1, description="Rows per partition of a partitioned table."
     )
 
     def imputer_params(self) -> ImputerParams:

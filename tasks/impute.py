@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -17,18 +17,33 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.exceptions import MissingContextError
 
+from tasks.artifacts import artifact_key
 from tasks.errors import PipelineInputError
 from tasks.params import ImputerParams
 
 if TYPE_CHECKING:
     from tdm import FitProgress
 
-__all__ = ["ImputationOutcome", "PrefectProgress", "impute"]
+__all__ = [
+    "GPU_TAG",
+    "ImputationOutcome",
+    "PrefectProgress",
+    "impute",
+    "impute_task_for",
+    "uses_gpu",
+]
+
+#: Tag of impute runs on a GPU: a Prefect concurrency limit on it keeps runs sharing one GPU
+#: from overcommitting it (`prefect concurrency-limit create gpu 1`).
+GPU_TAG = "gpu"
 
 
 @dataclass(frozen=True, eq=False)
 class ImputationOutcome:
-    """The standardised columns with missing cells filled, and how the fit went."""
+    """The standardised columns with missing cells filled, and how the fit went.
+
+    `loss_history` holds the training loss of every iteration (empty when not recorded).
+    """
 
     frame: pd.DataFrame
     imputer: str
@@ -37,10 +52,15 @@ class ImputationOutcome:
     n_iter: int
     final_loss: float
     fit_seconds: float
+    loss_history: np.ndarray = field(default_factory=lambda: np.empty(0))
 
 
 class PrefectProgress:
-    """Imputer callback: logs every `every` of the iterations and updates a progress artifact."""
+    """Imputer callback: logs every `every` of the iterations and updates a progress artifact.
+
+    Inside a task run, the artifact `tdm-progress-<table>` shows the share of `max_iter` done;
+    `finish` sets it to 100% when the fit stops early.
+    """
 
     def __init__(self, table: str, *, every: float = 0.1) -> None:
         self.table = table
@@ -53,7 +73,9 @@ class PrefectProgress:
             self._logger = logging.getLogger(__name__)
         if TaskRunContext.get() is not None:
             artifact = create_progress_artifact(
-                progress=0.0, description=f'TDM fit on table "{table}"'
+                progress=0.0,
+                key=artifact_key("progress", table),
+                description=f'TDM fit on table "{table}"',
             )
             self._artifact = artifact if isinstance(artifact, UUID) else None
 
@@ -74,8 +96,13 @@ class PrefectProgress:
         if self._artifact is not None:
             update_progress_artifact(artifact_id=self._artifact, progress=100.0 * done)
 
+    def finish(self) -> None:
+        """Show the fit as done (it may have stopped before `max_iter`, e.g. early stopping)."""
+        if self._artifact is not None:
+            update_progress_artifact(artifact_id=self._artifact, progress=100.0)
 
-@task(name="impute", cache_policy=NO_CACHE, tags=["gpu"])
+
+@task(name="impute", cache_policy=NO_CACHE)
 def impute(
     frame: pd.DataFrame, params: ImputerParams, seed: int, table: str = "table"
 ) -> ImputationOutcome:
@@ -83,11 +110,12 @@ def impute(
     from tdm import TDMImputer  # torch is imported on first use, not when the CLI starts
 
     settings = {k: v for k, v in params.model_dump().items() if v is not None}
+    progress = PrefectProgress(table)
     imputer = TDMImputer(
         **settings,
         standardize=False,  # the standardise task has done it
         random_state=seed,
-        callback=PrefectProgress(table),
+        callback=progress,
     )
     started = time.perf_counter()
     try:
@@ -95,6 +123,8 @@ def impute(
     except ValueError as error:
         raise PipelineInputError(f'Imputing table "{table}" failed: {error}') from None
     fit_seconds = time.perf_counter() - started
+    if imputer.n_iter_ < imputer.max_iter:
+        progress.finish()
     used = {k: v for k, v in imputer.get_params().items() if k not in ("callback", "verbose")}
     used["device"] = str(used["device"])
     losses = np.asarray(imputer.loss_history_, dtype=float)
@@ -108,4 +138,24 @@ def impute(
         n_iter=int(imputer.n_iter_),
         final_loss=float(losses[-1]) if losses.size else float("nan"),
         fit_seconds=fit_seconds,
+        loss_history=losses,
     )
+
+
+def uses_gpu(device: str) -> bool:
+    """Whether an imputer asked for `device` will run on a CUDA GPU from this process."""
+    if device.startswith("cuda"):
+        return True
+    if device != "auto":
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def impute_task_for(params: ImputerParams, *, gpu: bool | None = None) -> Any:
+    """The impute task, tagged `gpu` when it will hold a GPU (`gpu=None`: decide from the device
+    setting and this process's CUDA), so that a concurrency limit on the tag applies to GPU runs
+    only and CPU runs are never queued behind them."""
+    on_gpu = uses_gpu(params.device) if gpu is None else gpu
+    return impute.with_options(tags=[GPU_TAG]) if on_gpu else impute

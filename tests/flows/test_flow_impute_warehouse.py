@@ -1,0 +1,160 @@
+"""The impute-warehouse flow: every table of a config, on threads or a local Dask cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from flows.impute_warehouse import WarehouseRunError, impute_warehouse
+from flows.runners import gpu_annotation, task_runner
+from flows.settings import PipelineSettings
+from tasks.errors import PipelineInputError
+
+pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
+
+TABLES = ("north", "south", "east")
+
+
+@pytest.fixture
+def three_tables(tmp_path: Path, make_readings: Callable[..., pd.DataFrame]) -> Path:
+    db = tmp_path / "warehouse.duckdb"
+    for seed, table in enumerate(TABLES):
+        make_readings(db, table=table, n_rows=40 + 10 * seed, seed=seed)
+    return db
+
+
+def write_config(path: Path, db: Path, entries: str) -> Path:
+    path.write_text(f"db_path: {db}\ntables:\n{entries}", encoding="utf-8")
+    return path
+
+
+def read(db: Path, sql: str) -> pd.DataFrame:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).df()
+
+
+def all_tables_config(tmp_path: Path, db: Path) -> Path:
+    entries = "".join(f"  - table: {t}\n    key: id\n" for t in TABLES)
+    entries += "    imputer: {max_iter: 9}\n"  # an override on the last table only
+    return write_config(tmp_path / "warehouse.yaml", db, entries)
+
+
+def test_threads_impute_every_table_with_its_own_settings(
+    tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TDM_MAX_ITER", "15")
+    result = impute_warehouse(str(all_tables_config(tmp_path, three_tables)))
+
+    assert result.runner.startswith("thread pool")
+    assert set(result.tables) == set(TABLES)
+    assert [result.tables[t].n_iter for t in TABLES] == [15, 15, 9]
+    for table in TABLES:
+        imputed = read(three_tables, f"SELECT * FROM {table}_imputed ORDER BY id")
+        assert not imputed[["temperature", "pressure", "humidity", "visits"]].isna().any().any()
+    lineage = read(three_tables, "SELECT source_table, flow_name, status FROM tdm_lineage")
+    assert sorted(lineage["source_table"]) == sorted(TABLES)
+    assert set(lineage["flow_name"]) == {"impute-warehouse"}
+    assert set(lineage["status"]) == {"imputed"}
+
+
+def test_a_failing_table_is_named_and_the_others_are_still_written(
+    tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TDM_MAX_ITER", "5")
+    with duckdb.connect(str(three_tables)) as con:
+        con.execute("UPDATE south SET pressure = 'inf'::DOUBLE WHERE id = 3")
+    entries = "".join(f"  - table: {t}\n    key: id\n" for t in (*TABLES, "missing_table"))
+    config = write_config(tmp_path / "w.yaml", three_tables, entries)
+
+    with pytest.raises(WarehouseRunError) as failed:
+        impute_warehouse(str(config))
+
+    message = str(failed.value)
+    assert message.startswith("2 of 4 tables failed")
+    assert '[south] Table "south"' in message and "pressure" in message and "inf" in message
+    assert '[missing_table] Table "missing_table" does not exist' in message
+    written = set(read(three_tables, "SELECT source_table FROM tdm_lineage")["source_table"])
+    assert written == {"north", "east"}
+    tables = set(read(three_tables, "SELECT table_name FROM duckdb_tables()")["table_name"])
+    assert "south_imputed" not in tables and {"north_imputed", "east_imputed"} <= tables
+
+
+def test_a_local_dask_cluster_gives_the_same_tables_as_threads(
+    tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Imputations run in two Dask worker processes; reads and writes stay in the flow. Same
+    seed and CPU: the same numbers, bit for bit."""
+    monkeypatch.setenv("TDM_MAX_ITER", "12")
+    config = all_tables_config(tmp_path, three_tables)
+    impute_warehouse(str(config))
+    by_threads = {t: read(three_tables, f"SELECT * FROM {t}_imputed ORDER BY id") for t in TABLES}
+
+    monkeypatch.setenv("TDM_TASK_RUNNER", "dask")
+    monkeypatch.setenv("TDM_DASK_WORKERS", "2")
+    result = impute_warehouse(str(config))
+
+    assert result.runner == "local Dask cluster (2 workers)"
+    for table in TABLES:
+        by_dask = read(three_tables, f"SELECT * FROM {table}_imputed ORDER BY id")
+        pd.testing.assert_frame_equal(by_dask, by_threads[table])
+    assert len(read(three_tables, "SELECT * FROM tdm_lineage")) == 2 * len(TABLES)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (None, "does not exist"),
+        ("tables: []\n", "tables: List should have at least 1 item"),
+        ("tables:\n  - table: a\n  - table: a\n", "tables listed more than once: a"),
+        ("tables:\n  - key: id\n", "tables.0.table: Field required"),
+        ("tables: [\n", "cannot be read"),
+    ],
+)
+def test_a_bad_config_is_a_clear_error_naming_the_file(
+    tmp_path: Path, text: str | None, problem: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    if text is not None:
+        config.write_text(text, encoding="utf-8")
+    with pytest.raises(PipelineInputError, match="Warehouse config") as failed:
+        impute_warehouse(str(config))
+    assert str(config) in str(failed.value) and problem in str(failed.value)
+
+
+def test_a_bad_imputer_override_fails_that_table_only(
+    tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TDM_MAX_ITER", "5")
+    entries = "  - table: north\n    imputer: {max_iter: -1}\n  - table: east\n"
+    with pytest.raises(WarehouseRunError, match=r"1 of 2 tables failed.*\[north\].*max_iter"):
+        impute_warehouse(str(write_config(tmp_path / "w.yaml", three_tables, entries)))
+    assert set(read(three_tables, "SELECT source_table FROM tdm_lineage")["source_table"]) == {
+        "east"
+    }
+
+
+def test_gpu_annotation_asks_dask_for_a_gpu_resource_only_when_set() -> None:
+    import dask
+
+    with gpu_annotation(PipelineSettings(task_runner="dask", dask_gpu=True)):
+        assert dask.get_annotations() == {"resources": {"GPU": 1}}
+    with gpu_annotation(PipelineSettings(task_runner="dask")):
+        assert dask.get_annotations() == {}
+    with gpu_annotation(PipelineSettings(task_runner="threads", dask_gpu=True)):
+        assert dask.get_annotations() == {}
+
+
+def test_runner_choice_follows_the_settings() -> None:
+    from prefect.task_runners import ThreadPoolTaskRunner
+    from prefect_dask import DaskTaskRunner
+
+    threads = task_runner(PipelineSettings(max_workers=3))
+    assert isinstance(threads, ThreadPoolTaskRunner) and threads._max_workers == 3
+    remote = task_runner(PipelineSettings(task_runner="dask", dask_address="tcp://10.0.0.9:8786"))
+    assert isinstance(remote, DaskTaskRunner) and remote.address == "tcp://10.0.0.9:8786"
+    assert np.isfinite(PipelineSettings().max_fit_rows)
