@@ -1,4 +1,5 @@
-"""The `tdm` command: `tdm impute` runs the impute-table flow, `tdm demo` shows it end to end."""
+"""The `tdm` command: `tdm impute` runs the impute-table flow, `tdm demo` shows it end to end;
+`tdm bench`, `tdm serve` and `tdm run` are registered from their own modules."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser, one sub-command per job (impute, demo, bench; serve and run to come)."""
+    """The argument parser, one sub-command per job (impute, demo, bench, serve, run)."""
     parser = argparse.ArgumentParser(
         prog="tdm",
         description="Impute missing values in DuckDB tables with Transformed Distribution "
@@ -108,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     from flows.cli_bench import add_bench_command
 
     add_bench_command(commands)
+    from deployments.commands import add_deployment_commands
+
+    add_deployment_commands(commands)
     return parser
 
 

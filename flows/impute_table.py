@@ -7,10 +7,14 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
+from flows.partitioned import impute_partitioned
+from flows.runners import runner_width, task_runner
 from flows.settings import PipelineSettings
 from flows.steps import ImputeTableResult, finish_table, prepare_table
+from tasks.errors import PipelineInputError
 from tasks.impute import impute_task_for
 from tasks.params import ImputerParams
+from tasks.partitions import count_rows
 
 __all__ = ["ImputeTableResult", "impute_table"]
 
@@ -27,7 +31,11 @@ def impute_table(
     seed: int | None = None,
     range_factor: float | None = None,
 ) -> ImputeTableResult:
-    """Impute the missing cells of a DuckDB table into a new table, with lineage."""
+    """Impute the missing cells of a DuckDB table into a new table, with lineage.
+
+    A table of more than `TDM_MAX_FIT_ROWS` rows is fitted on a sample of that many rows and
+    imputed in partitions of `TDM_PARTITION_ROWS` over the task runner (`flows.partitioned`).
+    """
     started = datetime.now(UTC)
     settings = PipelineSettings()
     db = str(db_path if db_path is not None else settings.db_path)
@@ -36,6 +44,29 @@ def impute_table(
     range_factor = settings.range_factor if range_factor is None else range_factor
     logger = get_run_logger()
 
+    rows = count_rows(db, source_table)
+    if rows is not None and rows > settings.max_fit_rows:
+        if replace_source:
+            raise PipelineInputError(
+                f'Table "{source_table}" has {rows} rows, more than one fit takes '
+                f"(TDM_MAX_FIT_ROWS={settings.max_fit_rows}), so it is imputed in partitions, "
+                "which read the source while writing the target: write to another table."
+            )
+        with task_runner(settings) as runner:
+            return impute_partitioned(
+                db,
+                source_table,
+                columns=columns,
+                key=key,
+                target_table=target_table,
+                params=params,
+                seed=seed,
+                range_factor=range_factor,
+                settings=settings,
+                started=started,
+                runner=runner,
+                in_flight=runner_width(settings) + 1,
+            )
     prepared = prepare_table(
         db,
         source_table,

@@ -11,13 +11,15 @@ from typing import Any
 from prefect import flow, get_run_logger
 from pydantic import ValidationError
 
-from flows.runners import describe_runner, gpu_annotation, task_runner
+from flows.partitioned import impute_partitioned
+from flows.runners import describe_runner, gpu_annotation, runner_width, task_runner
 from flows.settings import PipelineSettings
 from flows.steps import ImputeTableResult, PreparedTable, finish_table, prepare_table
 from schemas.warehouse import TableEntry, WarehouseConfigError, load_warehouse_config
 from tasks.errors import PipelineError, PipelineInputError
 from tasks.impute import impute_task_for
 from tasks.params import ImputerParams
+from tasks.partitions import count_rows
 
 __all__ = ["WarehouseResult", "WarehouseRunError", "impute_warehouse"]
 
@@ -54,9 +56,14 @@ def impute_warehouse(config: str = DEFAULT_CONFIG, db_path: str | None = None) -
     failures: dict[str, str] = {}
     params: dict[str, ImputerParams] = {}
     prepared: dict[str, PreparedTable] = {}
+    large: list[TableEntry] = []  # imputed in partitions, one table at a time, after the rest
     for entry in spec.tables:
         try:
             params[entry.table] = _params_for(entry, settings)
+            rows = count_rows(db, entry.table)
+            if rows is not None and rows > settings.max_fit_rows:
+                large.append(entry)
+                continue
             prepared[entry.table] = prepare_table(
                 db,
                 entry.table,
@@ -100,6 +107,24 @@ def impute_warehouse(config: str = DEFAULT_CONFIG, db_path: str | None = None) -
                 )
             except PipelineError as error:
                 failures[table] = str(error)
+        for entry in large:
+            try:
+                results[entry.table] = impute_partitioned(
+                    db,
+                    entry.table,
+                    columns=entry.columns,
+                    key=entry.key,
+                    target_table=entry.target,
+                    params=params[entry.table],
+                    seed=settings.seed,
+                    range_factor=settings.range_factor,
+                    settings=settings,
+                    started=started,
+                    runner=runner,
+                    in_flight=runner_width(settings) + 1,
+                )
+            except PipelineError as error:
+                failures[entry.table] = str(error)
     if failures:
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
         raise WarehouseRunError(
@@ -120,6 +145,5 @@ def _params_for(entry: TableEntry, settings: PipelineSettings) -> ImputerParams:
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
         )
         raise PipelineInputError(
-            f'Warehouse config: imputer settings of table "{entry.table}" are invalid: '
-            f"{problems}."
+            f'Warehouse config: imputer settings of table "{entry.table}" are invalid: {problems}.'
         ) from None

@@ -16,7 +16,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.settings import PipelineSettings
 
-__all__ = ["describe_runner", "gpu_annotation", "task_runner"]
+__all__ = ["describe_runner", "gpu_annotation", "runner_width", "task_runner"]
 
 
 def task_runner(settings: PipelineSettings) -> Any:
@@ -57,6 +57,14 @@ def _worker_env(n_workers: int) -> dict[str, str]:
         "MKL_NUM_THREADS": threads,
         "OPENBLAS_NUM_THREADS": threads,
     }
+
+
+def runner_width(settings: PipelineSettings) -> int:
+    """How many imputations the runner of `settings` runs at once (for a remote Dask cluster,
+    its workers are unknown here: assume the local default)."""
+    if settings.task_runner == "threads":
+        return settings.max_workers
+    return settings.dask_workers
 
 
 def describe_runner(settings: PipelineSettings) -> str:

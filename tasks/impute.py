@@ -26,9 +26,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GPU_TAG",
+    "FittedModel",
     "ImputationOutcome",
     "PrefectProgress",
+    "fit_model",
     "impute",
+    "impute_partition",
     "impute_task_for",
     "uses_gpu",
 ]
@@ -107,6 +110,46 @@ def impute(
     frame: pd.DataFrame, params: ImputerParams, seed: int, table: str = "table"
 ) -> ImputationOutcome:
     """Fit TDM on the standardised columns (NaN = missing) and fill the missing cells."""
+    _, outcome = _fit(frame, params, seed, table, keep_frame=True)
+    return outcome
+
+
+@dataclass(frozen=True, eq=False)
+class FittedModel:
+    """A TDM imputer fitted on a sample of a table, and how the fit went (`outcome.frame` is
+    the sample's imputation)."""
+
+    imputer: Any
+    outcome: ImputationOutcome
+
+
+@task(name="fit-model", cache_policy=NO_CACHE)
+def fit_model(
+    frame: pd.DataFrame, params: ImputerParams, seed: int, table: str = "table"
+) -> FittedModel:
+    """Fit TDM on a standardised sample of a table, keeping the model for `impute_partition`."""
+    imputer, outcome = _fit(frame, params, seed, table, keep_frame=True)
+    imputer.callback = None  # the model travels to task-runner workers; the Prefect hook stays
+    return FittedModel(imputer=imputer, outcome=outcome)
+
+
+@task(name="impute-partition", cache_policy=NO_CACHE)
+def impute_partition(
+    imputer: Any, frame: pd.DataFrame, table: str = "table", partition: int = 0
+) -> pd.DataFrame:
+    """Impute one standardised partition with a fitted model (its network held fixed)."""
+    try:
+        filled = imputer.transform(frame.astype(np.float64))
+    except ValueError as error:
+        raise PipelineInputError(
+            f'Imputing partition {partition} of table "{table}" failed: {error}'
+        ) from None
+    return pd.DataFrame(np.asarray(filled, dtype=float), index=frame.index, columns=frame.columns)
+
+
+def _fit(
+    frame: pd.DataFrame, params: ImputerParams, seed: int, table: str, *, keep_frame: bool
+) -> tuple[Any, ImputationOutcome]:
     from tdm import TDMImputer  # torch is imported on first use, not when the CLI starts
 
     settings = {k: v for k, v in params.model_dump().items() if v is not None}
@@ -128,10 +171,12 @@ def impute(
     used = {k: v for k, v in imputer.get_params().items() if k not in ("callback", "verbose")}
     used["device"] = str(used["device"])
     losses = np.asarray(imputer.loss_history_, dtype=float)
-    return ImputationOutcome(
+    outcome = ImputationOutcome(
         frame=pd.DataFrame(
             np.asarray(filled, dtype=float), index=frame.index, columns=frame.columns
-        ),
+        )
+        if keep_frame
+        else frame.iloc[:0],
         imputer=type(imputer).__name__,
         hyperparameters=used,
         device=str(imputer.device_),
@@ -140,6 +185,7 @@ def impute(
         fit_seconds=fit_seconds,
         loss_history=losses,
     )
+    return imputer, outcome
 
 
 def uses_gpu(device: str) -> bool:

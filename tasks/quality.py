@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from tasks.frames import as_float_frame
 from tasks.load import SourceTable
 from tasks.validate import ImputationPlan
 
-__all__ = ["CheckOutcome", "QualityReport", "check_quality", "sane_bounds"]
+__all__ = ["CheckOutcome", "QualityReport", "check_quality", "merge_reports", "sane_bounds"]
 
 
 @dataclass(frozen=True)
@@ -64,14 +65,24 @@ def check_quality(
     plan: ImputationPlan,
     imputed: pd.DataFrame,
     range_factor: float = RANGE_FACTOR,
+    observed_range: Mapping[str, tuple[float, float]] | None = None,
 ) -> QualityReport:
-    """Run the GX suite, the output schema and the observed-cells check; raise if any fails."""
+    """Run the GX suite, the output schema and the observed-cells check; raise if any fails.
+
+    `observed_range` gives each column's observed (min, max) over the whole table when `source`
+    holds one partition of it; by default they are taken from `source`.
+    """
     columns = list(plan.columns)
     original = as_float_frame(source.frame, columns)
     output = imputed[columns].copy()
     if plan.key is not None:
         output[plan.key] = source.frame[plan.key].to_numpy()
-    bounds = {name: sane_bounds(original[name], range_factor) for name in columns}
+    bounds = {
+        name: sane_bounds(
+            pd.Series(observed_range[name]) if observed_range else original[name], range_factor
+        )
+        for name in columns
+    }
 
     checks = [
         *_run_expectations(output, columns, plan, bounds),
@@ -164,3 +175,21 @@ def _observed_cells_identical(original: pd.DataFrame, imputed: pd.DataFrame) -> 
             + ", ".join(f'"{c}"' for c in columns),
         )
     return CheckOutcome("observed_cells_identical", True, f"{int(observed.sum())} cells")
+
+
+def merge_reports(reports: Sequence[QualityReport]) -> QualityReport:
+    """One report for a table checked partition by partition: a check passes if it passed on
+    every partition; its detail says on how many it failed, and the first failure's detail."""
+    if not reports:
+        raise ValueError("merge_reports needs at least one report")
+    merged = []
+    for j, first in enumerate(reports[0].checks):
+        same = [r.checks[j] for r in reports]
+        failed = [c for c in same if not c.passed]
+        detail = (
+            f"all {len(same)} partitions: {first.detail}"
+            if not failed
+            else f"failed on {len(failed)} of {len(same)} partitions: {failed[0].detail}"
+        )
+        merged.append(CheckOutcome(name=first.name, passed=not failed, detail=detail))
+    return QualityReport(checks=tuple(merged), range_factor=reports[0].range_factor)

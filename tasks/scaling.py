@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.frames import as_float_frame
 
-__all__ = ["Scaling", "Standardised", "inverse_scale", "standardise"]
+__all__ = ["Scaling", "Standardised", "apply_scaling", "inverse_scale", "standardise"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,3 +53,9 @@ def inverse_scale(imputed: pd.DataFrame, scaling: Scaling, original: pd.DataFram
     restored = imputed[list(scaling.columns)].to_numpy() * scaling.scale + scaling.mean
     values = np.where(source.isna().to_numpy(), restored, source.to_numpy())
     return pd.DataFrame(values, index=source.index, columns=list(scaling.columns))
+
+
+def apply_scaling(frame: pd.DataFrame, scaling: Scaling) -> pd.DataFrame:
+    """Standardise `frame`'s columns with a scaling fitted elsewhere (e.g. on a sample)."""
+    values = as_float_frame(frame, scaling.columns)
+    return (values - scaling.mean) / scaling.scale

@@ -34,7 +34,7 @@ from tasks.warehouse import (
     quote_identifier,
 )
 
-__all__ = ["WriteResult", "write_back"]
+__all__ = ["PartitionedWrite", "WriteResult", "write_back"]
 
 
 @dataclass(frozen=True)
@@ -180,9 +180,16 @@ def _check_alignment(
 
 
 def _record_imputed_cells(
-    con: duckdb.DuckDBPyConnection, source: SourceTable, plan: ImputationPlan, run_id: str
+    con: duckdb.DuckDBPyConnection,
+    source: SourceTable,
+    plan: ImputationPlan,
+    run_id: str,
+    *,
+    offset: int = 0,
 ) -> None:
-    """One row per imputed cell: run, target, row number (0-based), key value and column."""
+    """One row per imputed cell: run, target, row number (0-based), key value and column.
+
+    `offset` is the row number of `source.frame`'s first row (a partition of the table)."""
     mask = as_float_frame(source.frame, plan.columns).isna().to_numpy()
     rows, cols = np.nonzero(mask)
     keys = (
@@ -194,7 +201,7 @@ def _record_imputed_cells(
         {
             "run_id": run_id,
             "target_table": plan.target_table,
-            "row_number": rows.astype(np.int64),
+            "row_number": rows.astype(np.int64) + offset,
             "row_key": keys,
             "column_name": np.asarray(plan.columns, dtype=object)[cols],
         }
@@ -216,3 +223,102 @@ def _insert_lineage(con: duckdb.DuckDBPyConnection, lineage: LineageRecord) -> N
         con.execute(f"INSERT INTO {LINEAGE_TABLE} BY NAME SELECT * FROM {view}")
     finally:
         con.unregister(view)
+
+
+class PartitionedWrite:
+    """One transaction that writes a target table partition by partition (`with` it).
+
+    Entering opens the file for writing, begins the transaction and creates the empty target
+    (the source's columns, imputed ones as DOUBLE); `append` adds a partition, its rows in
+    storage order, and its imputed-cells record; `commit` checks the source is unchanged, adds
+    the lineage row and commits. Any error before that rolls everything back: the warehouse is
+    left as it was. Reads go through `con`, inside the same transaction.
+    """
+
+    def __init__(self, db_path: str) -> None:
+        self.db_path = db_path
+        self._connection: contextlib.AbstractContextManager[duckdb.DuckDBPyConnection] | None
+        self._connection = None
+        self.con: duckdb.DuckDBPyConnection
+        self.replaced_existing = False
+        self._rows_before = 0
+
+    def __enter__(self) -> PartitionedWrite:
+        self._connection = connect(self.db_path, read_only=False)
+        self.con = self._connection.__enter__()
+        self.con.execute("BEGIN TRANSACTION")
+        return self
+
+    def create_target(self, plan: ImputationPlan) -> None:
+        """Create (or replace) the empty target; refuse a view of that name."""
+        self.con.execute(LINEAGE_DDL)
+        self.con.execute(IMPUTED_CELLS_DDL)
+        self.replaced_existing = _check_target(self.con, plan)
+        doubles = ", ".join(f"NULL::DOUBLE AS {quote_identifier(c)}" for c in plan.columns)
+        self.con.execute(
+            f"CREATE OR REPLACE TABLE {quote_identifier(plan.target_table)} AS "
+            f"SELECT * REPLACE ({doubles}) FROM {quote_identifier(plan.source_table)} LIMIT 0"
+        )
+
+    def append(
+        self, plan: ImputationPlan, part: SourceTable, imputed: pd.DataFrame, run_id: str
+    ) -> None:
+        """Add one partition: `part.frame` and `imputed` are indexed by the source's rowid."""
+        rowids = part.frame.index.to_numpy(dtype=np.int64)
+        frame = pd.DataFrame(
+            {
+                f"c{j}": imputed[name].to_numpy(dtype=np.float64)
+                for j, name in enumerate(plan.columns)
+            }
+        )
+        frame["r"] = rowids
+        view = f"tdm_part_{uuid.uuid4().hex}"
+        src, dst = quote_identifier(plan.source_table), quote_identifier(plan.target_table)
+        replacements = ", ".join(
+            f"i.c{j} AS {quote_identifier(name)}" for j, name in enumerate(plan.columns)
+        )
+        self.con.register(view, frame)
+        try:
+            written = self.con.execute(
+                f"INSERT INTO {dst} SELECT s.* REPLACE ({replacements}) FROM {src} AS s "
+                f"JOIN {view} AS i ON s.rowid = i.r ORDER BY s.rowid"
+            ).fetchall()[0][0]
+        finally:
+            self.con.unregister(view)
+        if written != len(frame):
+            raise QualityCheckError(
+                f'Partition of "{plan.source_table}" at rows {rowids[0]}-{rowids[-1]} matched '
+                f"{written} of its {len(frame)} rows when written, so nothing was written."
+            )
+        offset = self._rows_before
+        self._rows_before += len(frame)
+        _record_imputed_cells(self.con, part, plan, run_id, offset=offset)
+
+    def commit(self, source: SourceTable, lineage: LineageRecord) -> WriteResult:
+        """Check the source is unchanged, add the lineage row, commit."""
+        _check_source_unchanged(self.con, source)
+        _insert_lineage(self.con, lineage)
+        self.con.execute("COMMIT")
+        plan = lineage.plan
+        return WriteResult(
+            db_path=self.db_path,
+            target_table=plan.target_table,
+            replaced_existing=self.replaced_existing,
+            rows=plan.n_rows,
+            cells_imputed=plan.n_missing,
+            run_id=lineage.run.run_id,
+        )
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        assert self._connection is not None
+        try:
+            if error is not None:
+                with contextlib.suppress(duckdb.Error):
+                    self.con.execute("ROLLBACK")
+        finally:
+            self._connection.__exit__(None, None, None)
+        if isinstance(error, duckdb.Error):
+            raise PipelineError(
+                f"Writing to '{self.db_path}' failed, and the warehouse was left as it was: "
+                f"{str(error).splitlines()[0]}"
+            ) from None

@@ -1,0 +1,162 @@
+"""A table larger than one model fit should take: fit on a sample, impute in partitions.
+
+The model is fitted on a uniform sample of `max_fit_rows` rows; then the table is read one
+partition of about `partition_rows` rows at a time, each imputed with the fitted model's
+`transform` (network fixed) on the task runner, checked, and appended to the target, all in one
+DuckDB transaction. At most `workers + 1` partitions are in flight, so memory is bounded by the
+partition size, not by the table.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from prefect import get_run_logger
+
+from flows.runners import gpu_annotation
+from flows.settings import PipelineSettings
+from flows.steps import ImputeTableResult
+from tasks.artifacts import publish_run_report
+from tasks.impute import GPU_TAG, ImputationOutcome, fit_model, impute_partition, uses_gpu
+from tasks.lineage import LineageRecord, current_run
+from tasks.params import ImputerParams
+from tasks.partitions import profile_table, read_partition, read_sample
+from tasks.quality import check_quality, merge_reports
+from tasks.scaling import apply_scaling, inverse_scale, standardise
+from tasks.validate import validate_input
+from tasks.write import PartitionedWrite
+
+__all__ = ["impute_partitioned"]
+
+
+def impute_partitioned(
+    db_path: str,
+    source_table: str,
+    *,
+    columns: list[str] | None,
+    key: str | None,
+    target_table: str | None,
+    params: ImputerParams,
+    seed: int,
+    range_factor: float,
+    settings: PipelineSettings,
+    started: datetime,
+    runner: Any,
+    in_flight: int,
+) -> ImputeTableResult:
+    """Fit on a sample, impute partition by partition over `runner`, write in one transaction."""
+    logger = get_run_logger()
+    seconds: dict[str, float] = {}
+    run = current_run(started)
+    clock = time.perf_counter()
+    with PartitionedWrite(db_path) as write:
+        profile = profile_table(
+            write.con,
+            db_path,
+            source_table,
+            columns=columns,
+            key=key,
+            target=target_table,
+            target_suffix=settings.target_suffix,
+            partition_rows=settings.partition_rows,
+        )
+        plan = profile.plan
+        sample = profile.source(read_sample(write.con, profile, settings.max_fit_rows, seed))
+        validate_input(sample, list(plan.columns), plan.key, plan.target_table)
+        scaled = standardise(sample.frame, plan.columns)
+        seconds["load-and-validate"] = time.perf_counter() - clock
+        logger.info(
+            "Table %r has %d rows: fitting on a sample of %d, then imputing %d partitions",
+            plan.source_table, plan.n_rows, len(sample.frame), len(profile.bounds),
+        )  # fmt: skip
+        tags = [GPU_TAG] if settings.dask_gpu or uses_gpu(params.device) else []
+        with gpu_annotation(settings):
+            fitted = runner.submit(
+                fit_model.with_options(tags=tags),
+                parameters={
+                    "frame": scaled.frame,
+                    "params": params,
+                    "seed": seed,
+                    "table": source_table,
+                },
+            ).result()
+        seconds["fit"] = fitted.outcome.fit_seconds
+        write.create_target(plan)
+
+        clock = time.perf_counter()
+        pending: deque[tuple[Any, Any]] = deque()
+        reports = []
+        transform = impute_partition.with_options(tags=tags)
+        for index, (start, stop) in enumerate(profile.bounds):
+            part = profile.source(read_partition(write.con, profile, start, stop))
+            frame = apply_scaling(part.frame, scaled.scaling)
+            parameters = {"imputer": fitted.imputer, "frame": frame, "table": source_table}
+            with gpu_annotation(settings):
+                future = runner.submit(transform, parameters={**parameters, "partition": index})
+            pending.append((part, future))
+            while len(pending) >= in_flight or (pending and index == len(profile.bounds) - 1):
+                done, future = pending.popleft()
+                imputed = inverse_scale(future.result(), scaled.scaling, done.frame)
+                counts = {c: int(done.frame[c].isna().sum()) for c in plan.columns}
+                part_plan = replace(plan, n_rows=len(done.frame), missing=counts)
+                reports.append(
+                    check_quality(
+                        done,
+                        part_plan,
+                        imputed,
+                        range_factor,
+                        observed_range=profile.observed_range,
+                    )
+                )
+                write.append(part_plan, done, imputed, run.run_id)
+        seconds["impute-check-write"] = time.perf_counter() - clock
+        outcome = _with_partitioning(
+            fitted.outcome, settings, len(sample.frame), len(profile.bounds)
+        )
+        lineage = LineageRecord(
+            run=run,
+            source=sample,
+            plan=plan,
+            outcome=outcome,
+            quality=merge_reports(reports),
+            seed=seed,
+            hyperparameters=params.model_dump(),
+        )
+        written = write.commit(sample, lineage)
+    result = ImputeTableResult(
+        run_id=written.run_id,
+        db_path=db_path,
+        source_table=plan.source_table,
+        target_table=written.target_table,
+        replaced_existing=written.replaced_existing,
+        status=lineage.status,
+        rows=written.rows,
+        cells_imputed=dict(plan.missing),
+        device=outcome.device,
+        n_iter=outcome.n_iter,
+        final_loss=outcome.final_loss,
+        fit_seconds=outcome.fit_seconds,
+        seconds=seconds,
+    )
+    # The run's statistics artifact describes the fit sample, before and after its imputation.
+    sample_imputed = inverse_scale(fitted.outcome.frame, scaled.scaling, sample.frame)
+    publish_run_report(
+        result, source=sample, imputed=sample_imputed, quality=lineage.quality, outcome=outcome
+    )
+    return result
+
+
+def _with_partitioning(
+    outcome: ImputationOutcome, settings: PipelineSettings, sample_rows: int, partitions: int
+) -> ImputationOutcome:
+    """The fit's outcome, its hyperparameters completed by how the table was split."""
+    extra = {
+        "fit_sample_rows": sample_rows,
+        "partition_rows": settings.partition_rows,
+        "partitions": partitions,
+    }
+    return replace(outcome, hyperparameters={**outcome.hyperparameters, **extra})

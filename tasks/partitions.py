@@ -1,0 +1,189 @@
+"""Reading a table too large for one model fit: its profile, a fit sample, and row partitions.
+
+Everything is computed inside DuckDB and read one partition at a time, so the flow's memory is
+bounded by the sample and the partitions in flight, not by the table. Partitions are ranges of
+DuckDB's `rowid` (the storage order of a base table), read through the connection that writes
+the target, inside its transaction: every read sees the same snapshot of the source.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.errors import PipelineInputError
+from tasks.load import SourceTable, _missing_table_message
+from tasks.validate import ImputationPlan, _resolve_columns, _resolve_key, _resolve_target
+from tasks.warehouse import (
+    Fingerprint,
+    TableInfo,
+    columns_sql,
+    connect,
+    find_table,
+    fingerprint_table,
+    quote_identifier,
+)
+
+__all__ = ["TableProfile", "count_rows", "partition_plan", "profile_table", "read_partition"]
+
+
+@dataclass(frozen=True)
+class TableProfile:
+    """A large table, described without reading it whole."""
+
+    db_path: str
+    table: TableInfo
+    fingerprint: Fingerprint
+    plan: ImputationPlan
+    observed_range: dict[str, tuple[float, float]]
+    bounds: tuple[tuple[int, int], ...]  # rowid ranges [start, stop), in storage order
+
+    def source(self, frame: pd.DataFrame) -> SourceTable:
+        """A `SourceTable` of this table holding `frame` (a sample or a partition)."""
+        return SourceTable(
+            db_path=self.db_path, table=self.table, fingerprint=self.fingerprint, frame=frame
+        )
+
+
+@task(name="count-rows", cache_policy=NO_CACHE)
+def count_rows(db_path: str, table: str) -> int | None:
+    """Rows of `table`, or None when there is no such table (the full load then says why)."""
+    with connect(db_path, read_only=True) as con:
+        info = find_table(con, table)
+        if info is None:
+            return None
+        sql = f"SELECT count(*) FROM {quote_identifier(info.name)}"
+        return int(con.execute(sql).fetchall()[0][0])
+
+
+def profile_table(
+    con: duckdb.DuckDBPyConnection,
+    db_path: str,
+    table: str,
+    *,
+    columns: list[str] | None,
+    key: str | None,
+    target: str | None,
+    target_suffix: str,
+    partition_rows: int,
+) -> TableProfile:
+    """Resolve columns, key and target; check the values in SQL; plan the partitions.
+
+    Checked over the whole table: no `inf`, every column has an observed value, the key is
+    unique and not null. Writing over the source is refused: its rows are read while the target
+    is written.
+    """
+    info = find_table(con, table)
+    if info is None:
+        raise PipelineInputError(_missing_table_message(con, db_path, table))
+    key_name = _resolve_key(info, key)
+    chosen = _resolve_columns(info, columns, key_name)
+    target_name = _resolve_target(info.name, target, False, target_suffix)
+    src = quote_identifier(info.name)
+    stats = []
+    for name in chosen:
+        cell = f"{quote_identifier(name)}::DOUBLE"
+        stats.append(
+            f"count({cell}) FILTER (WHERE NOT isnan({cell})), "
+            f"count(*) FILTER (WHERE isinf({cell})), min({cell}), max({cell})"
+        )
+    key_sql = (
+        f", count({quote_identifier(key_name)}), count(DISTINCT {quote_identifier(key_name)})"
+        if key_name
+        else ""
+    )
+    row = con.execute(
+        f"SELECT count(*), min(rowid), max(rowid), {', '.join(stats)}{key_sql} FROM {src}"
+    ).fetchall()[0]
+    n_rows, first, last = int(row[0]), row[1], row[2]
+    problems, missing, observed_range = [], {}, {}
+    for j, name in enumerate(chosen):
+        observed, infinite, low, high = row[3 + 4 * j : 7 + 4 * j]
+        if infinite:
+            problems.append(f'column "{name}" has {infinite} infinite values')
+        if not observed:
+            problems.append(f'column "{name}" has no observed value')
+        missing[name] = n_rows - int(observed)
+        observed_range[name] = (float(low or 0.0), float(high or 0.0))
+    if key_name:
+        non_null, distinct = row[-2], row[-1]
+        if non_null < n_rows:
+            problems.append(f'key "{key_name}" has {n_rows - non_null} null values')
+        if distinct < non_null:
+            problems.append(f'key "{key_name}" has {non_null - distinct} duplicated values')
+    if problems:
+        raise PipelineInputError(
+            f'Table "{info.name}" cannot be imputed: {"; ".join(problems)}. Nothing was written.'
+        )
+    plan = ImputationPlan(
+        source_table=info.name,
+        target_table=target_name,
+        columns=tuple(chosen),
+        key=key_name,
+        replace_source=False,
+        n_rows=n_rows,
+        missing=missing,
+    )
+    return TableProfile(
+        db_path=str(db_path),
+        table=info,
+        fingerprint=fingerprint_table(con, info),
+        plan=plan,
+        observed_range=observed_range,
+        bounds=partition_plan(con, src, n_rows, first, last, partition_rows),
+    )
+
+
+def partition_plan(
+    con: duckdb.DuckDBPyConnection, src: str, n_rows: int, first: int, last: int, size: int
+) -> tuple[tuple[int, int], ...]:
+    """Rowid ranges of about `size` rows each (equal shares, so no tiny last partition)."""
+    if n_rows == 0:
+        return ()
+    count = math.ceil(n_rows / size)
+    if last - first + 1 == n_rows:  # no gaps (no deleted rows): plain arithmetic
+        edges = [first + (n_rows * i) // count for i in range(count)] + [last + 1]
+    else:
+        ranks = ", ".join(str((n_rows * i) // count) for i in range(count))
+        starts = con.execute(
+            f"SELECT r FROM (SELECT rowid AS r, row_number() OVER (ORDER BY rowid) - 1 AS i "
+            f"FROM {src}) WHERE i IN ({ranks}) ORDER BY r"
+        ).fetchall()
+        edges = [int(s[0]) for s in starts] + [last + 1]
+    return tuple((edges[i], edges[i + 1]) for i in range(count))
+
+
+def read_sample(
+    con: duckdb.DuckDBPyConnection, profile: TableProfile, rows: int, seed: int
+) -> pd.DataFrame:
+    """A reproducible uniform sample of `rows` rows (reservoir sampling in DuckDB)."""
+    wanted = _wanted(profile)
+    return con.execute(
+        f"SELECT {columns_sql(wanted)} FROM {quote_identifier(profile.table.name)} "
+        f"USING SAMPLE reservoir({int(rows)} ROWS) REPEATABLE ({int(seed)})"
+    ).df()
+
+
+def read_partition(
+    con: duckdb.DuckDBPyConnection, profile: TableProfile, start: int, stop: int
+) -> pd.DataFrame:
+    """Rows with rowid in [start, stop), in storage order, indexed by rowid."""
+    wanted = _wanted(profile)
+    frame = con.execute(
+        f"SELECT rowid AS __tdm_rowid, {columns_sql(wanted)} "
+        f"FROM {quote_identifier(profile.table.name)} "
+        f"WHERE rowid >= {int(start)} AND rowid < {int(stop)} ORDER BY rowid"
+    ).df()
+    frame.index = pd.Index(frame.pop("__tdm_rowid").to_numpy(dtype=np.int64), name="rowid")
+    return frame
+
+
+def _wanted(profile: TableProfile) -> list[str]:
+    plan = profile.plan
+    return ([plan.key] if plan.key else []) + list(plan.columns)

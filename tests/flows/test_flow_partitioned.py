@@ -1,0 +1,131 @@
+"""A table larger than one fit: fitted on a sample, imputed partition by partition."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+import flows.partitioned as partitioned
+from flows.impute_table import impute_table
+from tasks.errors import PipelineInputError, QualityCheckError
+from tasks.write import PartitionedWrite
+
+pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
+
+COLUMNS = ["temperature", "pressure", "humidity", "visits"]
+
+
+@pytest.fixture
+def large(tmp_path: Path, make_readings: Callable[..., pd.DataFrame], monkeypatch) -> Path:
+    """230 rows, where one fit takes 60: five partitions of 46 rows (50 at most)."""
+    db = tmp_path / "warehouse.duckdb"
+    make_readings(db, table="readings", n_rows=230, seed=5)
+    monkeypatch.setenv("TDM_MAX_FIT_ROWS", "60")
+    monkeypatch.setenv("TDM_PARTITION_ROWS", "50")
+    monkeypatch.setenv("TDM_MAX_ITER", "10")
+    return db
+
+
+def read(db: Path, sql: str) -> pd.DataFrame:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).df()
+
+
+def test_a_large_table_is_imputed_in_partitions_with_observed_cells_unchanged(large: Path) -> None:
+    result = impute_table("readings", db_path=str(large), key="id")
+
+    source = read(large, "SELECT * FROM readings ORDER BY rowid")
+    target = read(large, "SELECT * FROM readings_imputed ORDER BY rowid")
+    assert list(target["id"]) == list(source["id"])  # every row, in the source's order
+    assert not target[COLUMNS].isna().any().any()
+    observed = source[COLUMNS].notna()
+    for name in COLUMNS:  # bit for bit
+        assert (target[name][observed[name]] == source[name][observed[name]].astype(float)).all()
+    assert target["site"].equals(source["site"]) and target["price"].equals(source["price"])
+
+    cells = read(large, "SELECT row_number, row_key, column_name FROM tdm_imputed_cells")
+    assert (
+        len(cells) == int(source[COLUMNS].isna().sum().sum()) == sum(result.cells_imputed.values())
+    )
+    for row in cells.itertuples():
+        assert pd.isna(source.at[row.row_number, row.column_name])
+        assert str(source.at[row.row_number, "id"]) == row.row_key
+    lineage = read(large, "SELECT * FROM tdm_lineage").iloc[0]
+    used = json.loads(lineage["hyperparameters"])
+    assert (used["fit_sample_rows"], used["partitions"], used["partition_rows"]) == (60, 5, 50)
+    assert lineage["rows"] == 230 and bool(lineage["quality_passed"])
+    assert "all 5 partitions" in lineage["quality_report"]
+
+
+def test_memory_is_bounded_by_the_partitions_in_flight(
+    large: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never more than workers + 1 partitions read and not yet written, none over the size."""
+    sizes: list[int] = []
+    outstanding = [0, 0]  # now, most
+
+    def reading(*args: object) -> pd.DataFrame:
+        frame = read_partition(*args)
+        sizes.append(len(frame))
+        outstanding[0] += 1
+        outstanding[1] = max(outstanding)
+        return frame
+
+    def writing(self: PartitionedWrite, *args: object) -> None:
+        append(self, *args)
+        outstanding[0] -= 1
+
+    read_partition, append = partitioned.read_partition, PartitionedWrite.append
+    monkeypatch.setattr(partitioned, "read_partition", reading)
+    monkeypatch.setattr(PartitionedWrite, "append", writing)
+    monkeypatch.setenv("TDM_MAX_WORKERS", "2")
+    impute_table("readings", db_path=str(large), key="id")
+
+    assert sum(sizes) == 230 and max(sizes) <= 50 and len(sizes) == 5
+    assert outstanding == [0, 3]
+
+
+def test_a_failure_in_a_late_partition_leaves_the_warehouse_as_it_was(
+    large: Path, monkeypatch: pytest.MonkeyPatch, take_snapshot: Callable[[Path], dict]
+) -> None:
+    before = take_snapshot(large)
+    calls = []
+
+    def check(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 4:
+            raise QualityCheckError("partition 4 failed its checks (test)")
+        return check_quality(*args, **kwargs)
+
+    check_quality = partitioned.check_quality
+    monkeypatch.setattr(partitioned, "check_quality", check)
+    with pytest.raises(QualityCheckError, match="partition 4"):
+        impute_table("readings", db_path=str(large), key="id")
+    assert take_snapshot(large) == before  # no target, no cells, no lineage table even
+
+
+def test_deleted_rows_leave_gaps_that_the_partitions_follow(large: Path) -> None:
+    with duckdb.connect(str(large)) as con:
+        con.execute("DELETE FROM readings WHERE id % 3 = 0")  # rowids now have gaps
+    impute_table("readings", db_path=str(large), key="id")
+    source = read(large, "SELECT id FROM readings ORDER BY rowid")
+    target = read(large, "SELECT id, humidity FROM readings_imputed ORDER BY rowid")
+    assert list(target["id"]) == list(source["id"]) and len(target) == 230 - 76
+    assert target["humidity"].notna().all()
+
+
+def test_writing_a_large_table_over_itself_is_refused(large: Path) -> None:
+    with pytest.raises(PipelineInputError, match=r'"readings" has 230 rows.*another table'):
+        impute_table("readings", db_path=str(large), replace_source=True)
+
+
+def test_bad_values_anywhere_in_a_large_table_are_named(large: Path) -> None:
+    with duckdb.connect(str(large)) as con:
+        con.execute("UPDATE readings SET pressure = 'inf'::DOUBLE WHERE id = 200")
+    with pytest.raises(PipelineInputError, match=r'"readings".*"pressure" has 1 infinite'):
+        impute_table("readings", db_path=str(large), key="id")
