@@ -21,6 +21,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from flows.report import Report, write_report
+from tasks.artifacts import figure_markdown
 from tasks.bench import (
     TrialSpec,
     load_done_trials,
@@ -114,6 +115,15 @@ def build_report(db_path: str, report_dir: str) -> Report:
         markdown=report.markdown + f"\n## Figures (PNG files)\n\n{figures}\n",
         description="Benchmark tables (mean ± std over seeds) and the paths of the figures",
     )
+    for path in report.figure_paths:  # shown in the UI, not only listed
+        figure = Path(path)
+        create_markdown_artifact(
+            key=f"benchmark-figure-{figure.stem.replace('_', '-')}",
+            markdown=figure_markdown(
+                figure.read_bytes(), figure.stem.replace("_", " "), f"`{path}`"
+            ),
+            description=f"Benchmark figure {figure.name}",
+        )
     if not report.summary.empty:
         rows = json.loads(report.summary.round(4).to_json(orient="records"))
         create_table_artifact(

@@ -106,6 +106,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_flags(demo, max_iter=f"{DEMO_MAX_ITER} for the demo", torch_threads="1 for the demo")
     demo.set_defaults(handler=_run_demo)
 
+    warehouse = commands.add_parser(
+        "warehouse",
+        help="impute every table a config lists (the impute-warehouse flow), here and now",
+        description="Run the impute-warehouse flow in this process: every table listed in the "
+        "YAML config, imputations on a thread pool or a Dask cluster, each table written in "
+        "its own transaction. Settings not given as flags come from TDM_* variables.",
+    )
+    warehouse.add_argument(
+        "--config", default="deployments/warehouse.yaml", help="[deployments/warehouse.yaml]"
+    )
+    warehouse.add_argument("--db", type=Path, help="DuckDB file [the config's db_path, env]")
+    warehouse.add_argument(
+        "--task-runner", choices=["threads", "dask"], help="[env TDM_TASK_RUNNER; threads]"
+    )
+    warehouse.add_argument(
+        "--dask-address", help="scheduler of an existing Dask cluster [a local cluster]"
+    )
+    warehouse.set_defaults(handler=_run_warehouse)
+
     from flows.cli_bench import add_bench_command
 
     add_bench_command(commands)
@@ -228,6 +247,20 @@ def _run_demo(args: argparse.Namespace) -> int:
         f" TDM {score.mae_imputed:.3f}, mean imputation {score.mae_mean:.3f}."
     )
     _print_where_to_look(result.db_path, result.target_table, result.run_id)
+    return 0
+
+
+def _run_warehouse(args: argparse.Namespace) -> int:
+    for flag, name in (("task_runner", "TDM_TASK_RUNNER"), ("dask_address", "TDM_DASK_ADDRESS")):
+        if getattr(args, flag) is not None:  # the flow reads its settings from the environment
+            os.environ[name] = getattr(args, flag)
+    from flows.impute_warehouse import impute_warehouse
+
+    result = impute_warehouse(args.config, db_path=str(args.db) if args.db else None)
+    print(f"Imputed {len(result.tables)} tables in {result.db_path} on {result.runner}:")
+    for table, done in result.tables.items():
+        cells = sum(done.cells_imputed.values())
+        print(f"  {table} -> {done.target_table}: {done.rows} rows, {cells} cells imputed")
     return 0
 
 

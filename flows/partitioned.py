@@ -2,9 +2,12 @@
 
 The model is fitted on a uniform sample of `max_fit_rows` rows; then the table is read one
 partition of about `partition_rows` rows at a time, each imputed with the fitted model's
-`transform` (network fixed) on the task runner, checked, and appended to the target, all in one
-DuckDB transaction. At most `workers + 1` partitions are in flight, so memory is bounded by the
-partition size, not by the table.
+`transform` (network fixed) on the task runner, checked, and staged; one transaction then
+publishes the staged table, its imputed-cells record and the lineage row (`PartitionedWrite`).
+At most `in_flight` partitions are read and not yet written, so memory is bounded by the
+partition size, not by the table. The per-partition inverse scaling and checks run as plain
+functions (one merged report), so a table of hundreds of partitions does not flood the UI with
+task runs; the partition imputations are the tasks.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ from tasks.write import PartitionedWrite
 
 __all__ = ["impute_partitioned"]
 
+# Per partition, plain functions rather than task runs (see the module's docstring).
+unscale = inverse_scale.fn
+check_partition = check_quality.fn
+
 
 def impute_partitioned(
     db_path: str,
@@ -53,7 +60,7 @@ def impute_partitioned(
     seconds: dict[str, float] = {}
     run = current_run(started)
     clock = time.perf_counter()
-    with PartitionedWrite(db_path) as write:
+    with PartitionedWrite(db_path, memory_limit=settings.duckdb_memory_limit) as write:
         profile = profile_table(
             write.con,
             db_path,
@@ -100,11 +107,11 @@ def impute_partitioned(
             pending.append((part, future))
             while len(pending) >= in_flight or (pending and index == len(profile.bounds) - 1):
                 done, future = pending.popleft()
-                imputed = inverse_scale(future.result(), scaled.scaling, done.frame)
+                imputed = unscale(future.result(), scaled.scaling, done.frame)
                 counts = {c: int(done.frame[c].isna().sum()) for c in plan.columns}
                 part_plan = replace(plan, n_rows=len(done.frame), missing=counts)
                 reports.append(
-                    check_quality(
+                    check_partition(
                         done,
                         part_plan,
                         imputed,

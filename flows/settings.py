@@ -73,6 +73,12 @@ class PipelineSettings(ImputerParams, BaseSettings):
         default=100_000, ge=1, description="Rows per partition of a partitioned table."
     )
 
+    duckdb_memory_limit: str | None = Field(
+        default="256MB",
+        description="DuckDB's memory limit while a partitioned table is written (it spills the "
+        "uncommitted target to disk beyond it); unset: DuckDB's default, 80% of the RAM.",
+    )
+
     def imputer_params(self) -> ImputerParams:
         """The imputer hyperparameters alone."""
         fields = set(ImputerParams.model_fields)

@@ -37,6 +37,7 @@ __all__ = [
     "artifact_key",
     "column_statistics",
     "downsample_loss",
+    "figure_markdown",
     "loss_plot_markdown",
     "loss_plot_png",
     "publish_run_report",
@@ -210,6 +211,13 @@ def loss_plot_markdown(loss: np.ndarray, table: str) -> str:
     if finite.size < values.size:
         lines.append(f"{values.size - finite.size} non-finite losses are left out.")
     return "\n".join(lines)
+
+
+def figure_markdown(png: bytes, title: str, caption: str = "") -> str:
+    """Markdown showing a PNG figure inline (a data address: the UI renders it as an image)."""
+    data = base64.b64encode(png).decode()
+    text = f"# {title}\n\n![{title}](data:image/png;base64,{data})"
+    return text + (f"\n\n{caption}" if caption else "")
 
 
 def publish_run_report(

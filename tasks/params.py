@@ -58,3 +58,9 @@ class ImputerParams(BaseModel):
     n_iter_no_change: int | None = Field(
         default=None, ge=1, description="Early-stopping patience, in iterations."
     )
+    transform_max_iter: int | None = Field(
+        default=None,
+        ge=1,
+        description="Steps that impute each partition of a table too large for one fit "
+        "(unset: about 200 updates per row, at most max_iter).",
+    )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -186,6 +189,7 @@ def _record_imputed_cells(
     run_id: str,
     *,
     offset: int = 0,
+    table: str = IMPUTED_CELLS_TABLE,
 ) -> None:
     """One row per imputed cell: run, target, row number (0-based), key value and column.
 
@@ -210,7 +214,7 @@ def _record_imputed_cells(
     view = f"tdm_cells_{uuid.uuid4().hex}"
     con.register(view, cells)
     try:
-        con.execute(f"INSERT INTO {IMPUTED_CELLS_TABLE} BY NAME SELECT * FROM {view}")
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {view}")
     finally:
         con.unregister(view)
 
@@ -226,44 +230,71 @@ def _insert_lineage(con: duckdb.DuckDBPyConnection, lineage: LineageRecord) -> N
 
 
 class PartitionedWrite:
-    """One transaction that writes a target table partition by partition (`with` it).
+    """Writes a target table partition by partition, then publishes it in one transaction.
 
-    Entering opens the file for writing, begins the transaction and creates the empty target
-    (the source's columns, imputed ones as DOUBLE); `append` adds a partition, its rows in
-    storage order, and its imputed-cells record; `commit` checks the source is unchanged, adds
-    the lineage row and commits. Any error before that rolls everything back: the warehouse is
-    left as it was. Reads go through `con`, inside the same transaction.
+    Partitions are appended, each committed on its own, to a staging DuckDB file beside the
+    warehouse (attached as `tdm_stage`), so the memory a run holds is bounded by a partition,
+    not by the table, and the warehouse itself is not touched. `commit` then copies the staged
+    target and imputed-cells record into the warehouse, checks the source is unchanged and adds
+    the lineage row, all in one transaction. A failure anywhere leaves the warehouse as it was;
+    the staging file is always deleted. Reads of the source go through `con`.
     """
 
-    def __init__(self, db_path: str) -> None:
+    STAGE = "tdm_stage"
+
+    def __init__(self, db_path: str, *, memory_limit: str | None = None) -> None:
         self.db_path = db_path
+        self.memory_limit = memory_limit
         self._connection: contextlib.AbstractContextManager[duckdb.DuckDBPyConnection] | None
         self._connection = None
         self.con: duckdb.DuckDBPyConnection
         self.replaced_existing = False
         self._rows_before = 0
+        self._stage_dir: str | None = None
+        self._plan: ImputationPlan | None = None
 
     def __enter__(self) -> PartitionedWrite:
-        self._connection = connect(self.db_path, read_only=False)
-        self.con = self._connection.__enter__()
-        self.con.execute("BEGIN TRANSACTION")
+        where = Path(self.db_path).resolve().parent
+        try:
+            self._stage_dir = tempfile.mkdtemp(prefix=".tdm-staging-", dir=where)
+            self._open()
+        except BaseException:
+            self._close()
+            raise
         return self
 
+    def _open(self) -> None:
+        assert self._stage_dir is not None
+        self._connection = connect(self.db_path, read_only=False)
+        self.con = self._connection.__enter__()
+        if self.memory_limit:
+            self.con.execute("SET memory_limit = ?", [self.memory_limit])
+        stage = Path(self._stage_dir) / "stage.duckdb"
+        self.con.execute(f"ATTACH {_sql_string(str(stage))} AS {self.STAGE}")
+
+    def _reopen(self) -> None:
+        """Close and reopen the database: DuckDB keeps the pages it read and wrote cached in
+        the process until the last connection closes (measured: +4 MB per 20,000-row partition
+        without this, flat with it), so a run's memory stays bounded by one partition."""
+        self._close_connection()
+        self._open()
+
     def create_target(self, plan: ImputationPlan) -> None:
-        """Create (or replace) the empty target; refuse a view of that name."""
-        self.con.execute(LINEAGE_DDL)
-        self.con.execute(IMPUTED_CELLS_DDL)
+        """Check the target name, then create the empty staged target (the source's columns,
+        imputed ones as DOUBLE) and the staged imputed-cells record."""
         self.replaced_existing = _check_target(self.con, plan)
         doubles = ", ".join(f"NULL::DOUBLE AS {quote_identifier(c)}" for c in plan.columns)
         self.con.execute(
-            f"CREATE OR REPLACE TABLE {quote_identifier(plan.target_table)} AS "
-            f"SELECT * REPLACE ({doubles}) FROM {quote_identifier(plan.source_table)} LIMIT 0"
+            f"CREATE TABLE {self.STAGE}.target AS SELECT * REPLACE ({doubles}) "
+            f"FROM {quote_identifier(plan.source_table)} LIMIT 0"
         )
+        self.con.execute(IMPUTED_CELLS_DDL.replace(IMPUTED_CELLS_TABLE, f"{self.STAGE}.cells", 1))
+        self._plan = plan
 
     def append(
         self, plan: ImputationPlan, part: SourceTable, imputed: pd.DataFrame, run_id: str
     ) -> None:
-        """Add one partition: `part.frame` and `imputed` are indexed by the source's rowid."""
+        """Stage one partition: `part.frame` and `imputed` are indexed by the source's rowid."""
         rowids = part.frame.index.to_numpy(dtype=np.int64)
         frame = pd.DataFrame(
             {
@@ -273,15 +304,15 @@ class PartitionedWrite:
         )
         frame["r"] = rowids
         view = f"tdm_part_{uuid.uuid4().hex}"
-        src, dst = quote_identifier(plan.source_table), quote_identifier(plan.target_table)
+        src = quote_identifier(plan.source_table)
         replacements = ", ".join(
             f"i.c{j} AS {quote_identifier(name)}" for j, name in enumerate(plan.columns)
         )
         self.con.register(view, frame)
         try:
             written = self.con.execute(
-                f"INSERT INTO {dst} SELECT s.* REPLACE ({replacements}) FROM {src} AS s "
-                f"JOIN {view} AS i ON s.rowid = i.r ORDER BY s.rowid"
+                f"INSERT INTO {self.STAGE}.target SELECT s.* REPLACE ({replacements}) "
+                f"FROM {src} AS s JOIN {view} AS i ON s.rowid = i.r ORDER BY s.rowid"
             ).fetchall()[0][0]
         finally:
             self.con.unregister(view)
@@ -292,14 +323,33 @@ class PartitionedWrite:
             )
         offset = self._rows_before
         self._rows_before += len(frame)
-        _record_imputed_cells(self.con, part, plan, run_id, offset=offset)
+        _record_imputed_cells(
+            self.con, part, plan, run_id, offset=offset, table=f"{self.STAGE}.cells"
+        )
+        self._reopen()
 
     def commit(self, source: SourceTable, lineage: LineageRecord) -> WriteResult:
-        """Check the source is unchanged, add the lineage row, commit."""
-        _check_source_unchanged(self.con, source)
-        _insert_lineage(self.con, lineage)
-        self.con.execute("COMMIT")
+        """Publish the staged target and record, check the source, add lineage: one transaction."""
         plan = lineage.plan
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            _check_source_unchanged(self.con, source)
+            self.con.execute(LINEAGE_DDL)
+            self.con.execute(IMPUTED_CELLS_DDL)
+            self.replaced_existing = _check_target(self.con, plan)
+            self.con.execute(
+                f"CREATE OR REPLACE TABLE {quote_identifier(plan.target_table)} AS "
+                f"SELECT * FROM {self.STAGE}.target"
+            )
+            self.con.execute(
+                f"INSERT INTO {IMPUTED_CELLS_TABLE} BY NAME SELECT * FROM {self.STAGE}.cells"
+            )
+            _insert_lineage(self.con, lineage)
+            self.con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise
         return WriteResult(
             db_path=self.db_path,
             target_table=plan.target_table,
@@ -310,15 +360,27 @@ class PartitionedWrite:
         )
 
     def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
-        assert self._connection is not None
-        try:
-            if error is not None:
-                with contextlib.suppress(duckdb.Error):
-                    self.con.execute("ROLLBACK")
-        finally:
-            self._connection.__exit__(None, None, None)
+        self._close()
         if isinstance(error, duckdb.Error):
             raise PipelineError(
                 f"Writing to '{self.db_path}' failed, and the warehouse was left as it was: "
                 f"{str(error).splitlines()[0]}"
             ) from None
+
+    def _close_connection(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute(f"DETACH {self.STAGE}")
+            connection.__exit__(None, None, None)
+
+    def _close(self) -> None:
+        try:
+            self._close_connection()
+        finally:
+            if self._stage_dir is not None:
+                shutil.rmtree(self._stage_dir, ignore_errors=True)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

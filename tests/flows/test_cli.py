@@ -157,3 +157,27 @@ def test_demo_tdm_beats_mean_imputation(tmp_path: Path) -> None:
         torch.set_num_threads(threads)
     score = score_demo(demo, result.target_table)
     assert score.mae_imputed < 0.95 * score.mae_mean
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_warehouse_imputes_the_configured_tables_and_names_failures(
+    warehouse: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TDM_MAX_ITER", "6")
+    monkeypatch.delenv("TDM_TASK_RUNNER", raising=False)
+    config = tmp_path / "w.yaml"
+    config.write_text("tables:\n  - table: readings\n    key: id\n", encoding="utf-8")
+    args = ["warehouse", "--config", str(config), "--db", str(warehouse)]
+    assert main([*args, "--task-runner", "threads"]) == 0
+    out = capsys.readouterr().out
+    assert "Imputed 1 tables" in out and "readings -> readings_imputed: 80 rows" in out
+    assert os.environ["TDM_TASK_RUNNER"] == "threads"
+
+    config.write_text("tables:\n  - table: nowhere\n", encoding="utf-8")
+    assert main(args) == 2
+    assert '1 of 1 tables failed (the others were written): [nowhere] Table "nowhere"' in (
+        capsys.readouterr().err
+    )

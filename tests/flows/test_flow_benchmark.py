@@ -85,6 +85,16 @@ def test_grid_is_persisted_reported_and_resumed(tmp_path: Path, data_dir: str) -
     assert figures == {"bars_mcar.png", "mae_over_iterations.png"}
     assert all(Path(p).stat().st_size > 1000 for p in outcome.figure_paths)
     assert (db.parent / "benchmark.csv").is_file()
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        shown = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["benchmark-figure-mae-over-iterations"])
+            )
+        )
+    assert shown and "data:image/png;base64," in str(shown[0].data)  # the figure, not its path
 
     again = benchmark(**_grid(db, data_dir))
     assert (again.planned, again.skipped, again.ran) == (6, 6, 0)

@@ -60,6 +60,7 @@ def test_a_large_table_is_imputed_in_partitions_with_observed_cells_unchanged(la
     assert (used["fit_sample_rows"], used["partitions"], used["partition_rows"]) == (60, 5, 50)
     assert lineage["rows"] == 230 and bool(lineage["quality_passed"])
     assert "all 5 partitions" in lineage["quality_report"]
+    assert not list(large.parent.glob(".tdm-staging-*"))
 
 
 def test_memory_is_bounded_by_the_partitions_in_flight(
@@ -102,11 +103,12 @@ def test_a_failure_in_a_late_partition_leaves_the_warehouse_as_it_was(
             raise QualityCheckError("partition 4 failed its checks (test)")
         return check_quality(*args, **kwargs)
 
-    check_quality = partitioned.check_quality
-    monkeypatch.setattr(partitioned, "check_quality", check)
+    check_quality = partitioned.check_partition
+    monkeypatch.setattr(partitioned, "check_partition", check)
     with pytest.raises(QualityCheckError, match="partition 4"):
         impute_table("readings", db_path=str(large), key="id")
     assert take_snapshot(large) == before  # no target, no cells, no lineage table even
+    assert not list(large.parent.glob(".tdm-staging-*"))  # the staging file is gone too
 
 
 def test_deleted_rows_leave_gaps_that_the_partitions_follow(large: Path) -> None:

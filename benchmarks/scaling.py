@@ -1,0 +1,152 @@
+"""Scaling of the impute-table flow with the table's size: threads against a local Dask cluster.
+
+Rows 10^4 -> 3 x 10^6 of a synthetic table (8 correlated numeric columns, 20% of cells missing,
+a key and three pass-through columns). Tables over `--max-fit-rows` are fitted on a sample of that many
+rows and imputed in partitions of `--partition-rows` (`flows.partitioned`); smaller ones in one
+fit. Each run is a fresh process; the table shows the flow's wall time (a no-op flow first, so
+starting Prefect's temporary server is not timed) and the peak resident memory of the flow's
+process and of its largest child (a Dask worker). Run from the repository root:
+
+    OMP_NUM_THREADS=1 python -m benchmarks.scaling --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmarks._report import replace_section
+from benchmarks.pipeline_timing import build_table
+
+N_NUMERIC = 8
+
+
+def child(db: str, runner: str) -> None:
+    """One timed flow run in this process; prints a JSON line."""
+    from prefect import flow
+
+    from flows.impute_table import impute_table
+
+    @flow(name="warm-up")
+    def warm_up() -> None:
+        return None
+
+    warm_up()
+    started = time.perf_counter()
+    result = impute_table("events", db_path=db, key="event_id")
+    wall = time.perf_counter() - started
+    mine = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "runner": runner,
+                "wall": wall,
+                "flow_mb": mine,
+                "child_mb": children,
+                "cells": sum(result.cells_imputed.values()),
+                "seconds": result.seconds,
+            }
+        ),
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", default="10000,100000,1000000,3000000")
+    parser.add_argument("--runners", default="threads,dask")
+    parser.add_argument("--max-fit-rows", type=int, default=20_000)
+    parser.add_argument("--partition-rows", type=int, default=50_000)
+    parser.add_argument("--max-iter", type=int, default=500)
+    parser.add_argument("--transform-max-iter", type=int, default=300)
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    parser.add_argument("--child", nargs=2, metavar=("DB", "RUNNER"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+
+    env = {
+        **os.environ,
+        "TDM_MAX_FIT_ROWS": str(args.max_fit_rows),
+        "TDM_PARTITION_ROWS": str(args.partition_rows),
+        "TDM_MAX_ITER": str(args.max_iter),
+        "TDM_TRANSFORM_MAX_ITER": str(args.transform_max_iter),
+        "TDM_MAX_WORKERS": "2",
+        "TDM_DASK_WORKERS": "2",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
+    rows_out = []
+    with tempfile.TemporaryDirectory(prefix="tdm-scaling-") as tmp:
+        env["PREFECT_HOME"] = tmp
+        for rows in [int(r) for r in args.rows.split(",")]:
+            runners = args.runners.split(",")
+            if rows <= args.max_fit_rows:  # one fit in the flow's process: no runner involved
+                runners = runners[:1]
+            for runner in runners:
+                db = Path(tmp) / f"events_{rows}_{runner}.duckdb"
+                build_table(db, rows=rows, n_numeric=N_NUMERIC, missing_rate=0.2, seed=0)
+                done = subprocess.run(
+                    [sys.executable, "-m", "benchmarks.scaling", "--child", str(db), runner],
+                    env={**env, "TDM_TASK_RUNNER": runner},
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+                if done.returncode or not line:
+                    sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+                    raise SystemExit(f"run failed: {rows} rows on {runner}")
+                measured = json.loads(line[0][len("RESULT ") :])
+                db_mb = db.stat().st_size / 2**20
+                db.unlink()
+                rows_out.append((rows, measured, db_mb))
+                print(rows, measured, flush=True)
+
+    lines = [
+        "Command: `OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.scaling --write`  ",
+        f"Date: {datetime.now(UTC).date().isoformat()}; machine: {platform.machine()}, "
+        f"{os.cpu_count()} cores, CPython {platform.python_version()}.  ",
+        f"Table: {N_NUMERIC} numeric columns (20% missing) + key + 3 pass-through columns. "
+        f"Tables over {args.max_fit_rows:,} rows: fit on a sample of {args.max_fit_rows:,} rows "
+        f"({args.max_iter} steps), then partitions of {args.partition_rows:,} rows "
+        f"({args.transform_max_iter} steps each), 2 at a time (+1 being read or written); "
+        f"smaller tables: one fit of {args.max_iter} steps. Threads: 2 in the flow's process; "
+        "Dask: a local cluster of 2 worker processes, 1 thread each. Peak memory: resident set "
+        "of the flow's process, and of its largest child process (Prefect's temporary server, "
+        "about 190 MB, or a Dask worker). DuckDB's memory limit: the default of "
+        "`TDM_DUCKDB_MEMORY_LIMIT` (256MB).",
+        "",
+        "| rows | runner | wall s | rows / s | flow peak MB | worker peak MB | fit s | "
+        "partitions: impute + check + write s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for rows, m, _ in rows_out:
+        sec = m["seconds"]
+        fit = sec.get("fit", sec.get("impute", 0.0))
+        rest = sec.get("impute-check-write")
+        runner = m["runner"] if rest is not None else "none (one fit)"
+        lines.append(
+            f"| {rows:,} | {runner} | {m['wall']:.1f} | {rows / m['wall']:,.0f} | "
+            f"{m['flow_mb']:.0f} | {m['child_mb']:.0f} | {fit:.1f} | "
+            f"{'' if rest is None else f'{rest:.1f}'} |"
+        )
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        replace_section("Scaling: rows, threads against a local Dask cluster", text)
+
+
+if __name__ == "__main__":
+    main()
