@@ -60,8 +60,8 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--max-iter",
         type=_positive,
-        help="training iterations (the run's other imputer settings then take their defaults, "
-        "not the serving process's TDM_* values) [its TDM_MAX_ITER]",
+        help="training iterations (the run's other imputer settings stay the serving "
+        "process's TDM_* values) [its TDM_MAX_ITER]",
     )
     run.add_argument("--seed", type=int, help="random seed [its TDM_SEED]")
     run.add_argument(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger
+from pydantic import ValidationError
 
 from flows.partitioned import impute_partitioned
 from flows.runners import runner_width, task_runner
@@ -27,11 +29,14 @@ def impute_table(
     columns: list[str] | None = None,
     key: str | None = None,
     replace_source: bool = False,
-    imputer: ImputerParams | None = None,
+    imputer: dict[str, Any] | ImputerParams | None = None,
     seed: int | None = None,
     range_factor: float | None = None,
 ) -> ImputeTableResult:
     """Impute the missing cells of a DuckDB table into a new table, with lineage.
+
+    `imputer`: all the imputer settings, or a dict of some of them that overrides the `TDM_*`
+    settings of the process that runs the flow (what `tdm run --max-iter` sends).
 
     A table of more than `TDM_MAX_FIT_ROWS` rows is fitted on a sample of that many rows and
     imputed in partitions of `TDM_PARTITION_ROWS` over the task runner (`flows.partitioned`).
@@ -39,7 +44,20 @@ def impute_table(
     started = datetime.now(UTC)
     settings = PipelineSettings()
     db = str(db_path if db_path is not None else settings.db_path)
-    params = imputer if imputer is not None else settings.imputer_params()
+    if isinstance(imputer, ImputerParams):
+        params = imputer
+    else:  # a partial override (an ad-hoc run's parameters) on top of the TDM_* settings
+        try:
+            params = ImputerParams.model_validate(
+                {**settings.imputer_params().model_dump(), **(imputer or {})}
+            )
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+            )
+            raise PipelineInputError(
+                f'The imputer settings for table "{source_table}" are invalid: {problems}.'
+            ) from None
     seed = settings.seed if seed is None else seed
     range_factor = settings.range_factor if range_factor is None else range_factor
     logger = get_run_logger()

@@ -16,6 +16,7 @@ import pytest
 import tasks.write
 import tdm
 from flows.impute_table import impute_table
+from tasks.errors import PipelineInputError
 from tasks.params import ImputerParams
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
@@ -285,3 +286,18 @@ def test_environment_settings_reach_the_imputer(
     assert result.n_iter == 7
     row = _query(warehouse, "SELECT hyperparameters, seed FROM tdm_lineage").iloc[0]
     assert json.loads(row["hyperparameters"])["max_iter"] == 7 and row["seed"] == 3
+
+
+def test_a_partial_imputer_override_keeps_the_other_settings(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `tdm run --max-iter` sends: one setting overridden, the TDM_* ones kept."""
+    monkeypatch.setenv("TDM_N_BLOCKS", "1")
+    monkeypatch.setenv("TDM_MAX_ITER", "50")
+    result = impute_table("readings", db_path=str(warehouse), imputer={"max_iter": 4})
+    assert result.n_iter == 4
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        used = json.loads(con.execute("SELECT hyperparameters FROM tdm_lineage").fetchall()[0][0])
+    assert (used["n_blocks"], used["max_iter"]) == (1, 4)
+    with pytest.raises(PipelineInputError, match=r'table "readings" are invalid: max_iter: '):
+        impute_table("readings", db_path=str(warehouse), imputer={"max_iter": 0})
