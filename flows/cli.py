@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pydantic import ValidationError
 
-    from tasks.errors import PipelineError
+    from tasks.errors import PipelineError, validation_problems
 
     _hide_tracebacks_of(PipelineError)
     try:
@@ -41,9 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tdm {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in error.errors()
-        )
+        problems = validation_problems(error)
         print(f"tdm {args.command}: error: invalid setting: {problems}.", file=sys.stderr)
         return EXIT_USAGE
 

@@ -13,7 +13,7 @@ from flows.partitioned import impute_partitioned
 from flows.runners import runner_width, task_runner
 from flows.settings import PipelineSettings
 from flows.steps import ImputeTableResult, finish_table, prepare_table
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, validation_problems
 from tasks.impute import impute_task_for
 from tasks.params import ImputerParams
 from tasks.partitions import count_rows
@@ -52,9 +52,7 @@ def impute_table(
                 {**settings.imputer_params().model_dump(), **(imputer or {})}
             )
         except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-            )
+            problems = validation_problems(error)
             raise PipelineInputError(
                 f'The imputer settings for table "{source_table}" are invalid: {problems}.'
             ) from None

@@ -16,7 +16,7 @@ from flows.runners import describe_runner, gpu_annotation, runner_width, task_ru
 from flows.settings import PipelineSettings
 from flows.steps import ImputeTableResult, PreparedTable, finish_table, prepare_table
 from schemas.warehouse import TableEntry, WarehouseConfigError, load_warehouse_config
-from tasks.errors import PipelineError, PipelineInputError
+from tasks.errors import PipelineError, PipelineInputError, validation_problems
 from tasks.impute import impute_task_for
 from tasks.params import ImputerParams
 from tasks.partitions import count_rows
@@ -141,9 +141,7 @@ def _params_for(entry: TableEntry, settings: PipelineSettings) -> ImputerParams:
             {**settings.imputer_params().model_dump(), **entry.imputer}
         )
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-        )
+        problems = validation_problems(error)
         raise PipelineInputError(
             f'Warehouse config: imputer settings of table "{entry.table}" are invalid: {problems}.'
         ) from None

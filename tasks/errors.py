@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["PipelineError", "PipelineInputError", "QualityCheckError", "WarehouseBusyError"]
+from pydantic import ValidationError
+
+__all__ = [
+    "PipelineError",
+    "PipelineInputError",
+    "QualityCheckError",
+    "WarehouseBusyError",
+    "validation_problems",
+]
 
 
 class PipelineError(Exception):
@@ -19,3 +27,10 @@ class QualityCheckError(PipelineError):
 
 class WarehouseBusyError(PipelineError):
     """The DuckDB file is locked by another process; retrying later may succeed."""
+
+
+def validation_problems(error: ValidationError, root: str = "value") -> str:
+    """A pydantic error as one line: `field: message; ...` (`root` names a top-level error)."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or root}: {e['msg']}" for e in error.errors()
+    )
