@@ -22,7 +22,7 @@ from prefect import get_run_logger
 
 from flows.runners import gpu_annotation
 from flows.settings import PipelineSettings
-from flows.steps import ImputeTableResult
+from flows.steps import ImputeTableResult, table_result
 from tasks.artifacts import publish_run_report
 from tasks.impute import GPU_TAG, ImputationOutcome, fit_model, impute_partition, uses_gpu
 from tasks.lineage import LineageRecord, current_run
@@ -134,21 +134,7 @@ def impute_partitioned(
             hyperparameters=params.model_dump(),
         )
         written = write.commit(sample, lineage)
-    result = ImputeTableResult(
-        run_id=written.run_id,
-        db_path=db_path,
-        source_table=plan.source_table,
-        target_table=written.target_table,
-        replaced_existing=written.replaced_existing,
-        status=lineage.status,
-        rows=written.rows,
-        cells_imputed=dict(plan.missing),
-        device=outcome.device,
-        n_iter=outcome.n_iter,
-        final_loss=outcome.final_loss,
-        fit_seconds=outcome.fit_seconds,
-        seconds=seconds,
-    )
+    result = table_result(written, lineage, seconds)
     # The run's statistics artifact describes the fit sample, before and after its imputation.
     sample_imputed = inverse_scale(fitted.outcome.frame, scaled.scaling, sample.frame)
     publish_run_report(

@@ -22,9 +22,15 @@ from tasks.params import ImputerParams
 from tasks.quality import check_quality
 from tasks.scaling import Standardised, inverse_scale, standardise
 from tasks.validate import ImputationPlan, validate_input
-from tasks.write import write_back
+from tasks.write import WriteResult, write_back
 
-__all__ = ["ImputeTableResult", "PreparedTable", "finish_table", "prepare_table"]
+__all__ = [
+    "ImputeTableResult",
+    "PreparedTable",
+    "finish_table",
+    "prepare_table",
+    "table_result",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -118,9 +124,19 @@ def finish_table(
         hyperparameters=params.model_dump(),
     )
     written = clock("write-back", write_back, source, plan, imputed, lineage)
-    result = ImputeTableResult(
+    result = table_result(written, lineage, clock.seconds)
+    publish_run_report(result, source=source, imputed=imputed, quality=quality, outcome=outcome)
+    return result
+
+
+def table_result(
+    written: WriteResult, lineage: LineageRecord, seconds: dict[str, float]
+) -> ImputeTableResult:
+    """What a table's run did, from what was written and its lineage record."""
+    outcome, plan = lineage.outcome, lineage.plan
+    return ImputeTableResult(
         run_id=written.run_id,
-        db_path=source.db_path,
+        db_path=written.db_path,
         source_table=plan.source_table,
         target_table=written.target_table,
         replaced_existing=written.replaced_existing,
@@ -131,10 +147,8 @@ def finish_table(
         n_iter=outcome.n_iter if outcome else None,
         final_loss=outcome.final_loss if outcome else None,
         fit_seconds=outcome.fit_seconds if outcome else 0.0,
-        seconds=dict(clock.seconds),
+        seconds=dict(seconds),
     )
-    publish_run_report(result, source=source, imputed=imputed, quality=quality, outcome=outcome)
-    return result
 
 
 class _Clock:
