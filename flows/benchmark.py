@@ -23,8 +23,10 @@ from prefect.cache_policies import NO_CACHE
 from flows.report import Report, write_report
 from tasks.artifacts import figure_markdown
 from tasks.bench import (
+    MergeCount,
     TrialSpec,
     load_done_trials,
+    merge_results,
     read_results,
     read_traces,
     record_result,
@@ -37,6 +39,7 @@ __all__ = [
     "DEFAULT_DB_PATH",
     "BenchmarkOutcome",
     "benchmark",
+    "benchmark_merge",
     "benchmark_report",
     "build_report",
     "plan_grid",
@@ -136,6 +139,26 @@ def build_report(db_path: str, report_dir: str) -> Report:
 def benchmark_report(db_path: str = DEFAULT_DB_PATH, report_dir: str | None = None) -> Report:
     """Rewrite the report from the results table without running any trial."""
     return build_report(db_path, report_dir or str(Path(db_path).parent))
+
+
+@flow(name="benchmark-merge", log_prints=True)
+def benchmark_merge(
+    sources: list[str], db_path: str = DEFAULT_DB_PATH, report_dir: str | None = None
+) -> tuple[list[MergeCount], Report]:
+    """Add other runs' results files to `db_path` (runs nothing), then rewrite the report."""
+    logger = get_run_logger()
+    counts = []
+    for source in sources:
+        count = merge_results(db_path, source)
+        logger.info(
+            "%s: %d trials added, %d already here; %d trace points added",
+            source,
+            count.trials_added,
+            count.trials_already_here,
+            count.trace_points_added,
+        )
+        counts.append(count)
+    return counts, build_report(db_path, report_dir or str(Path(db_path).parent))
 
 
 @flow(name="benchmark", log_prints=True)

@@ -104,6 +104,14 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
         help="run nothing; rewrite the report from the results table",
     )
     bench.add_argument(
+        "--merge",
+        type=_names,
+        default=None,
+        metavar="FILES",
+        help="run nothing; add the trials of these results files (comma-separated, e.g. runs "
+        "from other machines) to --db, keeping trials already there, then rewrite the report",
+    )
+    bench.add_argument(
         "--svm-repeats",
         type=int,
         default=3,
@@ -132,9 +140,24 @@ def run_bench(args: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(args.torch_threads)  # the command owns the process, not the library
-    from flows.benchmark import benchmark, benchmark_report
+    from flows.benchmark import benchmark, benchmark_merge, benchmark_report
 
     report_dir = args.report_dir or os.path.dirname(args.db) or "."
+    if args.merge:
+        from pandera.errors import SchemaError, SchemaErrors
+
+        try:
+            counts, report = benchmark_merge(args.merge, args.db, report_dir)
+        except (OSError, ValueError, SchemaError, SchemaErrors) as error:
+            print(f"tdm bench: error: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        for count in counts:
+            print(
+                f"{count.source}: {count.trials_added} trials added, "
+                f"{count.trials_already_here} already in {args.db}"
+            )
+        print(f"Report: {report.tables_path}")
+        return 0
     if args.report_only:
         report = benchmark_report(args.db, report_dir)
         print(f"Report: {report.tables_path}; figures: {', '.join(map(str, report.figure_paths))}")

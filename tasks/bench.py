@@ -32,8 +32,10 @@ from schemas.benchmark import (
 from tasks.warehouse import quote_identifier
 
 __all__ = [
+    "MergeCount",
     "TrialSpec",
     "load_done_trials",
+    "merge_results",
     "read_results",
     "read_traces",
     "record_result",
@@ -211,3 +213,65 @@ def record_trace(db_path: str, spec: TrialSpec, trace: Any) -> None:
         con.execute("BEGIN TRANSACTION")
         con.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         con.execute("COMMIT")
+
+
+@dataclass(frozen=True)
+class MergeCount:
+    """What `merge_results` did with one source file."""
+
+    source: str
+    trials_added: int
+    trials_already_here: int
+    trace_points_added: int
+
+
+def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    return int(con.execute(f"SELECT count(*) FROM {quote_identifier(table)}").fetchall()[0][0])
+
+
+@task(name="merge-results", cache_policy=NO_CACHE)
+def merge_results(db_path: str, source: str) -> MergeCount:
+    """Add the trials and MAE traces of another results file (another run, another machine).
+
+    The source is validated by the same schemas first. A trial whose key is already in `db_path`
+    keeps the row already there. Everything is copied in one transaction: a failure leaves
+    `db_path` as it was. The source file is opened read-only and never changed.
+    """
+    here, there = Path(db_path), Path(source)
+    if not there.is_file():
+        raise FileNotFoundError(f"merge: results file {source} does not exist")
+    if here.exists() and here.resolve() == there.resolve():
+        raise ValueError(f"merge: {source} is the results file itself")
+    try:
+        incoming, traces = read_results(there), read_traces(there)  # schema errors propagate
+    except duckdb.Error as error:
+        problem = f"merge: {source} is not a readable DuckDB results file: {error}"
+        raise ValueError(problem) from None
+    if incoming.empty and traces.empty:
+        raise ValueError(f"merge: {source} has no rows in {RESULTS_TABLE} or {TRACES_TABLE}")
+    here.parent.mkdir(parents=True, exist_ok=True)
+    literal = str(there).replace("'", "''")
+    with duckdb.connect(str(here)) as con:
+        _ensure_tables(con)
+        con.execute(f"ATTACH '{literal}' AS merge_source (READ_ONLY)")
+        try:
+            con.execute("BEGIN TRANSACTION")
+            before = (_count(con, RESULTS_TABLE), _count(con, TRACES_TABLE))
+            for table, frame in ((RESULTS_TABLE, incoming), (TRACES_TABLE, traces)):
+                if frame.empty:
+                    continue
+                columns = ", ".join(quote_identifier(c) for c in frame.columns)
+                name = quote_identifier(table)
+                con.execute(
+                    f"INSERT OR IGNORE INTO {name} ({columns}) "
+                    f"SELECT {columns} FROM merge_source.{name}"
+                )
+            after = (_count(con, RESULTS_TABLE), _count(con, TRACES_TABLE))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.execute("DETACH merge_source")
+    added = after[0] - before[0]
+    return MergeCount(str(source), added, len(incoming) - added, after[1] - before[1])

@@ -171,3 +171,48 @@ def test_seeds_flag_takes_a_count_or_a_list() -> None:
     assert parse_seeds("5,") == [5]
     with pytest.raises(argparse.ArgumentTypeError, match="no seed at all"):
         parse_seeds("0")  # regression: `--trace-seeds 0` silently traced no seed
+
+
+def test_merge_adds_other_runs_and_keeps_what_is_here(tmp_path: Path, data_dir: str) -> None:
+    """Two machines' results files add up to one grid; the sources are left unchanged."""
+    first, second = tmp_path / "a" / "bench.duckdb", tmp_path / "b" / "bench.duckdb"
+    benchmark(**_grid(first, data_dir, datasets=["seeds"], methods=["mean", "ot_ns"]))
+    benchmark(
+        **_grid(second, data_dir, datasets=["seeds"], methods=["ot_ns", "tdm"]),
+        trace_dataset="seeds",
+        trace_checkpoints=[0, 5],
+    )
+    kept = read_results(first).set_index("method").loc["ot_ns", "finished_at"]
+    source_bytes = second.read_bytes()
+
+    code = bench_main(["--db", str(first), "--merge", str(second)])
+    assert code == 0
+    merged = read_results(first)
+    assert sorted(merged["method"]) == ["mean", "ot_ns", "tdm"]
+    assert merged.set_index("method").loc["ot_ns", "finished_at"] == kept  # ours kept
+    assert len(read_traces(first)) == 4  # ot_ns and tdm at 0 and 5
+    assert second.read_bytes() == source_bytes
+    assert (first.parent / "tables.md").is_file()
+
+    again = bench_main(["--db", str(first), "--merge", str(second)])
+    assert again == 0 and len(read_results(first)) == 3  # idempotent
+
+
+def test_merge_rejects_a_bad_source_and_changes_nothing(
+    tmp_path: Path, data_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "bench.duckdb"
+    benchmark(**_grid(db, data_dir, datasets=["seeds"], methods=["mean"]))
+    before = read_results(db)
+
+    assert bench_main(["--db", str(db), "--merge", str(tmp_path / "nope.duckdb")]) == 2
+    assert "nope.duckdb does not exist" in capsys.readouterr().err
+
+    junk = tmp_path / "junk.duckdb"
+    junk.write_text("not a database")
+    assert bench_main(["--db", str(db), "--merge", str(junk)]) == 2
+    assert "junk.duckdb is not a readable DuckDB results file" in capsys.readouterr().err
+
+    assert bench_main(["--db", str(db), "--merge", str(db)]) == 2
+    assert "is the results file itself" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(read_results(db), before)
