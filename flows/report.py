@@ -23,7 +23,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["METRICS", "Report", "metric_table", "summarise", "versus_best", "write_report"]
+__all__ = [
+    "METRICS",
+    "Report",
+    "label_configurations",
+    "metric_table",
+    "summarise",
+    "versus_best",
+    "write_report",
+]
 
 #: Metric column -> (heading, whether lower is better).
 METRICS: dict[str, tuple[str, bool]] = {
@@ -44,6 +52,7 @@ _METHOD_ORDER = (
     "ot_sh",
     "ot_ns",
     "tdm",
+    "tdm_mean_init",
     "tdm_paper",
 )
 _MECHANISM_ORDER = ("mcar", "mar", "mnarl", "mnarq", "mnarq_published")
@@ -276,6 +285,23 @@ def _trace_figure(results: pd.DataFrame, traces: pd.DataFrame, out_dir: Path) ->
     return path
 
 
+def label_configurations(results: pd.DataFrame) -> pd.DataFrame:
+    """Results whose method names tell apart configurations run under one name.
+
+    A method recorded under more than one settings hash (say, before and after a change of a
+    library default) would otherwise be averaged across configurations; each of its
+    configurations becomes its own column, ``<method>@<first 6 hex digits of the hash>``.
+    """
+    counts = results.groupby("method")["params_hash"].nunique()
+    mixed = set(counts[counts > 1].index)
+    if not mixed:
+        return results
+    out = results.copy()
+    rows = out["method"].isin(mixed)
+    out.loc[rows, "method"] = out.loc[rows, "method"] + "@" + out.loc[rows, "params_hash"].str[:6]
+    return out
+
+
 def write_report(results: pd.DataFrame, traces: pd.DataFrame, out_dir: str | Path) -> Report:
     """Write `tables.md` and `figures/*.png` under `out_dir`; returns the paths and markdown."""
     out = Path(out_dir)
@@ -286,8 +312,9 @@ def write_report(results: pd.DataFrame, traces: pd.DataFrame, out_dir: str | Pat
         summary = pd.DataFrame()
         paths: list[Path] = []
     else:
-        summary = summarise(results)
-        markdown = _tables_markdown(results, summary)
+        labelled = label_configurations(results)
+        summary = summarise(labelled)
+        markdown = _tables_markdown(labelled, summary)
         paths = _bar_figures(summary, figures)
     trace_path = _trace_figure(results, traces, figures) if not results.empty else None
     if trace_path is not None:

@@ -17,7 +17,11 @@ class ImputerParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_iter: int = Field(default=10_000, ge=1, description="Training iterations (paper: 10,000).")
+    max_iter: int | None = Field(
+        default=None,
+        ge=1,
+        description="Training iterations (unset: the library's 2,000; paper: 10,000).",
+    )
     batch_size: int = Field(
         default=512, ge=2, description="Rows per batch (paper: 512; smaller for small tables)."
     )
@@ -27,7 +31,12 @@ class ImputerParams(BaseModel):
     )
     lr: float = Field(default=1e-2, gt=0, description="RMSprop learning rate (paper: 1e-2).")
     network_lr: float | None = Field(
-        default=None, gt=0, description="Learning rate of the network weights (unset: lr)."
+        default=None, gt=0, description="Learning rate of the network weights (unset: 3e-3)."
+    )
+    init: Literal["ice", "mean"] | None = Field(
+        default=None,
+        description="Start of the missing cells: ICE imputation or column mean (unset: 'ice'; "
+        "paper: 'mean').",
     )
     cost: Literal["sqeuclidean", "euclidean"] | None = Field(
         default=None, description="OT ground cost (unset: the library's default)."
@@ -40,7 +49,7 @@ class ImputerParams(BaseModel):
     )
     clamp: float | None = Field(default=None, gt=0, description="Bound on the coupling log-scales.")
     init_noise: float | None = Field(
-        default=None, ge=0, description="Std of the noise added to the mean fill at the start."
+        default=None, ge=0, description="Std of the noise added to the starting values (unset: 0)."
     )
     device: str = Field(
         default="auto", description="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1'."

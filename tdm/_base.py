@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import Tensor, nn
 
+from tdm._iterative import ice_fill
 from tdm._validation import (
     MIN_SAMPLES,
     check_choice,
@@ -44,6 +45,7 @@ __all__ = ["BatchOTImputer", "FitProgress"]
 
 _FORMAT_VERSION = 1
 _VALIDATE_EVERY = 25  # steps between two looks at the held-out cells
+_ICE_CONTEXT_ROWS = 10_000  # fitted rows given to ICE as context when it starts new rows
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     device: str | torch.device
     random_state: int | np.random.RandomState | None
     callback: Callable[[FitProgress], bool | None] | None
+    #: Settings added after the save format was fixed, with the behaviour of files saved before.
+    _LEGACY_PARAMS: ClassVar[dict[str, Any]] = {}
     verbose: int
     early_stopping: bool
     validation_fraction: float
@@ -219,7 +223,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
                 f"{path}: not a saved {cls.__name__} (class {state.get('class')!r}, format "
                 f"{state.get('format_version')!r})"
             )
-        est = cls(**state["params"])
+        # A setting added after a file was saved takes the value that file was fitted with.
+        est = cls(**{**cls._LEGACY_PARAMS, **state["params"]})
         if device is not None:
             est.set_params(device=device)
         n_features = int(state["n_features_in_"])
@@ -354,8 +359,11 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         )
         train_mask = mask if holdout is None else mask | holdout
         train_Z = Z if holdout is None else np.where(holdout, np.nan, Z)
+        start = None
+        if getattr(self, "init", "mean") == "ice":  # only then is rng drawn from: "mean" unchanged
+            start = ice_fill(train_Z, train_mask, int(rng.integers(2**31 - 1)))
         theta, X0, mask_t, slot = _missing_parameters(
-            train_Z, train_mask, rng, self.init_noise, device, dtype
+            train_Z, train_mask, rng, self.init_noise, device, dtype, start=start
         )
         # Complete data still trains the network (``transform`` then has a learned geometry).
         groups: list[dict[str, Any]] = []
@@ -403,8 +411,18 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             p.requires_grad_(False)
         Z = (values[rows_missing].astype(np.float64) - self.mean_) / self.scale_
         sub_mask = mask[rows_missing]
+        start = None
+        if getattr(self, "init", "mean") == "ice":
+            start = self._ice_start(Z, sub_mask, rng)
         theta, X0, mask_t, slot = _missing_parameters(
-            Z, sub_mask, rng, self.init_noise, device, dtype, fill=self._fit_column_means()
+            Z,
+            sub_mask,
+            rng,
+            self.init_noise,
+            device,
+            dtype,
+            fill=self._fit_column_means(),
+            start=start,
         )
         with torch.no_grad():
             latent_fit = network(torch.as_tensor(self.X_fit_, device=device, dtype=dtype))
@@ -427,6 +445,17 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         filled = imputed * self.scale_ + self.mean_
         out[rows_missing] = np.where(sub_mask, filled.astype(out.dtype), values[rows_missing])
         return out
+
+    def _ice_start(self, Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """ICE imputations of new rows, with (at most 10,000) fitted rows as complete context."""
+        n_fit = self.X_fit_.shape[0]
+        context = self.X_fit_
+        if n_fit > _ICE_CONTEXT_ROWS:
+            context = self.X_fit_[np.sort(rng.choice(n_fit, _ICE_CONTEXT_ROWS, replace=False))]
+        stacked = np.vstack([np.asarray(context, dtype=np.float64), Z])
+        known = np.zeros(context.shape, dtype=bool)
+        filled = ice_fill(stacked, np.vstack([known, mask]), int(rng.integers(2**31 - 1)))
+        return filled[context.shape[0] :]
 
     def _loss(self, z1: Tensor, z2: Tensor) -> Tensor:
         return transport_loss(
@@ -520,15 +549,22 @@ def _missing_parameters(
     dtype: torch.dtype,
     *,
     fill: np.ndarray | None = None,
+    start: np.ndarray | None = None,
 ) -> tuple[nn.Parameter, Tensor, Tensor, Tensor]:
     """Missing cells as one parameter vector, initialised at the column mean plus N(0, noise²).
 
-    Returns ``(theta, X0, mask, slot)``: ``X0`` holds the observed values (0 where missing) and
+    ``fill`` replaces the column means; ``start`` (the shape of ``Z``) gives every missing cell
+    its own starting value instead (the noise is added either way). Returns
+    ``(theta, X0, mask, slot)``: ``X0`` holds the observed values (0 where missing) and
     ``slot[i, j]`` is the index in ``theta`` of the missing cell ``(i, j)``.
     """
-    means = fill if fill is not None else np.nanmean(np.where(mask, np.nan, Z), axis=0)
     rows, cols = np.nonzero(mask)
-    init = means[cols] + noise * rng.standard_normal(rows.size)
+    if start is not None:
+        centre = start[rows, cols]
+    else:
+        means = fill if fill is not None else np.nanmean(np.where(mask, np.nan, Z), axis=0)
+        centre = means[cols]
+    init = centre + noise * rng.standard_normal(rows.size)
     theta = nn.Parameter(torch.as_tensor(init, device=device, dtype=dtype))
     X0 = torch.as_tensor(np.where(mask, 0.0, Z), device=device, dtype=dtype)
     slot = np.zeros(mask.shape, dtype=np.int64)

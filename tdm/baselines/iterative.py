@@ -21,8 +21,8 @@ from numpy.typing import NDArray
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enables the import)
 from sklearn.impute import IterativeImputer
-from sklearn.linear_model import BayesianRidge
 
+from tdm._iterative import make_ice
 from tdm.baselines._base import BaseImputer, RandomState, resolve_seed
 from tdm.baselines._torch import spawn_seeds
 
@@ -85,14 +85,7 @@ class ICEImputer(_IterativeBase):
         self.random_state = random_state
 
     def _make(self, seed: int) -> IterativeImputer:
-        return IterativeImputer(
-            estimator=BayesianRidge(),
-            max_iter=self.max_iter,
-            tol=self.tol,
-            initial_strategy="mean",
-            sample_posterior=False,
-            random_state=seed,
-        )
+        return make_ice(seed, max_iter=self.max_iter, tol=self.tol)
 
 
 class MissForestImputer(_IterativeBase):

@@ -216,3 +216,29 @@ def test_merge_rejects_a_bad_source_and_changes_nothing(
     assert bench_main(["--db", str(db), "--merge", str(db)]) == 2
     assert "is the results file itself" in capsys.readouterr().err
     pd.testing.assert_frame_equal(read_results(db), before)
+
+
+def test_report_keeps_configurations_of_one_method_apart() -> None:
+    """Rows of one method under two settings hashes are not averaged together."""
+    from flows.report import label_configurations, summarise
+
+    frame = pd.DataFrame(
+        {
+            "dataset": ["seeds"] * 4,
+            "mechanism": ["mcar"] * 4,
+            "seed": [0, 1, 0, 0],
+            "method": ["tdm", "tdm", "tdm", "mean"],
+            "params_hash": ["aaaaaa1111111111", "aaaaaa1111111111", "bbbbbb2222222222", "c" * 16],
+            "mae": [0.2, 0.4, 0.9, 0.8],
+            "rmse": [0.3, 0.5, 1.0, 0.9],
+            "w2sq_half": [0.1] * 4,
+            "accuracy": [0.9] * 4,
+        }
+    )
+    labelled = label_configurations(frame)
+    assert sorted(labelled["method"].unique()) == ["mean", "tdm@aaaaaa", "tdm@bbbbbb"]
+    summary = summarise(labelled).set_index("method")
+    assert summary.loc["tdm@aaaaaa", "mae_mean"] == pytest.approx(0.3)
+    assert summary.loc["tdm@bbbbbb", "mae_mean"] == pytest.approx(0.9)
+    single = label_configurations(frame.iloc[[0, 1, 3]])
+    assert sorted(single["method"].unique()) == ["mean", "tdm"]

@@ -38,6 +38,7 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
         "device": "cpu",
     },
     "tdm": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
+    "tdm_mean_init": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
     "tdm_paper": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
     "ot_sh": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5},
     "ot_ns": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5},
@@ -242,6 +243,7 @@ def test_registry_lists_every_method_with_a_description() -> None:
         "gain",
         "miwae",
         "tdm",
+        "tdm_mean_init",
         "tdm_paper",
         "ot_sh",
         "ot_ns",
@@ -263,6 +265,14 @@ def test_tdm_entries_use_the_right_settings() -> None:
         assert paper.get_params()[key] == value
     assert paper.get_params()["random_state"] == 4
     assert make_imputer("tdm_paper", max_iter=7).get_params()["max_iter"] == 7
+    before = make_imputer("tdm_mean_init").get_params()  # tdm 0.1's defaults, pinned
+    assert {k: before[k] for k in TDM_PAPER_PARAMS if k != "network_lr"} == {
+        k: v for k, v in TDM_PAPER_PARAMS.items() if k != "network_lr"
+    }
+    assert before["network_lr"] == 3e-3 and before["init"] == "mean"
+    assert before["max_iter"] == 10_000
+    default = make_imputer("tdm").get_params()
+    assert (default["init"], default["init_noise"], default["max_iter"]) == ("ice", 0.0, 2000)
     assert make_imputer("ot_sh").get_params()["solver"] == "sinkhorn"
     assert make_imputer("ot_ns").get_params()["solver"] == "assignment"
     with pytest.raises(ValueError, match="fixes the OT solver"):
