@@ -28,6 +28,7 @@ __all__ = [
     "Report",
     "label_configurations",
     "metric_table",
+    "rank_table",
     "summarise",
     "versus_best",
     "write_report",
@@ -154,6 +155,39 @@ def versus_best(summary: pd.DataFrame, method: str = "tdm_paper") -> str:
     return "\n".join(lines)
 
 
+def rank_table(summary: pd.DataFrame, method: str = "tdm", metric: str = "mae") -> str:
+    """Markdown: `method`'s rank among *all* methods (TDM variants included) per dataset and
+    mechanism, the best of the others, and per mechanism on how many datasets it is the best."""
+    lower = METRICS[metric][1]
+    column = f"{metric}_mean"
+    lines = [
+        f"| dataset | mechanism | {method} | rank | best other | best other mean | difference |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    firsts: dict[str, list[int]] = {}
+    for (dataset, mechanism), group in summary.groupby(["dataset", "mechanism"], sort=True):
+        scores = group.set_index("method")[column].dropna()
+        if method not in scores.index or len(scores) < 2:
+            continue
+        ours = float(scores[method])
+        others = scores.drop(method)
+        best = others.idxmin() if lower else others.idxmax()
+        better = int((others < ours).sum() if lower else (others > ours).sum())
+        firsts.setdefault(str(mechanism), [0, 0])[0] += int(better == 0)
+        firsts[str(mechanism)][1] += 1
+        lines.append(
+            f"| {dataset} | {mechanism} | {ours:.3f} | {better + 1} of {len(scores)} | {best} | "
+            f"{float(others[best]):.3f} | {ours - float(others[best]):+.3f} |"
+        )
+    counts = ", ".join(
+        f"{mechanism}: {wins} of {total}"
+        for mechanism, (wins, total) in sorted(
+            firsts.items(), key=lambda kv: _ordered(list(firsts), _MECHANISM_ORDER).index(kv[0])
+        )
+    )
+    return "\n".join([*lines, "", f"Datasets where {method} is the best of all: {counts}."])
+
+
 def _tables_markdown(results: pd.DataFrame, summary: pd.DataFrame) -> str:
     seeds = sorted(int(s) for s in results["seed"].unique())
     parts = [
@@ -166,6 +200,8 @@ def _tables_markdown(results: pd.DataFrame, summary: pd.DataFrame) -> str:
     for metric, (heading, lower) in METRICS.items():
         direction = "lower is better" if lower else "higher is better"
         parts += ["", f"## {heading} ({direction})", "", metric_table(summary, metric)]
+    if "tdm" in set(summary["method"]):
+        parts += ["", "## tdm's rank among all methods (MAE)", "", rank_table(summary, "tdm")]
     for method in ("tdm_paper", "tdm"):
         if method in set(summary["method"]):
             parts += ["", f"## {method} against the best other method", "",

@@ -242,3 +242,27 @@ def test_report_keeps_configurations_of_one_method_apart() -> None:
     assert summary.loc["tdm@bbbbbb", "mae_mean"] == pytest.approx(0.9)
     single = label_configurations(frame.iloc[[0, 1, 3]])
     assert sorted(single["method"].unique()) == ["mean", "tdm"]
+
+
+def test_rank_table_counts_ties_and_wins_against_every_method() -> None:
+    from flows.report import rank_table, summarise
+
+    scores = {"a": {"tdm": 0.2, "ice": 0.3, "tdm_paper": 0.25},
+              "b": {"tdm": 0.5, "ice": 0.4, "tdm_paper": 0.6}}  # fmt: skip
+    rows = [
+        {
+            "dataset": d,
+            "mechanism": "mcar",
+            "method": m,
+            "mae": v,
+            "rmse": v,
+            "w2sq_half": v,
+            "accuracy": np.nan,
+        }
+        for d, by_method in scores.items()
+        for m, v in by_method.items()
+    ]
+    text = rank_table(summarise(pd.DataFrame(rows)), "tdm")
+    assert "| a | mcar | 0.200 | 1 of 3 | tdm_paper | 0.250 | -0.050 |" in text
+    assert "| b | mcar | 0.500 | 2 of 3 | ice | 0.400 | +0.100 |" in text
+    assert "Datasets where tdm is the best of all: mcar: 1 of 2." in text
