@@ -40,6 +40,19 @@ def test_impute_fills_missing_cells_and_records_the_fit() -> None:
     assert np.isfinite(outcome.final_loss)
 
 
+def test_unset_settings_are_the_library_defaults_and_init_passes_through() -> None:
+    """The lineage records what ran: 2,000 steps from the ICE start unless told otherwise."""
+    frame = _standardised()
+    default = ImputerParams()
+    assert (default.max_iter, default.init, default.init_noise) == (None, None, None)
+    used = impute.fn(frame, ImputerParams(max_iter=3), seed=0, table="t").hyperparameters
+    assert (used["init"], used["init_noise"]) == ("ice", 0.0)
+    paper = impute.fn(frame, ImputerParams(max_iter=3, init="mean"), seed=0, table="t")
+    assert paper.hyperparameters["init"] == "mean"
+    with pytest.raises(ValueError, match="init"):
+        ImputerParams(init="median")  # type: ignore[arg-type]
+
+
 def test_impute_is_reproducible_with_a_seed() -> None:
     """The same seed gives the same imputed values."""
     frame = _standardised()
