@@ -48,7 +48,7 @@ __all__ = [
 DEFAULT_DB_PATH = "results/benchmark.duckdb"
 DEFAULT_DATASETS = ("concrete_slump", "parkinsons", "seeds", "glass", "blood_transfusion")
 DEFAULT_MECHANISMS = ("mcar", "mar")
-DEFAULT_METHODS = ("mean", "ice", "missforest", "softimpute", "ot_ns", "tdm_paper")
+DEFAULT_METHODS = ("mean", "ice", "missforest", "softimpute", "ot_ns", "tdm", "tdm_paper")
 # Methods with a max_iter hyperparameter that the `max_iter` override applies to.
 _ITERATIVE = frozenset({"tdm", "tdm_mean_init", "tdm_paper", "ot_sh", "ot_ns", "gain", "miwae"})
 # Methods compared in the MAE-over-iterations figure.
