@@ -165,7 +165,12 @@ def rank_table(summary: pd.DataFrame, method: str = "tdm", metric: str = "mae") 
         "|---|---|---|---|---|---|---|",
     ]
     firsts: dict[str, list[int]] = {}
-    for (dataset, mechanism), group in summary.groupby(["dataset", "mechanism"], sort=True):
+    order = {m: i for i, m in enumerate(_MECHANISM_ORDER)}
+    groups = sorted(
+        summary.groupby(["dataset", "mechanism"], sort=False),
+        key=lambda item: (item[0][0], order.get(item[0][1], len(order)), item[0][1]),
+    )
+    for (dataset, mechanism), group in groups:
         scores = group.set_index("method")[column].dropna()
         if method not in scores.index or len(scores) < 2:
             continue
