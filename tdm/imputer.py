@@ -56,7 +56,8 @@ class TDMImputer(BatchOTImputer):
     Parameters
     ----------
     n_blocks : int, default=3
-        ``T``, the number of affine-coupling blocks. ``0`` (with ``init="mean"``) gives OTImputer.
+        ``T``, the number of affine-coupling blocks. ``0`` gives OTImputer (with its start,
+        ``init="mean"`` and ``init_noise=0.1``).
     width_factor : int, default=2
         ``K``: each conditioner MLP has three linear layers of width ``K * n_features``.
     clamp : float, default=2.0

@@ -100,10 +100,12 @@ def test_dataframe_in_dataframe_out(data) -> None:
 
 
 def test_tdm_with_identity_network_is_otimputer(data) -> None:
-    """With f the identity (T = 0) and the mean start, TDM is OTImputer, step for step."""
+    """With f the identity (T = 0) and the same start, TDM is OTImputer, step for step."""
     _, X_nan, _ = data
-    tdm = TDMImputer(n_blocks=0, cost="sqeuclidean", init="mean", **FAST).fit_transform(X_nan)
+    start = {"init": "mean", "init_noise": 0.1}  # OTImputer's start: the column mean plus noise
+    tdm = TDMImputer(n_blocks=0, cost="sqeuclidean", **start, **FAST).fit_transform(X_nan)
     ot_ns = OTImputer(solver="assignment", cost="sqeuclidean", **FAST).fit_transform(X_nan)
+    assert OTImputer().init_noise == start["init_noise"]
     assert tdm.tobytes() == ot_ns.tobytes()
 
 
