@@ -6,10 +6,7 @@ initialisation of :class:`tdm.TDMImputer`, so that the two are the same method.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enables the import)
 from sklearn.impute import IterativeImputer
 from sklearn.linear_model import BayesianRidge
@@ -33,10 +30,9 @@ def make_ice(seed: int, *, max_iter: int = 10, tol: float = 1e-3) -> IterativeIm
 def ice_fill(values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
     """``values`` with its ``mask`` cells replaced by ICE imputations (10 rounds at most).
 
-    Used as a starting point only, so scikit-learn's warning that the rounds ran out before its
-    tolerance was met is not passed on.
+    scikit-learn's ``ConvergenceWarning`` (the rounds ran out before its tolerance was met) is
+    passed on as the ICE baseline passes it: silencing it here would mean changing the process's
+    warning filters, which is global state shared with other threads.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        completed = make_ice(seed).fit_transform(np.where(mask, np.nan, values))
+    completed = make_ice(seed).fit_transform(np.where(mask, np.nan, values))
     return np.where(mask, completed, values)

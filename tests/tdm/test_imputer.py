@@ -4,6 +4,7 @@ clear errors, persistence and imputation of unseen rows."""
 from __future__ import annotations
 
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -238,7 +239,9 @@ def test_fit_leaves_global_state_alone(data) -> None:
     _, X_nan, _ = data
     torch_rng, np_rng = torch.get_rng_state(), np.random.get_state()
     dtype = torch.get_default_dtype()
-    TDMImputer(**{**FAST, "dtype": "float64"}).fit_transform(X_nan)
+    filters = list(warnings.filters)
+    TDMImputer(**{**FAST, "dtype": "float64"}).fit_transform(X_nan)  # the ICE start included
+    assert warnings.filters == filters
     assert torch.equal(torch.get_rng_state(), torch_rng)
     assert np.random.get_state()[1].tobytes() == np_rng[1].tobytes()
     assert torch.get_default_dtype() == dtype
