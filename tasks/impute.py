@@ -170,6 +170,9 @@ def _fit(
         progress.finish()
     used = {k: v for k, v in imputer.get_params().items() if k not in ("callback", "verbose")}
     used["device"] = str(used["device"])
+    # What the fit chose (with init="auto": ICE's or the forest's start, and the probe errors).
+    used["start_used"] = imputer.init_
+    used["start_scores"] = imputer.start_scores_
     losses = np.asarray(imputer.loss_history_, dtype=float)
     outcome = ImputationOutcome(
         frame=pd.DataFrame(

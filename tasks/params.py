@@ -33,10 +33,11 @@ class ImputerParams(BaseModel):
     network_lr: float | None = Field(
         default=None, gt=0, description="Learning rate of the network weights (unset: 3e-3)."
     )
-    init: Literal["ice", "mean"] | None = Field(
+    init: Literal["auto", "ice", "forest", "mean"] | None = Field(
         default=None,
-        description="Start of the missing cells: ICE imputation or column mean (unset: 'ice'; "
-        "paper: 'mean').",
+        description="Start of the missing cells: ICE or forest imputation, whichever imputes "
+        "held-out observed cells better ('auto'), either one, or the column mean (unset: the "
+        "library's default; paper: 'mean').",
     )
     cost: Literal["sqeuclidean", "euclidean"] | None = Field(
         default=None, description="OT ground cost (unset: the library's default)."

@@ -27,7 +27,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import Tensor, nn
 
-from tdm._iterative import ice_fill
+from tdm._iterative import start_fill
 from tdm._validation import (
     MIN_SAMPLES,
     check_choice,
@@ -45,7 +45,9 @@ __all__ = ["BatchOTImputer", "FitProgress"]
 
 _FORMAT_VERSION = 1
 _VALIDATE_EVERY = 25  # steps between two looks at the held-out cells
-_ICE_CONTEXT_ROWS = 10_000  # fitted rows given to ICE as context when it starts new rows
+_START_CONTEXT_ROWS = 10_000  # fitted rows given as context when ICE or a forest starts new rows
+_PROBE_FRACTION = 0.05  # observed cells hidden by init="auto" to score the candidate starts
+_FOREST_MARGIN = 0.9  # init="auto" takes the forest's start only if its probe error is 10% lower
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             if self.validation_scores_ is None
             else torch.from_numpy(self.validation_scores_),
             "best_iteration_": self.best_iteration_,
+            "init_": self.init_,
+            "start_scores_": self.start_scores_,
             "device_": str(self.device_),
         }
         target = Path(path)
@@ -244,6 +248,9 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         scores = state["validation_scores_"]
         est.validation_scores_ = None if scores is None else scores.numpy()
         est.best_iteration_ = state["best_iteration_"]
+        # Files from before ``init="auto"`` used the start their ``init`` names.
+        est.init_ = state.get("init_", getattr(est, "init", "mean"))
+        est.start_scores_ = state.get("start_scores_")
         est.device_ = torch.device(state["device_"])
         return est
 
@@ -360,8 +367,13 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         train_mask = mask if holdout is None else mask | holdout
         train_Z = Z if holdout is None else np.where(holdout, np.nan, Z)
         start = None
-        if getattr(self, "init", "mean") == "ice":  # only then is rng drawn from: "mean" unchanged
-            start = ice_fill(train_Z, train_mask, int(rng.integers(2**31 - 1)))
+        init = getattr(self, "init", "mean")
+        self.init_, self.start_scores_ = init, None
+        if init != "mean":  # only then is rng drawn from: "mean" draws as in tdm 0.1
+            seed = int(rng.integers(2**31 - 1))
+            if init == "auto":
+                self.init_, self.start_scores_ = _choose_start(train_Z, train_mask, rng, seed)
+            start = start_fill(self.init_, train_Z, train_mask, seed)
         theta, X0, mask_t, slot = _missing_parameters(
             train_Z, train_mask, rng, self.init_noise, device, dtype, start=start
         )
@@ -412,8 +424,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         Z = (values[rows_missing].astype(np.float64) - self.mean_) / self.scale_
         sub_mask = mask[rows_missing]
         start = None
-        if getattr(self, "init", "mean") == "ice":
-            start = self._ice_start(Z, sub_mask, rng)
+        if self._start_used() != "mean":
+            start = self._context_start(Z, sub_mask, rng)
         theta, X0, mask_t, slot = _missing_parameters(
             Z,
             sub_mask,
@@ -446,16 +458,23 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         out[rows_missing] = np.where(sub_mask, filled.astype(out.dtype), values[rows_missing])
         return out
 
-    def _ice_start(self, Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """ICE imputations of new rows, with (at most 10,000) fitted rows as complete context."""
+    def _context_start(
+        self, Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """The fit's start (``init_``) for new rows, with up to 10,000 fitted rows as context."""
         n_fit = self.X_fit_.shape[0]
         context = self.X_fit_
-        if n_fit > _ICE_CONTEXT_ROWS:
-            context = self.X_fit_[np.sort(rng.choice(n_fit, _ICE_CONTEXT_ROWS, replace=False))]
+        if n_fit > _START_CONTEXT_ROWS:
+            context = self.X_fit_[np.sort(rng.choice(n_fit, _START_CONTEXT_ROWS, replace=False))]
         stacked = np.vstack([np.asarray(context, dtype=np.float64), Z])
         known = np.zeros(context.shape, dtype=bool)
-        filled = ice_fill(stacked, np.vstack([known, mask]), int(rng.integers(2**31 - 1)))
+        seed = int(rng.integers(2**31 - 1))
+        filled = start_fill(self._start_used(), stacked, np.vstack([known, mask]), seed)
         return filled[context.shape[0] :]
+
+    def _start_used(self) -> str:
+        """The fit's start; an imputer pickled before ``init_`` existed used what ``init`` names."""
+        return str(getattr(self, "init_", getattr(self, "init", "mean")))
 
     def _loss(self, z1: Tensor, z2: Tensor) -> Tensor:
         return transport_loss(
@@ -596,6 +615,28 @@ def _fingerprint(values: np.ndarray) -> str:
     digest.update(str(values.dtype).encode())
     digest.update(np.ascontiguousarray(values).tobytes())
     return digest.hexdigest()
+
+
+def _choose_start(
+    Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator, seed: int
+) -> tuple[str, dict[str, float]]:
+    """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
+
+    A share (``_PROBE_FRACTION``) of the observed cells is hidden, both candidates impute them
+    along with the missing cells, and their mean absolute errors (standardised units) on the
+    probe cells are compared. The forest is chosen when its error is below ``_FOREST_MARGIN``
+    times ICE's: on small tables TDM refines ICE's start further even where the forest's start
+    is slightly better (BENCHMARKS.md, "Start choice (selection masks)"), and ICE is the cheaper.
+    No ground truth of the missing cells is used. Returns the choice and both scores.
+    """
+    probe = _holdout_cells(mask, _PROBE_FRACTION, rng)
+    hidden = mask | probe
+    scores = {
+        name: float(np.abs(start_fill(name, Z, hidden, seed)[probe] - Z[probe]).mean())
+        for name in ("ice", "forest")
+    }
+    choice = "forest" if scores["forest"] < _FOREST_MARGIN * scores["ice"] else "ice"
+    return choice, scores
 
 
 def _holdout_cells(mask: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:

@@ -41,7 +41,7 @@ pinned so that a change of the library's defaults never changes it. Use
 
 
 #: Starting points of the missing cells (``TDMImputer(init=...)``).
-INITS = ("ice", "mean")
+INITS = ("auto", "ice", "forest", "mean")
 
 
 class TDMImputer(BatchOTImputer):
@@ -89,19 +89,22 @@ class TDMImputer(BatchOTImputer):
     epsilon : float, default=0.05
         With ``solver="sinkhorn"``: entropic regularisation as a fraction of the median pairwise
         cost of the mean-filled data.
-    init : {"ice", "mean"}, default="ice"
-        Where the missing cells start. ``"mean"``: at their column's observed mean (the paper).
-        ``"ice"``: at the imputation of ICE, chained equations with a Bayesian linear regression
-        per column (scikit-learn's ``IterativeImputer``, the ICE baseline; new rows in
-        :meth:`transform` get it with up to 10,000 fitted rows as context). TDM then refines a
-        good linear imputation instead of starting from the mean, and needs far fewer steps:
-        on the selection masks (MCAR and MAR, seeds 0-1, five datasets) the mean MAE was 0.375
-        after 2,000 steps from ICE (no noise), 0.427 after 2,000 from the mean, 0.424 for ICE
-        alone (BENCHMARKS.md, "Initialisation (selection masks)").
+    init : {"auto", "ice", "forest", "mean"}, default="auto"
+        Where the missing cells start; TDM then refines that imputation. ``"ice"``: ICE's
+        imputation, chained equations with a Bayesian linear regression per column (the ICE
+        baseline). ``"forest"``: a light MissForest's, chained random forests (20 trees, 3
+        rounds; the MissForest baseline uses 100 trees and up to 10 rounds). ``"auto"``: hide
+        5% of the observed cells, impute them with both, and take the forest's start only if its
+        error on them is at least 10% lower than ICE's (``init_`` and ``start_scores_`` record
+        the choice); no ground truth of the missing cells is used. ``"mean"``: the column's
+        observed mean (the paper). New rows in :meth:`transform` start the same way, with up to
+        10,000 fitted rows as context. How the rule was chosen, on selection masks only:
+        BENCHMARKS.md, "Start choice (selection masks)"; from ICE, 2,000 steps had given a mean
+        MAE of 0.375 against 0.427 from the mean ("Initialisation (selection masks)").
     init_noise : float, default=0.0
         N(0, init_noise²) noise added to every starting value (the paper: 0.1 around the mean).
-        From the ICE start, noise only moves the cells away from a good start (0.381 against
-        0.375 above).
+        From the ICE start, noise only moves the cells away from a good start (mean MAE 0.381
+        against 0.375 without, "Initialisation (selection masks)").
     standardize : bool, default=True
         Work on per-column standardised data (observed mean and standard deviation; a constant
         column keeps scale 1) and map back. Set False for data that is already standardised.
@@ -150,6 +153,12 @@ class TDMImputer(BatchOTImputer):
         With ``early_stopping``: the held-out error (standardised MAE) at step 0, 25, 50, ….
     best_iteration_ : int or None
         With ``early_stopping``: the step whose iterate was kept (0: the initial values).
+    init_ : str
+        The start used: ``init``, or with ``init="auto"`` the one it chose (``"ice"`` or
+        ``"forest"``).
+    start_scores_ : dict or None
+        With ``init="auto"``: each candidate's mean absolute error (standardised units) on the
+        probe cells.
 
     References
     ----------
@@ -180,7 +189,7 @@ class TDMImputer(BatchOTImputer):
         cost: str = "euclidean",
         solver: str = "assignment",
         epsilon: float = 0.05,
-        init: str = "ice",
+        init: str = "auto",
         init_noise: float = 0.0,
         standardize: bool = True,
         transform_max_iter: int | None = None,

@@ -55,7 +55,14 @@ __all__ = [
 ]
 
 #: Methods fitted by batch optimal transport: they take ``max_iter`` and a ``callback``.
-ITERATIVE_METHODS: tuple[str, ...] = ("tdm", "tdm_mean_init", "tdm_paper", "ot_sh", "ot_ns")
+ITERATIVE_METHODS: tuple[str, ...] = (
+    "tdm",
+    "tdm_ice_init",
+    "tdm_mean_init",
+    "tdm_paper",
+    "ot_sh",
+    "ot_ns",
+)
 
 #: Largest number of rows with a missing cell for which W2 is computed (else NaN).
 W2_MAX_ROWS = 5000

@@ -18,13 +18,11 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from sklearn.ensemble import RandomForestRegressor
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enables the import)
 from sklearn.impute import IterativeImputer
 
-from tdm._iterative import make_ice
+from tdm._iterative import make_ice, make_missforest
 from tdm.baselines._base import BaseImputer, RandomState, resolve_seed
-from tdm.baselines._torch import spawn_seeds
 
 __all__ = ["ICEImputer", "MissForestImputer"]
 
@@ -144,17 +142,11 @@ class MissForestImputer(_IterativeBase):
         self.random_state = random_state
 
     def _make(self, seed: int) -> IterativeImputer:
-        forest_seed, imputer_seed = (s % (2**31 - 1) for s in spawn_seeds(seed, 2))
-        forest = RandomForestRegressor(
+        return make_missforest(
+            seed,
             n_estimators=self.n_estimators,
             max_features=self.max_features,
-            n_jobs=self.n_jobs,
-            random_state=forest_seed,
-        )
-        return IterativeImputer(
-            estimator=forest,
             max_iter=self.max_iter,
             tol=self.tol,
-            initial_strategy="mean",
-            random_state=imputer_seed,
+            n_jobs=self.n_jobs,
         )

@@ -266,3 +266,6 @@ def test_rank_table_counts_ties_and_wins_against_every_method() -> None:
     assert "| a | mcar | 0.200 | 1 of 3 | tdm_paper | 0.250 | -0.050 |" in text
     assert "| b | mcar | 0.500 | 2 of 3 | ice | 0.400 | +0.100 |" in text
     assert "Datasets where tdm is the best of all: mcar: 1 of 2." in text
+    without_ice = rank_table(summarise(pd.DataFrame(rows)), "tdm", leave_out=("ice",))
+    assert "| b | mcar | 0.500 | 1 of 2 | tdm_paper | 0.600 | -0.100 |" in without_ice
+    assert "Datasets where tdm is the best of all: mcar: 2 of 2." in without_ice

@@ -41,14 +41,21 @@ def test_impute_fills_missing_cells_and_records_the_fit() -> None:
 
 
 def test_unset_settings_are_the_library_defaults_and_init_passes_through() -> None:
-    """The lineage records what ran: 2,000 steps from the ICE start unless told otherwise."""
+    """The lineage records what ran: 2,000 steps from the "auto" start unless told otherwise,
+    and which start "auto" chose."""
     frame = _standardised()
     default = ImputerParams()
     assert (default.max_iter, default.init, default.init_noise) == (None, None, None)
     used = impute.fn(frame, ImputerParams(max_iter=3), seed=0, table="t").hyperparameters
-    assert (used["init"], used["init_noise"]) == ("ice", 0.0)
+    assert (used["init"], used["init_noise"]) == ("auto", 0.0)
+    assert used["start_used"] in ("ice", "forest")
+    assert set(used["start_scores"]) == {"ice", "forest"}
     paper = impute.fn(frame, ImputerParams(max_iter=3, init="mean"), seed=0, table="t")
     assert paper.hyperparameters["init"] == "mean"
+    assert (paper.hyperparameters["start_used"], paper.hyperparameters["start_scores"]) == (
+        "mean",
+        None,
+    )
     with pytest.raises(ValueError, match="init"):
         ImputerParams(init="median")  # type: ignore[arg-type]
 

@@ -38,6 +38,7 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
         "device": "cpu",
     },
     "tdm": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
+    "tdm_ice_init": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
     "tdm_mean_init": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
     "tdm_paper": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
     "ot_sh": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5},
@@ -243,6 +244,7 @@ def test_registry_lists_every_method_with_a_description() -> None:
         "gain",
         "miwae",
         "tdm",
+        "tdm_ice_init",
         "tdm_mean_init",
         "tdm_paper",
         "ot_sh",
@@ -272,7 +274,12 @@ def test_tdm_entries_use_the_right_settings() -> None:
     assert before["network_lr"] == 3e-3 and before["init"] == "mean"
     assert before["max_iter"] == 10_000
     default = make_imputer("tdm").get_params()
-    assert (default["init"], default["init_noise"], default["max_iter"]) == ("ice", 0.0, 2000)
+    assert (default["init"], default["init_noise"], default["max_iter"]) == ("auto", 0.0, 2000)
+    before_auto = make_imputer("tdm_ice_init").get_params()  # tdm 0.2's defaults, pinned
+    assert {k: v for k, v in before_auto.items() if k != "init"} == {
+        k: v for k, v in default.items() if k != "init"
+    }
+    assert before_auto["init"] == "ice"
     assert make_imputer("ot_sh").get_params()["solver"] == "sinkhorn"
     assert make_imputer("ot_ns").get_params()["solver"] == "assignment"
     with pytest.raises(ValueError, match="fixes the OT solver"):
