@@ -70,7 +70,7 @@ def _markdown(frame: pd.DataFrame) -> list[str]:
     lines.append("|---" * (len(cols) + frame.index.nlevels) + "|")
     for key, row in frame.iterrows():
         keys = key if isinstance(key, tuple) else (key,)
-        cells = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
+        cells = [str(int(v)) if c == "forest picked" else f"{v:.3f}" for c, v in row.items()]
         lines.append("| " + " | ".join(map(str, keys)) + " | " + " | ".join(cells) + " |")
     return lines
 
@@ -82,6 +82,15 @@ def main() -> None:
     args = parser.parse_args()
     with ProcessPoolExecutor(args.jobs) as pool:
         table = pd.DataFrame(list(pool.map(_one, _masks())))
+    text = summarise(table)
+    print(text)
+    if args.write:
+        replace_section("Start choice (selection masks)", text)
+
+
+def summarise(table: pd.DataFrame) -> str:
+    """The BENCHMARKS.md section from one row per mask (as :func:`_one` returns them)."""
+    table = table.copy()
     table["forest picked"] = (table["picked"] == "forest").astype(int)
     keys = ["dataset", "mechanism"]
     numbers = ["ice", "forest", "tdm<-ice", "tdm<-forest", "auto", "probe ratio", "forest picked"]
@@ -93,7 +102,7 @@ def main() -> None:
     for margin in MARGINS:
         pick = np.where(table["probe ratio"] < margin, table["tdm<-forest"], table["tdm<-ice"])
         margins[margin] = table.assign(pick=pick).groupby(keys)["pick"].mean().mean()
-    text = "\n".join(
+    return "\n".join(
         [
             "Command: `OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.start_choice --jobs 2 "
             "--write`  ",
@@ -112,9 +121,6 @@ def main() -> None:
             "| mean MAE | " + " | ".join(f"{v:.4f}" for v in margins.values()) + " |",
         ]
     )
-    print(text)
-    if args.write:
-        replace_section("Start choice (selection masks)", text)
 
 
 if __name__ == "__main__":
