@@ -16,6 +16,8 @@ from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enable
 from sklearn.impute import IterativeImputer, SimpleImputer
 from sklearn.linear_model import BayesianRidge
 
+from tdm._seeds import spawn_seeds
+
 __all__ = ["FOREST_START", "forest_fill", "ice_fill", "make_ice", "make_missforest", "start_fill"]
 
 #: The forest of TDM's ``init="forest"`` start: MissForest with 20 trees and 3 rounds, about 1/15
@@ -49,14 +51,8 @@ def make_missforest(
     (``max_features`` candidates per split), columns in ascending order of missingness, started
     from the column means. The forests and the imputer get two seeds derived from ``seed``."""
     forest_seed, imputer_seed = _forest_seeds(seed)
-    forest = RandomForestRegressor(
-        n_estimators=n_estimators,
-        max_features=max_features,
-        n_jobs=n_jobs,
-        random_state=forest_seed,
-    )
     return IterativeImputer(
-        estimator=forest,
+        estimator=_forest(forest_seed, n_estimators, max_features, n_jobs),
         max_iter=max_iter,
         tol=tol,
         initial_strategy="mean",
@@ -64,11 +60,20 @@ def make_missforest(
     )
 
 
+def _forest(
+    seed: int,
+    n_estimators: int,
+    max_features: Literal["sqrt", "log2"] | int | float | None = "sqrt",
+    n_jobs: int | None = 1,
+) -> RandomForestRegressor:
+    return RandomForestRegressor(
+        n_estimators=n_estimators, max_features=max_features, n_jobs=n_jobs, random_state=seed
+    )
+
+
 def _forest_seeds(seed: int) -> tuple[int, int]:
     """The seeds of the forests and of the imputer, derived from ``seed``."""
-    forest, imputer = (
-        int(s) % (2**31 - 1) for s in np.random.default_rng(seed).integers(2**63 - 1, size=2)
-    )
+    forest, imputer = (s % (2**31 - 1) for s in spawn_seeds(seed, 2))
     return forest, imputer
 
 
@@ -103,12 +108,7 @@ def forest_fill(values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
             if not rows.any():
                 continue
             others = np.concatenate([np.arange(j), np.arange(j + 1, n_features)])
-            forest = RandomForestRegressor(
-                n_estimators=FOREST_START["n_estimators"],
-                max_features="sqrt",
-                n_jobs=1,
-                random_state=forest_seed,
-            )
+            forest = _forest(forest_seed, FOREST_START["n_estimators"])
             forest.fit(filled[~rows][:, others], filled[~rows, j])
             filled[rows, j] = forest.predict(filled[rows][:, others])
     return np.where(mask, filled, values)

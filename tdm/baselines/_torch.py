@@ -9,16 +9,12 @@ from __future__ import annotations
 import itertools
 import math
 
-import numpy as np
 import torch
 from torch import nn
 
+from tdm._seeds import spawn_seeds
+
 __all__ = ["make_generator", "mlp", "spawn_seeds"]
-
-
-def spawn_seeds(seed: int, n: int) -> list[int]:
-    """``n`` independent 63-bit seeds derived from ``seed``."""
-    return [int(s) for s in np.random.default_rng(seed).integers(2**63 - 1, size=n)]
 
 
 def make_generator(seed: int, device: torch.device) -> torch.Generator:
