@@ -51,7 +51,17 @@ DEFAULT_MECHANISMS = ("mcar", "mar")
 DEFAULT_METHODS = ("mean", "ice", "missforest", "softimpute", "ot_ns", "tdm", "tdm_paper")
 # Methods with a max_iter hyperparameter that the `max_iter` override applies to.
 _ITERATIVE = frozenset(
-    {"tdm", "tdm_ice_init", "tdm_mean_init", "tdm_paper", "ot_sh", "ot_ns", "gain", "miwae"}
+    {
+        "tdm",
+        "tdm_fixed_cell_lr",
+        "tdm_ice_init",
+        "tdm_mean_init",
+        "tdm_paper",
+        "ot_sh",
+        "ot_ns",
+        "gain",
+        "miwae",
+    }
 )
 # Methods compared in the MAE-over-iterations figure.
 _TRACE_METHODS = ("tdm_paper", "tdm", "ot_ns", "ot_sh")

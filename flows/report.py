@@ -53,12 +53,13 @@ _METHOD_ORDER = (
     "ot_sh",
     "ot_ns",
     "tdm",
+    "tdm_fixed_cell_lr",
     "tdm_ice_init",
     "tdm_mean_init",
     "tdm_paper",
 )
 # The library's earlier default configurations, pinned for the before/after comparison.
-_EARLIER_TDM_DEFAULTS = ("tdm_ice_init", "tdm_mean_init")
+_EARLIER_TDM_DEFAULTS = ("tdm_fixed_cell_lr", "tdm_ice_init", "tdm_mean_init")
 _MECHANISM_ORDER = ("mcar", "mar", "mnarl", "mnarq", "mnarq_published")
 
 

@@ -33,6 +33,12 @@ class ImputerParams(BaseModel):
     network_lr: float | None = Field(
         default=None, gt=0, description="Learning rate of the network weights (unset: 3e-3)."
     )
+    cell_lr_correction: bool | None = Field(
+        default=None,
+        description="Lower the missing cells' rate on tables of more than 2,048 rows, where "
+        "RMSprop's step per visit of a rarely drawn row grows (unset: the library's default, "
+        "on; paper: off).",
+    )
     init: Literal["auto", "ice", "forest", "mean"] | None = Field(
         default=None,
         description="Start of the missing cells: 'auto' (ICE's imputation, or a light "

@@ -21,7 +21,7 @@ from tdm.simulate import (
 )
 from tdm.transport import transport_loss
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "MECHANISMS",

@@ -48,6 +48,9 @@ _VALIDATE_EVERY = 25  # steps between two looks at the held-out cells
 _START_CONTEXT_ROWS = 10_000  # fitted rows given as context when ICE or a forest starts new rows
 _PROBE_FRACTION = 0.05  # observed cells hidden by init="auto" to score the candidate starts
 _FOREST_MARGIN = 0.9  # init="auto" takes the forest's start only if its probe error is 10% lower
+_RMSPROP_ALPHA = 0.99  # torch's default smoothing of RMSprop's running mean of squared gradients
+# cell_lr_correction keeps each visit's step at most what it is when this share of rows is drawn
+_REFERENCE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -383,10 +386,10 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         if weights:
             network_lr = getattr(self, "network_lr", None)
             groups.append({"params": weights, "lr": self.lr if network_lr is None else network_lr})
-        if theta.numel():
-            groups.append({"params": [theta]})
-        optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
         B = self.batch_size_
+        if theta.numel():
+            groups.append({"params": [theta], "lr": self._cell_lr(2 * B, n_samples)})
+        optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
         n_iter = self.max_iter
 
         def step(_: int) -> Tensor:
@@ -442,7 +445,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         B = min(self.batch_size_, n_fit // 2)
         k = min(n_new, max(1, B // 2))  # new rows per batch; the rest of the batch is fitted rows
         n_iter = self.transform_max_iter or _default_transform_iter(n_new, k, self.max_iter)
-        optimizer = torch.optim.RMSprop([theta], lr=self.lr)
+        optimizer = torch.optim.RMSprop([theta], lr=self._cell_lr(k, n_new))
 
         def step(_: int) -> Tensor:
             new = torch.from_numpy(rng.choice(n_new, size=k, replace=False)).to(device)
@@ -471,6 +474,13 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         seed = int(rng.integers(2**31 - 1))
         filled = start_fill(self._start_used(), stacked, np.vstack([known, mask]), seed)
         return filled[context.shape[0] :]
+
+    def _cell_lr(self, rows_per_step: int, n_rows: int) -> float:
+        """RMSprop rate of the missing cells when ``rows_per_step`` of ``n_rows`` rows are drawn."""
+        if not getattr(self, "cell_lr_correction", False):
+            return self.lr
+        factor = visit_step_factor(rows_per_step / n_rows) / visit_step_factor(_REFERENCE_SHARE)
+        return self.lr / max(1.0, factor)
 
     def _start_used(self) -> str:
         """The fit's start; an imputer pickled before ``init_`` existed used what ``init`` names."""
@@ -594,6 +604,21 @@ def _missing_parameters(
         torch.as_tensor(mask, device=device),
         torch.as_tensor(slot, device=device),
     )
+
+
+def visit_step_factor(share: float, alpha: float = _RMSPROP_ALPHA) -> float:
+    """How many times ``lr`` RMSprop's step on a missing cell is, each time its row is drawn,
+    when each step draws a ``share`` of the rows.
+
+    A cell whose row is not drawn has a zero gradient, so its running mean of squared gradients
+    decays by ``alpha`` a step while its value stays put. Rows are drawn about every ``1 / share``
+    steps, so that mean settles near ``(1 - alpha) / (1 - alpha ** (1 / share))`` times the
+    squared gradient, and the step it normalises is the square root of the inverse times ``lr``:
+    1 when every row is in every batch, 1.27 at a share of 0.62 (a small table halved into two
+    batches), 4.3 at 1,024 of 20,640 rows (california).
+    """
+    share = min(1.0, share)
+    return math.sqrt((1.0 - alpha ** (1.0 / share)) / (1.0 - alpha))
 
 
 def _assemble(X0: Tensor, mask: Tensor, slot: Tensor, theta: Tensor) -> Tensor:

@@ -57,6 +57,7 @@ __all__ = [
 #: Methods fitted by batch optimal transport: they take ``max_iter`` and a ``callback``.
 ITERATIVE_METHODS: tuple[str, ...] = (
     "tdm",
+    "tdm_fixed_cell_lr",
     "tdm_ice_init",
     "tdm_mean_init",
     "tdm_paper",

@@ -15,13 +15,17 @@ from __future__ import annotations
 import argparse
 
 import duckdb
+from _rekey import settings_without
 
 from schemas.benchmark import RESULTS_TABLE, TRACES_TABLE
-from tdm.trial import effective_params, params_hash
+from tdm.trial import params_hash
+
+# Added by tdm 0.4 (``tdm_0_4_cell_lr.py`` keys it in afterwards).
+LATER = ("cell_lr_correction",)
 
 
 def migrate(db_path: str) -> None:
-    pinned = effective_params("tdm_ice_init")
+    pinned = settings_without("tdm_ice_init", LATER)
     if pinned.get("init") != "ice":
         raise SystemExit(f"tdm_ice_init: expected init='ice', got {pinned.get('init')!r}")
     key = params_hash(pinned)

@@ -5,22 +5,23 @@ Every imputer is a scikit-learn transformer: keyword-only hyperparameters stored
 values, fitted attributes ending in ``_``, a ``random_state``, and observed cells returned bit
 for bit. None of them touches global random state.
 
-============== ===========================================================================
-name           method
-============== ===========================================================================
-mean           column means
-ice            iterative chained equations, Bayesian linear regression per column
-missforest     iterative chained equations, random forest per column
-softimpute     Soft-Impute, iterative soft-thresholded SVD (Mazumder et al., 2010)
-gain           generative adversarial imputation with hints (Yoon et al., 2018), torch
-miwae          missing-data importance-weighted autoencoder (Mattei & Frellsen, 2019), torch
-tdm            TDMImputer with the library's defaults (:mod:`tdm.imputer`)
-tdm_ice_init   TDMImputer as defaulted in tdm 0.2: ICE start, no noise, 2,000 steps
-tdm_mean_init  TDMImputer as defaulted in tdm 0.1: mean start, network rate 3e-3, 10k steps
-tdm_paper      TDMImputer with the paper's settings (3 blocks, width 2D, batch 512, 10k steps)
-ot_sh          OTImputer, Sinkhorn solver (Muzellec et al., 2020, "SH")
-ot_ns          OTImputer, exact assignment solver (Muzellec et al., 2020, "NS")
-============== ===========================================================================
+================== ===========================================================================
+name               method
+================== ===========================================================================
+mean               column means
+ice                iterative chained equations, Bayesian linear regression per column
+missforest         iterative chained equations, random forest per column
+softimpute         Soft-Impute, iterative soft-thresholded SVD (Mazumder et al., 2010)
+gain               generative adversarial imputation with hints (Yoon et al., 2018), torch
+miwae              missing-data importance-weighted autoencoder (Mattei & Frellsen, 2019), torch
+tdm                TDMImputer with the library's defaults (:mod:`tdm.imputer`)
+tdm_fixed_cell_lr  TDMImputer as defaulted in tdm 0.3: auto start, every cell at rate lr
+tdm_ice_init       TDMImputer as defaulted in tdm 0.2: ICE start, no noise, 2,000 steps
+tdm_mean_init      TDMImputer as defaulted in tdm 0.1: mean start, network rate 3e-3, 10k steps
+tdm_paper          TDMImputer with the paper's settings (3 blocks, width 2D, batch 512, 10k steps)
+ot_sh              OTImputer, Sinkhorn solver (Muzellec et al., 2020, "SH")
+ot_ns              OTImputer, exact assignment solver (Muzellec et al., 2020, "NS")
+================== ===========================================================================
 
 Not yet done: MCFlow (Richardson et al., 2020), EMFlow (Ma & Ghosh, 2021) and MIRACLE (Kyono et
 al., 2021), the paper's three other baselines.
@@ -51,6 +52,7 @@ __all__ = [
     "BASELINES",
     "METHODS",
     "METHOD_DESCRIPTIONS",
+    "TDM_FIXED_CELL_LR_PARAMS",
     "TDM_ICE_INIT_PARAMS",
     "TDM_MEAN_INIT_PARAMS",
     "TDM_PAPER_PARAMS",
@@ -85,6 +87,7 @@ METHOD_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
         "gain": "generative adversarial imputation nets with hints (GAIN, Yoon et al. 2018)",
         "miwae": "importance-weighted autoencoder for missing data (MIWAE, Mattei & Frellsen 2019)",
         "tdm": "transformed distribution matching (TDM), library defaults",
+        "tdm_fixed_cell_lr": "TDM as defaulted in tdm 0.3: auto start, every cell at rate lr",
         "tdm_ice_init": "TDM as defaulted in tdm 0.2: ICE start, no noise, 2,000 steps",
         "tdm_mean_init": "TDM as defaulted in tdm 0.1: mean start, network rate 3e-3, 10k steps",
         "tdm_paper": "transformed distribution matching (TDM), the paper's settings",
@@ -112,6 +115,12 @@ TDM_ICE_INIT_PARAMS: Mapping[str, Any] = MappingProxyType(
     {**TDM_MEAN_INIT_PARAMS, "init": "ice", "init_noise": 0.0, "max_iter": 2_000}
 )
 
+#: TDM's defaults in tdm 0.3 (before ``cell_lr_correction``): ``init="auto"``, and every missing
+#: cell at the rate ``lr`` whatever the share of rows a step draws.
+TDM_FIXED_CELL_LR_PARAMS: Mapping[str, Any] = MappingProxyType(
+    {**TDM_ICE_INIT_PARAMS, "init": "auto"}
+)
+
 
 def make_imputer(name: str, *, random_state: int | None = None, **params: Any) -> BaseEstimator:
     """Build an imputer by name.
@@ -120,7 +129,8 @@ def make_imputer(name: str, *, random_state: int | None = None, **params: Any) -
     ----------
     name : str
         One of :data:`METHODS`: ``"mean"``, ``"ice"``, ``"missforest"``, ``"softimpute"``,
-        ``"gain"``, ``"miwae"``, ``"tdm"``, ``"tdm_ice_init"``, ``"tdm_mean_init"``,
+        ``"gain"``, ``"miwae"``, ``"tdm"``, ``"tdm_fixed_cell_lr"``, ``"tdm_ice_init"``,
+        ``"tdm_mean_init"``,
         ``"tdm_paper"``, ``"ot_sh"``, ``"ot_ns"``.
     random_state : int or None, default=None
         Passed to the imputer (keyword-only).
@@ -155,6 +165,8 @@ def make_imputer(name: str, *, random_state: int | None = None, **params: Any) -
         return TDMImputer(random_state=random_state, **{**TDM_MEAN_INIT_PARAMS, **params})
     if name == "tdm_ice_init":
         return TDMImputer(random_state=random_state, **{**TDM_ICE_INIT_PARAMS, **params})
+    if name == "tdm_fixed_cell_lr":
+        return TDMImputer(random_state=random_state, **{**TDM_FIXED_CELL_LR_PARAMS, **params})
     if "solver" in params:
         raise ValueError(f"{name!r} fixes the OT solver; do not pass solver={params['solver']!r}")
     solver = "sinkhorn" if name == "ot_sh" else "assignment"

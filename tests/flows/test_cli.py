@@ -53,6 +53,8 @@ def test_boolean_hyperparameters_are_switches_and_variables(
     assert settings_from(parser.parse_args(["impute", "--table", "t"])).early_stopping is True
     off = parser.parse_args(["impute", "--table", "t", "--no-early-stopping"])
     assert settings_from(off).early_stopping is False
+    paper_rate = parser.parse_args(["impute", "--table", "t", "--no-cell-lr-correction"])
+    assert settings_from(paper_rate).cell_lr_correction is False
 
 
 def test_demo_defaults_apply_unless_the_environment_says_otherwise(

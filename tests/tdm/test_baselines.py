@@ -38,6 +38,12 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
         "device": "cpu",
     },
     "tdm": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
+    "tdm_fixed_cell_lr": {
+        "max_iter": 10,
+        "batch_size": 32,
+        "transform_max_iter": 5,
+        "device": "cpu",
+    },
     "tdm_ice_init": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
     "tdm_mean_init": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
     "tdm_paper": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
@@ -244,6 +250,7 @@ def test_registry_lists_every_method_with_a_description() -> None:
         "gain",
         "miwae",
         "tdm",
+        "tdm_fixed_cell_lr",
         "tdm_ice_init",
         "tdm_mean_init",
         "tdm_paper",
@@ -275,9 +282,15 @@ def test_tdm_entries_use_the_right_settings() -> None:
     assert before["max_iter"] == 10_000
     default = make_imputer("tdm").get_params()
     assert (default["init"], default["init_noise"], default["max_iter"]) == ("auto", 0.0, 2000)
+    assert default["cell_lr_correction"] is True
+    before_correction = make_imputer("tdm_fixed_cell_lr").get_params()  # tdm 0.3's, pinned
+    assert {k: v for k, v in before_correction.items() if k != "cell_lr_correction"} == {
+        k: v for k, v in default.items() if k != "cell_lr_correction"
+    }
+    assert before_correction["cell_lr_correction"] is False
     before_auto = make_imputer("tdm_ice_init").get_params()  # tdm 0.2's defaults, pinned
     assert {k: v for k, v in before_auto.items() if k != "init"} == {
-        k: v for k, v in default.items() if k != "init"
+        k: v for k, v in before_correction.items() if k != "init"
     }
     assert before_auto["init"] == "ice"
     assert make_imputer("ot_sh").get_params()["solver"] == "sinkhorn"

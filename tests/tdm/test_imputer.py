@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from torch import nn
 
 from tdm import PAPER_PARAMS, FitProgress, OTImputer, TDMImputer
-from tdm._base import BatchOTImputer, paper_batch_size
+from tdm._base import BatchOTImputer, paper_batch_size, visit_step_factor
 from tests.tdm.conftest import low_rank, mcar
 
 FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}
@@ -101,10 +102,12 @@ def test_dataframe_in_dataframe_out(data) -> None:
 
 
 def test_tdm_with_identity_network_is_otimputer(data) -> None:
-    """With f the identity (T = 0) and the same start, TDM is OTImputer, step for step."""
+    """With f the identity (T = 0), the same start and every cell at lr, TDM is OTImputer, step
+    for step."""
     _, X_nan, _ = data
     start = {"init": "mean", "init_noise": 0.1}  # OTImputer's start: the column mean plus noise
-    tdm = TDMImputer(n_blocks=0, cost="sqeuclidean", **start, **FAST).fit_transform(X_nan)
+    same = {"n_blocks": 0, "cost": "sqeuclidean", "cell_lr_correction": False, **start}
+    tdm = TDMImputer(**same, **FAST).fit_transform(X_nan)
     ot_ns = OTImputer(solver="assignment", cost="sqeuclidean", **FAST).fit_transform(X_nan)
     assert OTImputer().init_noise == start["init_noise"]
     assert tdm.tobytes() == ot_ns.tobytes()
@@ -405,6 +408,47 @@ def test_network_lr_sets_the_network_rate_alone(data) -> None:
     assert not np.array_equal(frozen.X_fit_, initial.X_fit_)
     with pytest.raises(ValueError, match="network_lr must be a positive number"):
         TDMImputer(**FAST, network_lr=-1.0).fit(X_nan)
+
+
+@pytest.mark.parametrize("share", [1.0, 0.5, 0.1])
+def test_visit_step_factor_is_rmsprop_s_step_per_visit(share: float) -> None:
+    """RMSprop on cells that get a gradient only in a share of the steps: each visit's step is
+    visit_step_factor(share) times the rate (within 5%)."""
+    generator = torch.Generator().manual_seed(0)
+    cells = nn.Parameter(torch.zeros(4000, dtype=torch.float64))
+    optimizer = torch.optim.RMSprop([cells], lr=1e-3)
+    steps = []
+    for it in range(1500):
+        visited = torch.rand(cells.shape, generator=generator, dtype=torch.float64) < share
+        before = cells.detach().clone()
+        cells.grad = visited.to(torch.float64)
+        optimizer.step()
+        if it >= 700:  # the running mean has settled
+            steps.append((before - cells.detach())[visited].abs().mean().item() / 1e-3)
+    assert np.mean(steps) == pytest.approx(visit_step_factor(share), rel=0.05)
+
+
+def test_cell_lr_correction_changes_only_rarely_drawn_rows(data) -> None:
+    """At a share of rows per step of 0.5 or more the fit is bit-identical with and without the
+    correction; below it, the cells' rate is lr over the factor's growth since 0.5."""
+    _, X_nan, mask = data
+    n = X_nan.shape[0]  # 256
+    half = {**FAST, "batch_size": 64}  # 128 of 256 rows per step
+    on = TDMImputer(**half, cell_lr_correction=True).fit(X_nan)
+    off = TDMImputer(**half, cell_lr_correction=False).fit(X_nan)
+    np.testing.assert_array_equal(on.X_fit_, off.X_fit_)
+    assert on._cell_lr(128, n) == on.lr
+    rare = {**FAST, "batch_size": 8}  # 16 of 256 rows per step
+    on = TDMImputer(**rare, cell_lr_correction=True).fit(X_nan)
+    off = TDMImputer(**rare, cell_lr_correction=False).fit(X_nan)
+    assert not np.array_equal(on.X_fit_[mask], off.X_fit_[mask])
+    expected = on.lr * visit_step_factor(0.5) / visit_step_factor(16 / n)
+    assert on._cell_lr(16, n) == pytest.approx(expected, rel=1e-12)
+    assert expected < on.lr / 2
+    assert off._cell_lr(16, n) == off.lr
+    assert TDMImputer.paper().get_params()["cell_lr_correction"] is False
+    with pytest.raises(ValueError, match="cell_lr_correction must be True or False"):
+        TDMImputer(**FAST, cell_lr_correction="yes").fit(X_nan)
 
 
 # ---------------------------------------------------------------------------- initialisation
