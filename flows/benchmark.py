@@ -49,20 +49,8 @@ DEFAULT_DB_PATH = "results/benchmark.duckdb"
 DEFAULT_DATASETS = ("concrete_slump", "parkinsons", "seeds", "glass", "blood_transfusion")
 DEFAULT_MECHANISMS = ("mcar", "mar")
 DEFAULT_METHODS = ("mean", "ice", "missforest", "softimpute", "ot_ns", "tdm", "tdm_paper")
-# Methods with a max_iter hyperparameter that the `max_iter` override applies to.
-_ITERATIVE = frozenset(
-    {
-        "tdm",
-        "tdm_fixed_cell_lr",
-        "tdm_ice_init",
-        "tdm_mean_init",
-        "tdm_paper",
-        "ot_sh",
-        "ot_ns",
-        "gain",
-        "miwae",
-    }
-)
+# Methods with a max_iter hyperparameter besides the batch-OT ones (tdm.trial.ITERATIVE_METHODS).
+_OTHER_ITERATIVE = ("gain", "miwae")
 # Methods compared in the MAE-over-iterations figure.
 _TRACE_METHODS = ("tdm_paper", "tdm", "ot_ns", "ot_sh")
 
@@ -87,7 +75,12 @@ def _params_hash(method: str, params: dict[str, Any]) -> str:
 
 
 def _trial_params(method: str, max_iter: int | None) -> dict[str, Any]:
-    return {"max_iter": max_iter} if max_iter is not None and method in _ITERATIVE else {}
+    """The ``max_iter`` override, for the methods that have that hyperparameter."""
+    if max_iter is None:
+        return {}
+    from tdm.trial import ITERATIVE_METHODS  # torch is loaded on first use only
+
+    return {"max_iter": max_iter} if method in (*ITERATIVE_METHODS, *_OTHER_ITERATIVE) else {}
 
 
 def plan_grid(
