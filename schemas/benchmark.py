@@ -1,7 +1,9 @@
 """The benchmark results tables: one row per finished trial, one row per MAE-trace checkpoint.
 
-A trial's key is (dataset, mechanism, seed, method, p, params_hash): the flow skips keys already
-present, which is how an interrupted run resumes and how several runs add up to the full grid.
+A trial's key is (dataset, mechanism, seed, method, p, params_hash, tdm_version), where
+``params_hash`` hashes the hyperparameters asked for on top of the method's own: the flow skips
+keys already present, which is how an interrupted run resumes and how several runs add up to the
+full grid.
 """
 
 from __future__ import annotations
@@ -25,7 +27,16 @@ RESULTS_TABLE = "bench_results"
 TRACES_TABLE = "bench_mae_traces"
 
 #: Columns that identify a trial.
-TRIAL_KEY: tuple[str, ...] = ("dataset", "mechanism", "seed", "method", "p", "params_hash")
+TRIAL_KEY: tuple[str, ...] = (
+    "dataset",
+    "mechanism",
+    "seed",
+    "method",
+    "p",
+    "params_hash",
+    "tdm_version",
+)
+_KEY_SQL = ", ".join(f'"{name}"' for name in TRIAL_KEY)
 
 RESULTS_DDL = f"""
 CREATE TABLE IF NOT EXISTS "{RESULTS_TABLE}" (
@@ -47,7 +58,7 @@ CREATE TABLE IF NOT EXISTS "{RESULTS_TABLE}" (
     "loss_trace" JSON NOT NULL,
     "tdm_version" VARCHAR NOT NULL,
     "finished_at" TIMESTAMP NOT NULL,
-    PRIMARY KEY ("dataset", "mechanism", "seed", "method", "p", "params_hash")
+    PRIMARY KEY ({_KEY_SQL})
 )
 """
 
@@ -59,9 +70,10 @@ CREATE TABLE IF NOT EXISTS "{TRACES_TABLE}" (
     "method" VARCHAR NOT NULL,
     "p" DOUBLE NOT NULL,
     "params_hash" VARCHAR NOT NULL,
+    "tdm_version" VARCHAR NOT NULL,
     "iteration" BIGINT NOT NULL,
     "mae" DOUBLE NOT NULL,
-    PRIMARY KEY ("dataset", "mechanism", "seed", "method", "p", "params_hash", "iteration")
+    PRIMARY KEY ({_KEY_SQL}, "iteration")
 )
 """
 
@@ -113,6 +125,7 @@ class MaeTraceSchema(pa.DataFrameModel):
     method: str
     p: float = pa.Field(gt=0.0, lt=1.0)
     params_hash: str = pa.Field(str_matches=r"^[0-9a-f]{16}$")
+    tdm_version: str
     iteration: int = pa.Field(ge=0)
     mae: float = pa.Field(ge=0.0)
 

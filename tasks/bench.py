@@ -44,12 +44,13 @@ __all__ = [
     "run_trial_task",
 ]
 
-TrialKey = tuple[str, str, int, str, float, str]
+TrialKey = tuple[str, str, int, str, float, str, str]
 
 
 @dataclass(frozen=True)
 class TrialSpec:
-    """One cell of the grid, with the hyperparameters and their hash (part of the key)."""
+    """One cell of the grid, with the overrides asked for, their hash and the library version
+    (both part of the key)."""
 
     dataset: str
     mechanism: str
@@ -58,11 +59,20 @@ class TrialSpec:
     p: float
     params: Mapping[str, Any]
     params_hash: str
+    tdm_version: str
 
     @property
     def key(self) -> TrialKey:
-        """(dataset, mechanism, seed, method, p, params_hash), as stored in the results table."""
-        return (self.dataset, self.mechanism, self.seed, self.method, self.p, self.params_hash)
+        """The trial's key (:data:`schemas.benchmark.TRIAL_KEY`), as stored in the table."""
+        return (
+            self.dataset,
+            self.mechanism,
+            self.seed,
+            self.method,
+            self.p,
+            self.params_hash,
+            self.tdm_version,
+        )
 
     @property
     def label(self) -> str:
@@ -70,9 +80,25 @@ class TrialSpec:
         return f"{self.dataset}/{self.mechanism}/seed{self.seed}/{self.method}"
 
 
-def _ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
+def _ensure_tables(con: duckdb.DuckDBPyConnection, source: str | Path) -> None:
     con.execute(RESULTS_DDL)
     con.execute(TRACES_DDL)
+    _check_layout(con, source)
+
+
+def _check_layout(con: duckdb.DuckDBPyConnection, source: str | Path) -> None:
+    """Refuse a results file whose trial key lacks the library version (written by tdm < 0.5)."""
+    for table in (RESULTS_TABLE, TRACES_TABLE):
+        keys = con.execute(
+            "SELECT constraint_column_names FROM duckdb_constraints() "
+            "WHERE table_name = ? AND constraint_type = 'PRIMARY KEY'",
+            [table],
+        ).fetchall()
+        if keys and "tdm_version" not in keys[0][0]:
+            raise ValueError(
+                f"{source}: table {table} was written by tdm < 0.5, whose trials are keyed "
+                "without the library version; write new results to another file (--db)."
+            )
 
 
 def _read_table(db_path: str | Path, table: str) -> pd.DataFrame | None:
@@ -85,6 +111,7 @@ def _read_table(db_path: str | Path, table: str) -> pd.DataFrame | None:
         ).fetchall()[0][0]
         if not found:
             return None
+        _check_layout(con, db_path)
         return con.execute(f"SELECT * FROM {quote_identifier(table)}").df()
 
 
@@ -118,6 +145,7 @@ def load_done_trials(db_path: str) -> set[TrialKey]:
             str(r.method),
             float(r.p),
             str(r.params_hash),
+            str(r.tdm_version),
         )
         for r in frame[list(TRIAL_KEY)].itertuples(index=False)
     }
@@ -148,8 +176,6 @@ def _null_if_nan(value: float | None) -> float | None:
 @task(name="record-result", cache_policy=NO_CACHE)
 def record_result(db_path: str, spec: TrialSpec, result: Any, svm_repeats: int) -> None:
     """Insert one finished trial into the results table (created when missing)."""
-    import tdm
-
     row = {
         "dataset": spec.dataset,
         "mechanism": spec.mechanism,
@@ -167,14 +193,14 @@ def record_result(db_path: str, spec: TrialSpec, result: Any, svm_repeats: int) 
         "fit_seconds": result.fit_seconds,
         "n_iter": result.n_iter,
         "loss_trace": json.dumps([[int(i), float(v)] for i, v in result.loss_trace]),
-        "tdm_version": tdm.__version__,
+        "tdm_version": spec.tdm_version,
         "finished_at": datetime.now(UTC).replace(tzinfo=None),
     }
     Path(db_path).parent.mkdir(parents=True, exist_ok=True)
     columns = ", ".join(quote_identifier(name) for name in row)
     marks = ", ".join("?" for _ in row)
     with duckdb.connect(db_path) as con:
-        _ensure_tables(con)
+        _ensure_tables(con, db_path)
         con.execute(
             f"INSERT INTO {quote_identifier(RESULTS_TABLE)} ({columns}) VALUES ({marks})",
             list(row.values()),
@@ -202,16 +228,13 @@ def run_trace_task(spec: TrialSpec, checkpoints: list[int], data_dir: str | None
 @task(name="record-mae-trace", cache_policy=NO_CACHE)
 def record_trace(db_path: str, spec: TrialSpec, trace: Any) -> None:
     """Insert (or replace) the checkpoints of one MAE trace, in one transaction."""
-    rows = [
-        [spec.dataset, spec.mechanism, spec.seed, spec.method, spec.p, spec.params_hash, k, v]
-        for k, v in zip(trace.iterations, trace.mae, strict=True)
-    ]
+    rows = [[*spec.key, k, v] for k, v in zip(trace.iterations, trace.mae, strict=True)]
     Path(db_path).parent.mkdir(parents=True, exist_ok=True)
     table = quote_identifier(TRACES_TABLE)
     with duckdb.connect(db_path) as con:
-        _ensure_tables(con)
+        _ensure_tables(con, db_path)
         con.execute("BEGIN TRANSACTION")
-        con.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        con.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         con.execute("COMMIT")
 
 
@@ -252,7 +275,7 @@ def merge_results(db_path: str, source: str) -> MergeCount:
     here.parent.mkdir(parents=True, exist_ok=True)
     literal = str(there).replace("'", "''")
     with duckdb.connect(str(here)) as con:
-        _ensure_tables(con)
+        _ensure_tables(con, db_path)
         con.execute(f"ATTACH '{literal}' AS merge_source (READ_ONLY)")
         try:
             con.execute("BEGIN TRANSACTION")

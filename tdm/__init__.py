@@ -5,11 +5,12 @@ Everyday imports live here::
     from tdm import TDMImputer, OTImputer, simulate_mcar, mae, make_imputer
 """
 
-from tdm._base import FitProgress
-from tdm.baselines import METHODS, make_imputer
+from tdm._optimise import FitProgress
+from tdm._version import __version__
 from tdm.coupling import InvertibleNetwork
 from tdm.imputer import PAPER_PARAMS, OTImputer, TDMImputer
 from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
+from tdm.registry import METHODS, make_imputer
 from tdm.simulate import (
     MECHANISMS,
     simulate,
@@ -20,8 +21,6 @@ from tdm.simulate import (
     simulate_mnar_quantile_published,
 )
 from tdm.transport import transport_loss
-
-__version__ = "0.4.0"
 
 __all__ = [
     "MECHANISMS",

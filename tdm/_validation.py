@@ -1,9 +1,14 @@
-"""Input and hyperparameter checks shared by the imputers: errors that name the column."""
+"""Input and hyperparameter checks shared by the library: one declarative way to state what a
+parameter may be, and errors that name the owner, the parameter (or column), what is allowed and
+what came."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -11,17 +16,177 @@ import torch
 
 __all__ = [
     "MIN_SAMPLES",
+    "Boolean",
+    "Constraint",
+    "Interval",
+    "InvalidParameterError",
+    "Options",
     "check_choice",
     "check_finite_or_nan",
     "check_frame_numeric",
-    "check_positive",
     "column_labels",
     "resolve_device",
     "resolve_dtype",
+    "validate_params",
 ]
 
 MIN_SAMPLES = 4
 """Fewest rows an imputer fits on: two disjoint batches of at least two rows each."""
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter outside its constraints (a ``ValueError`` and, for a wrong type, a
+    ``TypeError``: both ``except`` clauses catch it)."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Numbers of ``kind`` (``Integral`` or ``Real``) between ``low`` and ``high``.
+
+    ``closed`` says which ends belong to the interval; ``None`` for an end means unbounded.
+    Booleans, NaN and infinities never satisfy it.
+    """
+
+    kind: type
+    low: float | None
+    high: float | None
+    closed: Literal["both", "left", "right", "neither"] = "both"
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` lies in the interval and is of its kind."""
+        kinds = (Integral, np.integer) if self.kind is Integral else (Real, np.floating)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            return False
+        value = float(value)
+        if not math.isfinite(value):
+            return False
+        low_open = self.closed in ("right", "neither")
+        high_open = self.closed in ("left", "neither")
+        below = self.low is not None and (value < self.low or (low_open and value == self.low))
+        above = self.high is not None and (value > self.high or (high_open and value == self.high))
+        return not (below or above)
+
+    def describe(self) -> str:
+        """What the interval holds, in words (``a positive integer``, ``a number in (0, 1)``)."""
+        noun = "integer" if self.kind is Integral else "number"
+        if self.high is None and self.low == 0:
+            strict = self.closed in ("right", "neither")
+            if self.kind is Integral and not strict:
+                return "a non-negative integer"
+            return f"a positive {noun}" if strict else f"a non-negative {noun}"
+        if self.high is None and self.kind is Integral and self.low == 1:
+            return "a positive integer"
+        left = "[" if self.closed in ("both", "left") else "("
+        right = "]" if self.closed in ("both", "right") else ")"
+        low = "-inf" if self.low is None else f"{self.low:g}"
+        high = "inf" if self.high is None else f"{self.high:g}"
+        where = "the open interval " if left == "(" and right == ")" else ""
+        return f"a{'n' if noun == 'integer' else ''} {noun} in {where}{left}{low}, {high}{right}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """One of a fixed set of values (compared with ``==``)."""
+
+    values: tuple[Any, ...]
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is one of the options."""
+        try:
+            return any(type(value) is type(v) and value == v for v in self.values)
+        except (TypeError, ValueError):
+            return False
+
+    def describe(self) -> str:
+        """``one of ('a', 'b')``."""
+        return f"one of {self.values!r}"
+
+
+@dataclass(frozen=True)
+class Boolean:
+    """``True`` or ``False`` (NumPy booleans too), nothing else."""
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is a boolean."""
+        return isinstance(value, bool | np.bool_)
+
+    def describe(self) -> str:
+        """``True or False``."""
+        return "True or False"
+
+
+@dataclass(frozen=True)
+class _NoneValue:
+    def accepts(self, value: Any) -> bool:
+        return value is None
+
+    def describe(self) -> str:
+        return "None"
+
+
+@dataclass(frozen=True)
+class _CallableValue:
+    def accepts(self, value: Any) -> bool:
+        return callable(value)
+
+    def describe(self) -> str:
+        return "a callable"
+
+
+@dataclass(frozen=True)
+class _InstanceOf:
+    kinds: tuple[type, ...]
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, self.kinds)
+
+    def describe(self) -> str:
+        return " or ".join(f"a {k.__name__}" for k in self.kinds)
+
+
+Constraint = Interval | Options | Boolean | _NoneValue | _CallableValue | _InstanceOf | None | str
+"""One accepted form of a parameter: an :class:`Interval`, :class:`Options`, :class:`Boolean`,
+``None`` (the value ``None``), ``"callable"``, or a type (an instance of it)."""
+
+
+def _as_check(constraint: Any) -> Any:
+    if constraint is None:
+        return _NoneValue()
+    if constraint == "callable":
+        return _CallableValue()
+    if isinstance(constraint, type):
+        return _InstanceOf((constraint,))
+    return constraint
+
+
+def validate_params(
+    owner: str, params: Mapping[str, Any], constraints: Mapping[str, Sequence[Any]]
+) -> None:
+    """Raise :class:`InvalidParameterError` for the first parameter no constraint accepts.
+
+    Parameters
+    ----------
+    owner : str
+        Who checks (a class or function name), the message's first word.
+    params : mapping
+        Parameter name to value; names absent from ``constraints`` are not checked.
+    constraints : mapping
+        Parameter name to the list of its accepted forms (any one suffices).
+    """
+    for name, allowed in constraints.items():
+        if name not in params:
+            continue
+        value = params[name]
+        checks = [_as_check(c) for c in allowed]
+        if any(check.accepts(value) for check in checks):
+            continue
+        what = " or ".join(check.describe() for check in checks)
+        raise InvalidParameterError(f"{owner}: {name} must be {what}; got {name}={value!r}")
+
+
+def check_choice(owner: str, name: str, value: Any, allowed: Sequence[str]) -> None:
+    """Raise :class:`InvalidParameterError` unless ``value`` is one of ``allowed``."""
+    validate_params(owner, {name: value}, {name: [Options(tuple(allowed))]})
 
 
 def column_labels(X: Any, n_features: int) -> list[str]:
@@ -73,27 +238,6 @@ def check_finite_or_nan(X: Any, owner: str) -> None:
     )
 
 
-def check_positive(
-    name: str, value: Any, *, integer: bool, owner: str, allow_zero: bool = False
-) -> None:
-    """Raise unless ``value`` is a positive number (an integer when ``integer``)."""
-    kinds: tuple[type, ...] = (
-        (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    )
-    ok = isinstance(value, kinds) and not isinstance(value, bool)
-    ok = ok and (value >= 0 if allow_zero else value > 0) and np.isfinite(value)
-    if not ok:
-        what = "a non-negative" if allow_zero else "a positive"
-        kind = "integer" if integer else "number"
-        raise ValueError(f"{owner}: {name} must be {what} {kind}; got {name}={value!r}")
-
-
-def check_choice(name: str, value: Any, allowed: Sequence[str], *, owner: str) -> None:
-    """Raise unless ``value`` is one of ``allowed``."""
-    if value not in allowed:
-        raise ValueError(f"{owner}: {name} must be one of {tuple(allowed)}; got {name}={value!r}")
-
-
 def resolve_device(device: str | torch.device, owner: str) -> torch.device:
     """``"auto"`` → CUDA when available, else CPU; any other value is checked."""
     if isinstance(device, str) and device == "auto":
@@ -114,5 +258,5 @@ def resolve_device(device: str | torch.device, owner: str) -> torch.device:
 
 def resolve_dtype(dtype: str, owner: str) -> torch.dtype:
     """``"float32"`` or ``"float64"`` as a torch dtype."""
-    check_choice("dtype", dtype, ("float32", "float64"), owner=owner)
+    check_choice(owner, "dtype", dtype, ("float32", "float64"))
     return torch.float32 if dtype == "float32" else torch.float64

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral, Real
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
@@ -12,8 +13,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from tdm._base import BatchOTImputer, FitProgress
-from tdm._validation import check_choice, check_positive
+from tdm._estimator import BatchOTImputer
+from tdm._optimise import FitProgress
+from tdm._validation import Boolean, Interval, Options
 from tdm.coupling import InvertibleNetwork
 
 __all__ = ["PAPER_PARAMS", "OTImputer", "TDMImputer"]
@@ -67,36 +69,25 @@ class TDMImputer(BatchOTImputer):
         Rows per batch. With fewer than ``2 * batch_size`` rows, the largest power of two not above
         ``n_samples / 2`` is used (the paper's rule); the size used is ``batch_size_``.
     max_iter : int, default=2_000
-        Optimisation steps in ``fit`` (the paper: 10,000, from the mean start). From the ICE start
-        2,000 steps imputed better than 1,000 and than 2,000 from the mean start on the
-        selection masks (BENCHMARKS.md, "Initialisation").
+        Optimisation steps in ``fit`` (the paper: 10,000, from the mean start).
     lr : float, default=1e-2
         RMSprop learning rate of the missing cells (and of the network unless ``network_lr``).
     network_lr : float or None, default=3e-3
-        RMSprop learning rate of the network weights; ``None`` uses ``lr`` (the paper). With the
-        paper's shared rate of 1e-2 the network's shifts can blow the latent space up within a few
-        hundred steps (on parkinsons, 23 columns, TDM then does no better than the mean: MAE 0.72
-        against 0.29 with 3e-3; the assignment solver also slows down on the degenerate costs).
-        Chosen on 30% MCAR masks of seeds 0 and 1 of five small datasets, 3,000 steps; evaluated
-        on other masks in RESULTS.md.
+        RMSprop learning rate of the network weights; ``None`` uses ``lr`` (the paper). A lower
+        rate than the cells' keeps the network from blowing the latent space up.
     cell_lr_correction : bool, default=True
         Lower the missing cells' rate on tables where a row is in fewer than half of the
         batches (more than 2,048 rows at ``batch_size=512``). A cell whose row is not drawn has a
         zero gradient, so RMSprop's running mean of its squared gradients decays while it waits,
         and the step it takes when its row is drawn again grows: about
         ``sqrt((1 - 0.99 ** (1 / q)) / 0.01)`` times ``lr`` when a share ``q`` of the rows is
-        drawn per step (:func:`tdm._base.visit_step_factor`): 1.27 on a small table halved into
-        two batches, 4.3 on california's 20,640 rows. With the correction, the cells' rate is
-        divided by that factor over its value at ``q = 0.5``, so tables up to 2,048 rows are
-        fitted exactly as without it. On the four large tables' selection masks the mean MAE
-        after 2,000 steps was 0.350 with it and 0.359 without (california: 0.368 against
-        0.378, from a start at 0.373; BENCHMARKS.md, "Cell rate on large tables (selection
-        masks)"). ``False``: every cell at ``lr`` (the paper).
+        drawn per step (:func:`tdm._optimise.visit_step_factor`). With the correction, the
+        cells' rate is divided by that factor over its value at ``q = 0.5``, so tables up to
+        ``4 * batch_size`` rows are fitted exactly as without it. ``False``: every cell at
+        ``lr`` (the paper).
     cost : {"euclidean", "sqeuclidean"}, default="euclidean"
         Ground cost between latent points: the plain Euclidean distance of the published code, or
-        the squared distance of the paper's text. The default is chosen by measured accuracy
-        (30% MCAR, four datasets): the Euclidean cost imputed better on all four at 1,000 and
-        3,000 steps (seeds, 3,000 steps: MAE 0.211 against 0.259); see BENCHMARKS.md.
+        the squared distance of the paper's text.
     solver : {"assignment", "emd", "sinkhorn"}, default="assignment"
         Exact OT between two equal batches as a linear assignment (fast LAPJV); POT's network
         simplex; or entropic OT (debiased Sinkhorn divergence), see :mod:`tdm.transport`.
@@ -112,15 +103,9 @@ class TDMImputer(BatchOTImputer):
         error on them is at least 10% lower than ICE's (``init_`` and ``start_scores_`` record
         the choice); no ground truth of the missing cells is used. ``"mean"``: the column's
         observed mean (the paper). New rows in :meth:`transform` start the same way, with up to
-        10,000 fitted rows as context. On the 28 selection masks (seeds 0-1; small datasets
-        MCAR and MAR, large ones MCAR) the mean MAE after 2,000 steps (tdm 0.3, every cell at
-        ``lr``) was 0.377 from ``"auto"``, 0.389 from ICE, 0.380 from the forest
-        (BENCHMARKS.md, "Start choice (selection masks)"); from ICE it had been 0.375 against
-        0.427 from the mean on the small datasets ("Initialisation (selection masks)").
+        10,000 fitted rows as context.
     init_noise : float, default=0.0
         N(0, init_noise²) noise added to every starting value (the paper: 0.1 around the mean).
-        From the ICE start, noise only moves the cells away from a good start (mean MAE 0.381
-        against 0.375 without, "Initialisation (selection masks)").
     standardize : bool, default=True
         Work on per-column standardised data (observed mean and standard deviation; a constant
         column keeps scale 1) and map back. Set False for data that is already standardised.
@@ -192,6 +177,16 @@ class TDMImputer(BatchOTImputer):
     False
     """
 
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **BatchOTImputer._PARAMETER_CONSTRAINTS,
+        "n_blocks": [Interval(Integral, 0, None)],
+        "width_factor": [Interval(Integral, 1, None)],
+        "clamp": [Interval(Real, 0, None, closed="neither")],
+        "network_lr": [Interval(Real, 0, None, closed="neither"), None],
+        "init": [Options(INITS)],
+        "cell_lr_correction": [Boolean()],
+    }
+
     def __init__(
         self,
         *,
@@ -243,10 +238,6 @@ class TDMImputer(BatchOTImputer):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
 
-    # Files saved by tdm 0.1 (before ``init`` existed) were fitted from the column means, and
-    # files saved before tdm 0.4 gave every missing cell the rate ``lr``.
-    _LEGACY_PARAMS: ClassVar[dict[str, Any]] = {"init": "mean", "cell_lr_correction": False}
-
     @classmethod
     def paper(cls, **overrides: Any) -> Self:
         """The paper-faithful configuration (:data:`PAPER_PARAMS`), with ``overrides`` on top.
@@ -258,19 +249,14 @@ class TDMImputer(BatchOTImputer):
         """
         return cls(**{**PAPER_PARAMS, **overrides})
 
-    def _check_network_params(self) -> None:
-        owner = type(self).__name__
-        check_positive("n_blocks", self.n_blocks, integer=True, owner=owner, allow_zero=True)
-        check_positive("width_factor", self.width_factor, integer=True, owner=owner)
-        check_positive("clamp", self.clamp, integer=False, owner=owner)
-        if self.network_lr is not None:
-            check_positive("network_lr", self.network_lr, integer=False, owner=owner)
-        check_choice("init", self.init, INITS, owner=owner)
-        if not isinstance(self.cell_lr_correction, bool):
-            raise ValueError(
-                f"{owner}: cell_lr_correction must be True or False; got "
-                f"cell_lr_correction={self.cell_lr_correction!r}"
-            )
+    def _start_kind(self) -> str:
+        return self.init
+
+    def _network_lr(self) -> float:
+        return self.lr if self.network_lr is None else self.network_lr
+
+    def _corrects_cell_rate(self) -> bool:
+        return self.cell_lr_correction
 
     def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
         return InvertibleNetwork(

@@ -40,6 +40,7 @@ __all__ = [
     "SOLVERS",
     "Cost",
     "Solver",
+    "absolute_epsilon",
     "assignment",
     "pairwise_cost",
     "sinkhorn_plan",
@@ -229,3 +230,17 @@ def _entropic_term(z1: Tensor, z2: Tensor, cost: Cost, epsilon: float) -> Tensor
     with torch.no_grad():
         plan = sinkhorn_plan(C.detach(), epsilon)
     return (plan * C).sum()
+
+
+def absolute_epsilon(
+    Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator, epsilon: float, cost: Cost
+) -> float:
+    """``epsilon`` times the median pairwise ``cost`` of the mean-filled data (Muzellec et al.,
+    2020), on at most 1,000 rows drawn from ``rng``; the median counts as 1 where it is 0."""
+    filled = np.where(mask, np.nanmean(np.where(mask, np.nan, Z), axis=0), Z)
+    rows = rng.choice(Z.shape[0], size=min(Z.shape[0], 1000), replace=False)
+    sample = torch.as_tensor(filled[rows])
+    costs = pairwise_cost(sample, sample, cost)
+    off_diagonal = costs[~torch.eye(len(rows), dtype=torch.bool)]
+    median = float(off_diagonal.median()) if off_diagonal.numel() else 1.0
+    return epsilon * (median if median > 0 else 1.0)

@@ -11,7 +11,7 @@ well; the SVM's fold shuffles use ``seed`` too. No global random state is read o
 
 Iteration traces
 ----------------
-For the batch-OT methods (``tdm``, ``tdm_paper``, ``ot_sh``, ``ot_ns``) :func:`run_trial` records
+For the batch-OT methods (:attr:`tdm.registry.Method.batch_ot`) :func:`run_trial` records
 the *loss* trace through the imputer's ``callback``: the mean transport loss over each window of
 ``record_every`` steps. The callback sees only the step's loss, not the current imputation, so
 MAE cannot be recorded during the fit without reaching into private state. :func:`trace_mae`
@@ -36,34 +36,21 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tdm._base import FitProgress
-from tdm.baselines import METHODS, make_imputer
+from tdm._optimise import FitProgress
 from tdm.datasets import Dataset
 from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
+from tdm.registry import get_method
 from tdm.simulate import simulate
 
 __all__ = [
-    "ITERATIVE_METHODS",
     "LossRecorder",
     "MaeTrace",
     "TrialResult",
-    "effective_params",
     "log_spaced_checkpoints",
     "params_hash",
     "run_trial",
     "trace_mae",
 ]
-
-#: Methods fitted by batch optimal transport: they take ``max_iter`` and a ``callback``.
-ITERATIVE_METHODS: tuple[str, ...] = (
-    "tdm",
-    "tdm_fixed_cell_lr",
-    "tdm_ice_init",
-    "tdm_mean_init",
-    "tdm_paper",
-    "ot_sh",
-    "ot_ns",
-)
 
 #: Largest number of rows with a missing cell for which W2 is computed (else NaN).
 W2_MAX_ROWS = 5000
@@ -82,7 +69,7 @@ class TrialResult:
     p : float
         Requested missing rate.
     params : dict
-        Hyperparameters passed to :func:`tdm.baselines.make_imputer` on top of the method's own.
+        Hyperparameters passed to the method's factory on top of its own settings.
     missing_rate : float
         Share of cells actually masked.
     mae, rmse : float
@@ -155,31 +142,18 @@ class LossRecorder:
 
 
 def params_hash(params: Mapping[str, Any] | None) -> str:
-    """A short stable hash of the hyperparameters (canonical JSON), part of a trial's key."""
+    """A short stable hash of the hyperparameters asked for (canonical JSON).
+
+    A trial is keyed on its method, the hash of its explicit overrides and the library version:
+    what was asked for, not every effective setting, so that adding a hyperparameter does not
+    orphan stored results, while a new library version runs its trials anew.
+    """
     canonical = json.dumps(dict(params or {}), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def effective_params(method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Every setting the imputer of ``method`` runs with: its defaults merged with ``params``.
-
-    A trial is keyed on the hash of these (not of the overrides alone), so that a change of a
-    library default makes earlier results of that method stale instead of silently reused.
-    The seed, callbacks, verbosity and device are left out: they are not part of the setting.
-    """
-    _check_method(method)
-    imputer = make_imputer(method, random_state=0, **dict(params or {}))
-    skip = {"random_state", "callback", "verbose", "device"}
-    return {k: v for k, v in imputer.get_params(deep=False).items() if k not in skip}
-
-
 def _mask(dataset: Dataset, mechanism: str, seed: int, p: float) -> NDArray[np.bool_]:
     return simulate(dataset.X, mechanism, p, random_state=seed)  # type: ignore[arg-type]
-
-
-def _check_method(method: str) -> None:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
 
 
 def run_trial(
@@ -204,11 +178,11 @@ def run_trial(
     seed : int
         Seed of the mask, the imputer and the SVM fold shuffles.
     method : str
-        One of :data:`tdm.baselines.METHODS`.
+        A registered method (:data:`tdm.registry.REGISTRY`, benchmark fixtures included).
     p : float, default=0.3
         Missing rate (paper: 30%).
     params : mapping or None, default=None
-        Extra hyperparameters for :func:`tdm.baselines.make_imputer` (e.g. ``{"max_iter": 20}``).
+        Extra hyperparameters of the method (e.g. ``{"max_iter": 20}``).
     svm_repeats : int, default=3
         Repeats of the shuffled 5-fold SVM cross-validation (paper: 10); 0 skips accuracy.
     record_every : int, default=100
@@ -223,16 +197,16 @@ def run_trial(
     ValueError
         If ``method`` or ``mechanism`` is unknown, or a parameter is invalid.
     """
-    _check_method(method)
+    spec = get_method(method)
     if isinstance(svm_repeats, bool) or not isinstance(svm_repeats, int) or svm_repeats < 0:
         raise ValueError(f"svm_repeats must be an int >= 0; got {svm_repeats!r}")
     extra = dict(params or {})
     mask = _mask(dataset, mechanism, seed, p)
     X_nan = np.where(mask, np.nan, dataset.X)
 
-    recorder = LossRecorder(record_every) if method in ITERATIVE_METHODS else None
+    recorder = LossRecorder(record_every) if spec.batch_ot else None
     extra_fit = {**extra, "callback": recorder} if recorder is not None else extra
-    imputer = make_imputer(method, random_state=seed, **extra_fit)
+    imputer = spec.build(random_state=seed, **extra_fit)
     started = time.perf_counter()
     X_imputed = np.asarray(imputer.fit_transform(X_nan), dtype=np.float64)
     fit_seconds = time.perf_counter() - started
@@ -243,7 +217,7 @@ def run_trial(
         accuracy = svm_accuracy(
             X_imputed[:, columns], dataset.y, n_repeats=svm_repeats, random_state=seed
         )
-    n_iter = getattr(imputer, "n_iter_", None) if method in ITERATIVE_METHODS else None
+    n_iter = getattr(imputer, "n_iter_", None) if spec.batch_ot else None
     return TrialResult(
         dataset=dataset.name,
         mechanism=mechanism,
@@ -282,8 +256,8 @@ def trace_mae(
     ----------
     dataset, mechanism, seed, p, params
         As in :func:`run_trial` (``params`` must not hold ``max_iter``).
-    method : {"tdm", "tdm_paper", "ot_sh", "ot_ns"}
-        A batch-OT method.
+    method : str
+        A batch-OT method (:attr:`tdm.registry.Method.batch_ot`).
     checkpoints : sequence of int
         Step counts, each ``>= 0``; sorted and deduplicated.
 
@@ -291,8 +265,9 @@ def trace_mae(
     -------
     MaeTrace
     """
-    if method not in ITERATIVE_METHODS:
-        raise ValueError(f"trace_mae needs a batch-OT method {ITERATIVE_METHODS}; got {method!r}")
+    spec = get_method(method)
+    if not spec.batch_ot:
+        raise ValueError(f"trace_mae needs a batch-OT method; got {method!r}")
     extra = dict(params or {})
     if "max_iter" in extra:
         raise ValueError("trace_mae sets max_iter itself (the checkpoints); drop it from params")
@@ -303,7 +278,7 @@ def trace_mae(
     X_nan = np.where(mask, np.nan, dataset.X)
     errors: list[float] = []
     for k in steps:
-        imputer = make_imputer(method, random_state=seed, **{**extra, "max_iter": k})
+        imputer = spec.build(random_state=seed, **{**extra, "max_iter": k})
         errors.append(mae(dataset.X, np.asarray(imputer.fit_transform(X_nan)), mask))
     return MaeTrace(
         dataset=dataset.name,

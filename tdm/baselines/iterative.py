@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enables the import)
 from sklearn.impute import IterativeImputer
 
-from tdm._iterative import make_ice, make_missforest
+from tdm._starts import make_ice, make_missforest
 from tdm.baselines._base import BaseImputer, RandomState, resolve_seed
 
 __all__ = ["ICEImputer", "MissForestImputer"]

@@ -1,4 +1,5 @@
-"""Every baseline imputer honours one contract; the registry builds each method by name."""
+"""Every registered imputer honours one contract (fit, transform, observed cells, seeds); the
+baselines pass scikit-learn's estimator checks."""
 
 from __future__ import annotations
 
@@ -13,14 +14,9 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from tdm.baselines import (
-    BASELINES,
-    METHOD_DESCRIPTIONS,
-    METHODS,
-    TDM_PAPER_PARAMS,
-    make_imputer,
-)
+from tdm.baselines import BaseImputer
 from tdm.metrics import mae
+from tdm.registry import REGISTRY, get_method
 from tdm.simulate import simulate_mcar
 
 # Small settings: the whole file must run in well under a minute on 2 CPU cores.
@@ -60,17 +56,17 @@ CHECK_PARAMS: dict[str, dict[str, Any]] = {
 SHOULD_BEAT_MEAN = ("ice", "missforest", "softimpute", "miwae")
 
 
-def _needs_tdm_imputer(name: str) -> Any:
-    marks = []
-    if name not in BASELINES:
-        try:
-            import tdm.imputer  # noqa: F401
-        except ImportError:
-            marks.append(pytest.mark.skip(reason="tdm.imputer is not available yet"))
-    return pytest.param(name, marks=marks, id=name)
+# The baselines: registered methods whose factory is a BaseImputer class.
+BASELINES = tuple(
+    name
+    for name, method in REGISTRY.items()
+    if isinstance(method.factory, type) and issubclass(method.factory, BaseImputer)
+)
+ALL = [pytest.param(name, id=name) for name in REGISTRY]  # fixtures included
 
 
-ALL = [_needs_tdm_imputer(name) for name in METHODS]
+def make_imputer(name: str, **params: Any) -> BaseEstimator:
+    return get_method(name).build(**params)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -236,67 +232,6 @@ def test_transform_checks_the_number_of_columns(data: tuple) -> None:
     imputer, _ = _fit("mean", X_missing)
     with pytest.raises(ValueError, match="features"):
         imputer.transform(X_missing[:, :3])  # type: ignore[attr-defined]
-
-
-# --------------------------------------------------------------------------------------------
-# registry
-# --------------------------------------------------------------------------------------------
-def test_registry_lists_every_method_with_a_description() -> None:
-    assert METHODS == (
-        "mean",
-        "ice",
-        "missforest",
-        "softimpute",
-        "gain",
-        "miwae",
-        "tdm",
-        "tdm_fixed_cell_lr",
-        "tdm_ice_init",
-        "tdm_mean_init",
-        "tdm_paper",
-        "ot_sh",
-        "ot_ns",
-    )
-    assert set(METHOD_DESCRIPTIONS) == set(METHODS)
-    assert all(METHOD_DESCRIPTIONS[name] for name in METHODS)
-    assert METHODS[:6] == BASELINES
-
-
-def test_unknown_name_is_refused() -> None:
-    with pytest.raises(ValueError, match="name must be one of"):
-        make_imputer("mice")
-
-
-def test_tdm_entries_use_the_right_settings() -> None:
-    pytest.importorskip("tdm.imputer")
-    paper = make_imputer("tdm_paper", random_state=4)
-    for key, value in TDM_PAPER_PARAMS.items():
-        assert paper.get_params()[key] == value
-    assert paper.get_params()["random_state"] == 4
-    assert make_imputer("tdm_paper", max_iter=7).get_params()["max_iter"] == 7
-    before = make_imputer("tdm_mean_init").get_params()  # tdm 0.1's defaults, pinned
-    assert {k: before[k] for k in TDM_PAPER_PARAMS if k != "network_lr"} == {
-        k: v for k, v in TDM_PAPER_PARAMS.items() if k != "network_lr"
-    }
-    assert before["network_lr"] == 3e-3 and before["init"] == "mean"
-    assert before["max_iter"] == 10_000
-    default = make_imputer("tdm").get_params()
-    assert (default["init"], default["init_noise"], default["max_iter"]) == ("auto", 0.0, 2000)
-    assert default["cell_lr_correction"] is True
-    before_correction = make_imputer("tdm_fixed_cell_lr").get_params()  # tdm 0.3's, pinned
-    assert {k: v for k, v in before_correction.items() if k != "cell_lr_correction"} == {
-        k: v for k, v in default.items() if k != "cell_lr_correction"
-    }
-    assert before_correction["cell_lr_correction"] is False
-    before_auto = make_imputer("tdm_ice_init").get_params()  # tdm 0.2's defaults, pinned
-    assert {k: v for k, v in before_auto.items() if k != "init"} == {
-        k: v for k, v in before_correction.items() if k != "init"
-    }
-    assert before_auto["init"] == "ice"
-    assert make_imputer("ot_sh").get_params()["solver"] == "sinkhorn"
-    assert make_imputer("ot_ns").get_params()["solver"] == "assignment"
-    with pytest.raises(ValueError, match="fixes the OT solver"):
-        make_imputer("ot_sh", solver="assignment")
 
 
 @pytest.mark.gpu

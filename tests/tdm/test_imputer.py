@@ -3,18 +3,16 @@ clear errors, persistence and imputation of unseen rows."""
 
 from __future__ import annotations
 
-import pickle
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from torch import nn
 
 from tdm import PAPER_PARAMS, FitProgress, OTImputer, TDMImputer
-from tdm._base import BatchOTImputer, paper_batch_size, visit_step_factor
+from tdm._estimator import BatchOTImputer
+from tdm._optimise import paper_batch_size, visit_step_factor
 from tests.tdm.conftest import low_rank, mcar
 
 FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}
@@ -289,40 +287,6 @@ def test_transform_checks_it_is_fitted_and_the_width() -> None:
         est.transform(np.zeros((3, 2)))
 
 
-# ---------------------------------------------------------------------------- persistence
-@pytest.mark.parametrize("make", IMPUTERS)
-def test_save_load_round_trip(make, data, tmp_path: Path) -> None:
-    _, X_nan, _ = data
-    est = make().fit(X_nan)
-    path = tmp_path / "imputer.pt"
-    est.save(path)
-    loaded = type(est).load(path)
-    assert loaded.get_params() == {**est.get_params(), "callback": None}
-    assert loaded.n_iter_ == est.n_iter_
-    np.testing.assert_array_equal(loaded.loss_history_, est.loss_history_)
-    new = X_nan[:20].copy()
-    new[:, 1] = np.nan
-    assert loaded.transform(new).tobytes() == est.transform(new).tobytes()
-    assert loaded.transform(X_nan).tobytes() == est.transform(X_nan).tobytes()
-    assert [p.name for p in tmp_path.iterdir()] == ["imputer.pt"]  # no temporary file left
-
-
-def test_load_refuses_another_class(data, tmp_path: Path) -> None:
-    _, X_nan, _ = data
-    TDMImputer(**FAST).fit(X_nan).save(tmp_path / "m.pt")
-    with pytest.raises(ValueError, match="not a saved OTImputer"):
-        OTImputer.load(tmp_path / "m.pt")
-
-
-def test_pickle_round_trip(data) -> None:
-    _, X_nan, _ = data
-    est = TDMImputer(**FAST).fit(X_nan)
-    clone = pickle.loads(pickle.dumps(est))
-    row = X_nan[:5].copy()
-    row[:, 0] = np.nan
-    assert clone.transform(row).tobytes() == est.transform(row).tobytes()
-
-
 def test_subclasses_share_one_base() -> None:
     assert issubclass(TDMImputer, BatchOTImputer) and issubclass(OTImputer, BatchOTImputer)
 
@@ -379,7 +343,9 @@ def test_early_stopping_keeps_the_best_iterate_and_all_observed_cells(data) -> N
 
 def test_early_stopping_parameters_are_checked(data) -> None:
     _, X_nan, _ = data
-    with pytest.raises(ValueError, match="validation_fraction must be a float in"):
+    with pytest.raises(
+        ValueError, match=r"validation_fraction must be a number in the open interval \(0, 1\)"
+    ):
         TDMImputer(**FAST, early_stopping=True, validation_fraction=1.5).fit(X_nan)
 
 
@@ -410,24 +376,6 @@ def test_network_lr_sets_the_network_rate_alone(data) -> None:
         TDMImputer(**FAST, network_lr=-1.0).fit(X_nan)
 
 
-@pytest.mark.parametrize("share", [1.0, 0.5, 0.1])
-def test_visit_step_factor_is_rmsprop_s_step_per_visit(share: float) -> None:
-    """RMSprop on cells that get a gradient only in a share of the steps: each visit's step is
-    visit_step_factor(share) times the rate (within 5%)."""
-    generator = torch.Generator().manual_seed(0)
-    cells = nn.Parameter(torch.zeros(4000, dtype=torch.float64))
-    optimizer = torch.optim.RMSprop([cells], lr=1e-3)
-    steps = []
-    for it in range(1500):
-        visited = torch.rand(cells.shape, generator=generator, dtype=torch.float64) < share
-        before = cells.detach().clone()
-        cells.grad = visited.to(torch.float64)
-        optimizer.step()
-        if it >= 700:  # the running mean has settled
-            steps.append((before - cells.detach())[visited].abs().mean().item() / 1e-3)
-    assert np.mean(steps) == pytest.approx(visit_step_factor(share), rel=0.05)
-
-
 def test_cell_lr_correction_changes_only_rarely_drawn_rows(data) -> None:
     """At a share of rows per step of 0.5 or more the fit is bit-identical with and without the
     correction; below it, the cells' rate is lr over the factor's growth since 0.5."""
@@ -449,186 +397,3 @@ def test_cell_lr_correction_changes_only_rarely_drawn_rows(data) -> None:
     assert TDMImputer.paper().get_params()["cell_lr_correction"] is False
     with pytest.raises(ValueError, match="cell_lr_correction must be True or False"):
         TDMImputer(**FAST, cell_lr_correction="yes").fit(X_nan)
-
-
-# ---------------------------------------------------------------------------- initialisation
-def test_ice_start_is_the_ice_imputation(data) -> None:
-    """With no step and no noise, init="ice" returns ICE's imputation of the standardised data."""
-    from tdm.baselines import make_imputer
-
-    _, X_nan, mask = data
-    est = TDMImputer(init="ice", init_noise=0.0, max_iter=0, random_state=0)
-    start = est.fit_transform(X_nan)
-    Z = (X_nan - est.mean_) / est.scale_
-    ice = make_imputer("ice", random_state=0).fit_transform(Z) * est.scale_ + est.mean_
-    np.testing.assert_allclose(start[mask], ice[mask], rtol=0, atol=1e-5)
-    assert start[~mask].tobytes() == X_nan[~mask].tobytes()
-    mean_start = TDMImputer(init="mean", init_noise=0.0, max_iter=0).fit_transform(X_nan)
-    np.testing.assert_allclose(
-        mean_start, np.where(mask, np.nanmean(X_nan, axis=0), X_nan), rtol=0, atol=1e-5
-    )
-
-
-def test_ice_start_needs_fewer_steps_than_the_mean_start(data) -> None:
-    """ICE's start (the default's choice on linear data): after the same 60 steps, clearly closer
-    to the truth than the paper's."""
-    X, X_nan, mask = data
-    default = TDMImputer(**{**FAST, "max_iter": 60}).fit(X_nan)
-    assert default.init_ == "ice"
-    ice = default.transform(X_nan)
-    paper_start = TDMImputer(**{**FAST, "max_iter": 60, "init": "mean"}).fit_transform(X_nan)
-    assert TDMImputer().init == "auto"
-    assert mae(X, ice, mask) < 0.7 * mae(X, paper_start, mask)
-    assert mae(X, ice, mask) < 0.5 * mean_imputation_mae(X, X_nan, mask)
-
-
-@pytest.mark.parametrize("init", ["ice", "forest"])
-def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> None:
-    """New rows start as the fit did (ICE or forest), given at most _START_CONTEXT_ROWS fitted
-    rows as context; observed cells kept."""
-    import tdm._base
-
-    X = low_rank(n=400, seed=2)
-    train_nan, _ = mcar(X[:300], 0.2, seed=3)
-    test_nan, test_mask = mcar(X[300:], 0.2, seed=4)
-    est = TDMImputer(init=init, max_iter=40, batch_size=64, random_state=0).fit(train_nan)
-    est.set_params(transform_max_iter=1)
-    seen: list[tuple[str, int]] = []
-    original = tdm._base.start_fill
-
-    def spy(kind: str, values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
-        seen.append((kind, values.shape[0]))
-        return original(kind, values, mask, seed)
-
-    monkeypatch.setattr(tdm._base, "start_fill", spy)
-    monkeypatch.setattr(tdm._base, "_START_CONTEXT_ROWS", 50)
-    out = est.transform(test_nan)
-    rows_missing = int(test_mask.any(axis=1).sum())
-    assert seen == [(init, 50 + rows_missing)]
-    assert out[~test_mask].tobytes() == test_nan[~test_mask].tobytes()
-    fitted_mean = np.where(test_mask, np.nanmean(train_nan, axis=0), X[300:])
-    assert mae(X[300:], out, test_mask) < 0.6 * mae(X[300:], fitted_mean, test_mask)
-
-
-def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> None:
-    """With no step, init="forest" returns the MissForest baseline's imputation of the
-    standardised data, with 20 trees and 3 rounds (FOREST_START)."""
-    import tdm._base
-    from tdm._iterative import FOREST_START
-    from tdm.baselines import make_imputer
-
-    _, X_nan, mask = data
-    seeds: list[int] = []
-    original = tdm._base.start_fill
-
-    def spy(kind: str, values: np.ndarray, hidden: np.ndarray, seed: int) -> np.ndarray:
-        seeds.append(seed)
-        return original(kind, values, hidden, seed)
-
-    monkeypatch.setattr(tdm._base, "start_fill", spy)
-    est = TDMImputer(init="forest", max_iter=0, random_state=0)
-    start = est.fit_transform(X_nan)
-    assert est.init_ == "forest" and est.start_scores_ is None
-    assert FOREST_START == {"n_estimators": 20, "max_iter": 3}
-    Z = (X_nan - est.mean_) / est.scale_
-    forest = make_imputer("missforest", random_state=seeds[0], **FOREST_START).fit_transform(Z)
-    np.testing.assert_allclose(start[mask], (forest * est.scale_ + est.mean_)[mask], atol=1e-5)
-    assert start[~mask].tobytes() == X_nan[~mask].tobytes()
-
-
-def test_forest_fill_is_missforest_bit_for_bit_without_its_warning() -> None:
-    """The written-out rounds equal scikit-learn's IterativeImputer with the same forest, and
-    stopping after the planned three rounds is not reported as a failure to converge."""
-    from sklearn.exceptions import ConvergenceWarning
-
-    from tdm._iterative import FOREST_START, forest_fill, make_missforest
-
-    X = _nonlinear(n=200)
-    X_nan, mask = mcar(X, 0.3)
-    mask[:, 3] = False  # a complete column: nothing to impute there
-    X_nan[:, 3] = X[:, 3]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ours = forest_fill(X, mask, seed=7)
-    assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        reference = make_missforest(7, **FOREST_START).fit_transform(X_nan)
-    assert ours.tobytes() == np.where(mask, reference, X).tobytes()
-    one_column = forest_fill(X[:, :1], mask[:, :1], seed=7)
-    assert np.allclose(one_column[mask[:, 0], 0], X_nan[~mask[:, 0], 0].mean())
-
-
-def _nonlinear(n: int = 400, seed: int = 0) -> np.ndarray:
-    """Columns that are even functions of a latent: no linear regression can predict them."""
-    rng = np.random.default_rng(seed)
-    t = rng.uniform(-2, 2, size=(n, 1))
-    return np.hstack([t, t**2, np.abs(t), np.cos(2 * t)]) + 0.02 * rng.normal(size=(n, 4))
-
-
-@pytest.mark.parametrize(
-    ("X", "winner"),
-    [(low_rank(n=400, d=8, rank=1), "ice"), (_nonlinear(), "forest")],
-    ids=["linear-data", "nonlinear-data"],
-)
-def test_auto_start_picks_the_start_with_the_lower_probe_error(X, winner: str) -> None:
-    """init="auto" hides a few observed cells, imputes them with ICE and with a forest, and
-    starts from the forest only where it got them clearly (10%) better; the probe cells end up
-    observed as before."""
-    X_nan, mask = mcar(X, 0.2)
-    est = TDMImputer(init="auto", max_iter=0, random_state=0)
-    out = est.fit_transform(X_nan)
-    assert est.init_ == winner
-    assert set(est.start_scores_) == {"ice", "forest"}
-    loser = next(k for k in est.start_scores_ if k != winner)
-    assert est.start_scores_[winner] < est.start_scores_[loser]
-    if winner == "forest":
-        assert est.start_scores_["forest"] < 0.9 * est.start_scores_["ice"]
-    assert out[~mask].tobytes() == X_nan[~mask].tobytes()
-    fixed = TDMImputer(init=winner, max_iter=0, random_state=0).fit_transform(X_nan)
-    other = TDMImputer(init=loser, max_iter=0, random_state=0).fit_transform(X_nan)
-    assert mae(X, fixed, mask) < mae(X, other, mask)  # the probe's choice holds on the truth
-
-
-@pytest.mark.parametrize(("forest_error", "choice"), [(0.95, "ice"), (0.85, "forest")])
-def test_auto_start_needs_the_forest_clearly_better(monkeypatch, forest_error, choice) -> None:
-    """The forest's start is taken only when its probe error is below 0.9 times ICE's."""
-    import tdm._base
-
-    def fake_fill(kind: str, values: np.ndarray, hidden: np.ndarray, seed: int) -> np.ndarray:
-        error = 1.0 if kind == "ice" else forest_error
-        return np.where(hidden, np.nan_to_num(values) + error, values)
-
-    monkeypatch.setattr(tdm._base, "start_fill", fake_fill)
-    X = low_rank()
-    mask = np.zeros(X.shape, dtype=bool)
-    mask[::5, 2] = True
-    picked, scores = tdm._base._choose_start(X, mask, np.random.default_rng(0), seed=0)
-    assert picked == choice
-    assert scores == pytest.approx({"ice": 1.0, "forest": forest_error})
-
-
-def test_auto_start_survives_save_and_load(tmp_path: Path) -> None:
-    X_nan, _ = mcar(_nonlinear(), 0.2)
-    est = TDMImputer(init="auto", max_iter=5, batch_size=64, random_state=0).fit(X_nan)
-    est.save(tmp_path / "imputer.pt")
-    loaded = TDMImputer.load(tmp_path / "imputer.pt")
-    assert (loaded.init_, loaded.start_scores_) == (est.init_, est.start_scores_)
-    new = X_nan[:30].copy()
-    new[:, 2] = np.nan
-    assert loaded.transform(new).tobytes() == est.transform(new).tobytes()
-
-
-def test_files_saved_before_init_existed_load_with_the_mean_start(data, tmp_path: Path) -> None:
-    _, X_nan, _ = data
-    est = TDMImputer(**FAST, init="mean").fit(X_nan)
-    path = tmp_path / "imputer.pt"
-    est.save(path)
-    state = torch.load(path, weights_only=True)
-    del state["params"]["init"]  # as written by tdm 0.1
-    torch.save(state, path)
-    loaded = TDMImputer.load(path)
-    assert loaded.init == "mean" and loaded.init_ == "mean"
-    new = X_nan[:20].copy()
-    new[:, 1] = np.nan
-    assert loaded.transform(new).tobytes() == est.transform(new).tobytes()

@@ -207,7 +207,7 @@ def test_mnarq_published_with_small_q_is_tail_censoring(X: np.ndarray) -> None:
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("p", [0.0, 1.0, -0.1, 1.5, float("nan")])
 def test_p_outside_open_unit_interval_is_refused(X: np.ndarray, p: float) -> None:
-    with pytest.raises(ValueError, match=r"p must be in the open interval \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"p must be a number in the open interval \(0, 1\)"):
         simulate_mcar(X, p)
 
 

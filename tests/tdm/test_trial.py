@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tdm.baselines import make_imputer
 from tdm.datasets import Dataset
 from tdm.metrics import mae
+from tdm.registry import make_imputer
 from tdm.simulate import simulate
 from tdm.trial import LossRecorder, params_hash, run_trial, trace_mae
 
@@ -103,13 +103,8 @@ def test_loss_recorder_rejects_a_bad_window() -> None:
         LossRecorder(0)
 
 
-def test_trial_key_covers_the_effective_settings_not_only_the_overrides() -> None:
-    """Regression: the key once hashed only the overrides, so results of `tdm_paper` computed
-    before a library default changed were silently reused after it."""
-    from tdm.trial import effective_params, params_hash
-
-    settings = effective_params("tdm_paper")
-    assert settings["cost"] == "euclidean" and settings["max_iter"] == 10_000
-    assert params_hash(settings) != params_hash(effective_params("tdm_paper", {"max_iter": 20}))
-    assert params_hash(effective_params("ot_ns")) != params_hash(effective_params("ot_sh"))
-    assert "random_state" not in settings and "callback" not in settings
+def test_benchmark_fixtures_run_as_trials() -> None:
+    """A pinned earlier default (not a public method) runs through the trial like any method."""
+    result = run_trial(_dataset(), "mcar", 0, "tdm_ice_init", params={"max_iter": 5}, svm_repeats=0)
+    assert result.method == "tdm_ice_init" and result.n_iter == 5
+    assert result.mae > 0

@@ -1,9 +1,10 @@
-"""Chained-equation imputation: ICE (a Bayesian linear regression per column) and MissForest (a
-random forest per column).
+"""Starting points of the missing cells: ICE's and a light MissForest's imputations, and the
+self-supervised choice between them (``TDMImputer(init="auto")``).
 
-One construction of each, shared by the baselines (:class:`tdm.baselines.ICEImputer`,
-:class:`tdm.baselines.MissForestImputer`) and by the ``"ice"`` and ``"forest"`` starting points
-of :class:`tdm.TDMImputer`, so that a start and its baseline are the same method.
+One construction of each chained-equation imputer (ICE: a Bayesian linear regression per column;
+MissForest: a random forest per column), shared by the baselines
+(:class:`tdm.baselines.ICEImputer`, :class:`tdm.baselines.MissForestImputer`) and by the starts,
+so that a start and its baseline are the same method.
 """
 
 from __future__ import annotations
@@ -16,13 +17,30 @@ from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enable
 from sklearn.impute import IterativeImputer, SimpleImputer
 from sklearn.linear_model import BayesianRidge
 
+from tdm._early_stopping import holdout_cells
 from tdm._seeds import spawn_seeds
 
-__all__ = ["FOREST_START", "forest_fill", "ice_fill", "make_ice", "make_missforest", "start_fill"]
+__all__ = [
+    "FOREST_START",
+    "choose_start",
+    "context_start",
+    "forest_fill",
+    "ice_fill",
+    "make_ice",
+    "make_missforest",
+    "start_fill",
+]
 
-#: The forest of TDM's ``init="forest"`` start: MissForest with 20 trees and 3 rounds, about 1/15
-#: of the MissForest baseline's cost (100 trees, up to 10 rounds).
+#: The forest of TDM's ``init="forest"`` start: MissForest with 20 trees and 3 rounds (the
+#: MissForest baseline: 100 trees, up to 10 rounds).
 FOREST_START: dict[str, int] = {"n_estimators": 20, "max_iter": 3}
+
+PROBE_FRACTION = 0.05
+"""Share of the observed cells hidden by ``init="auto"`` to score the candidate starts."""
+FOREST_MARGIN = 0.9
+"""``init="auto"`` takes the forest's start only if its probe error is below this times ICE's."""
+START_CONTEXT_ROWS = 10_000
+"""Fitted rows given as context when ICE or a forest starts new rows."""
 
 
 def make_ice(seed: int, *, max_iter: int = 10, tol: float = 1e-3) -> IterativeImputer:
@@ -118,3 +136,40 @@ def start_fill(init: str, values: np.ndarray, mask: np.ndarray, seed: int) -> np
     """The ``"ice"`` or ``"forest"`` starting point of the ``mask`` cells of ``values``."""
     fills = {"ice": ice_fill, "forest": forest_fill}
     return fills[init](values, mask, seed)
+
+
+def choose_start(
+    Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator, seed: int
+) -> tuple[str, dict[str, float]]:
+    """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
+
+    A share (:data:`PROBE_FRACTION`) of the observed cells is hidden, both candidates impute them
+    along with the missing cells, and their mean absolute errors (standardised units) on the
+    probe cells are compared. The forest is chosen when its error is below
+    :data:`FOREST_MARGIN` times ICE's, ICE being the cheaper of the two. No ground truth of the
+    missing cells is used. Returns the choice and both scores.
+    """
+    probe = holdout_cells(mask, PROBE_FRACTION, rng)
+    hidden = mask | probe
+    scores = {
+        name: float(np.abs(start_fill(name, Z, hidden, seed)[probe] - Z[probe]).mean())
+        for name in ("ice", "forest")
+    }
+    choice = "forest" if scores["forest"] < FOREST_MARGIN * scores["ice"] else "ice"
+    return choice, scores
+
+
+def context_start(
+    init: str, X_fit: np.ndarray, Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """The ``init`` start of new rows ``Z``, imputed beside (at most
+    :data:`START_CONTEXT_ROWS`) complete fitted rows ``X_fit`` as context."""
+    n_fit = X_fit.shape[0]
+    context = X_fit
+    if n_fit > START_CONTEXT_ROWS:
+        context = X_fit[np.sort(rng.choice(n_fit, START_CONTEXT_ROWS, replace=False))]
+    stacked = np.vstack([np.asarray(context, dtype=np.float64), Z])
+    known = np.zeros(context.shape, dtype=bool)
+    seed = int(rng.integers(2**31 - 1))
+    filled = start_fill(init, stacked, np.vstack([known, mask]), seed)
+    return filled[context.shape[0] :]

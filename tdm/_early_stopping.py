@@ -1,0 +1,85 @@
+"""Self-supervised scoring on hidden observed cells: which cells to hide, and the monitor that
+stops a fit when their error stops improving and restores the best iterate."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+__all__ = ["VALIDATE_EVERY", "HoldoutMonitor", "holdout_cells"]
+
+VALIDATE_EVERY = 25
+"""Steps between two looks at the held-out cells."""
+
+
+def holdout_cells(mask: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """A random ``fraction`` of the observed cells (at least one), never a column's last one."""
+    observed = np.flatnonzero(~mask.ravel())
+    n_hold = max(1, round(fraction * observed.size))
+    flat = np.zeros(mask.size, dtype=bool)
+    flat[rng.choice(observed, size=min(n_hold, observed.size), replace=False)] = True
+    holdout = flat.reshape(mask.shape)
+    for j in np.flatnonzero((mask | holdout).all(axis=0)):  # keep one observed cell per column
+        holdout[np.flatnonzero(holdout[:, j])[0], j] = False
+    return holdout
+
+
+class HoldoutMonitor:
+    """Self-supervised stopping: the error on held-out observed cells, and the best iterate.
+
+    Every :data:`VALIDATE_EVERY` steps, the mean absolute error between the current values of
+    the held-out cells and their true (standardised) values is computed. The best iterate
+    (missing cells and network weights) is kept; training stops once it has not improved for
+    ``patience`` steps. No ground truth of the really missing cells is used.
+    """
+
+    every = VALIDATE_EVERY
+
+    def __init__(
+        self,
+        theta: Tensor,
+        network: nn.Module,
+        slot: Tensor,
+        holdout: np.ndarray,
+        Z: np.ndarray,
+        patience: int,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> None:
+        self.theta = theta
+        self.network = network
+        self.index = slot[torch.as_tensor(holdout, device=device)]
+        self.truth = torch.as_tensor(Z[holdout], device=device, dtype=dtype)
+        self.patience = patience
+        self.best = self._score()
+        self.scores: list[float] = [self.best]  # scores[k] is at step k * VALIDATE_EVERY
+        self.best_iteration = 0
+        self.best_theta = theta.detach().clone()
+        self.best_network = _state_copy(network)
+
+    @torch.no_grad()
+    def _score(self) -> float:
+        return float((self.theta[self.index] - self.truth).abs().mean())
+
+    @torch.no_grad()
+    def should_stop(self, iteration: int) -> bool:
+        """Score the held-out cells; keep the iterate if best; whether patience ran out."""
+        score = self._score()
+        self.scores.append(score)
+        if score < self.best * (1 - 1e-4):
+            self.best, self.best_iteration = score, iteration
+            self.best_theta.copy_(self.theta)
+            self.best_network = _state_copy(self.network)
+        return iteration - self.best_iteration >= self.patience
+
+    @torch.no_grad()
+    def restore_best(self) -> int:
+        """Put the best iterate back in place; returns its iteration (0: the initial values)."""
+        self.theta.copy_(self.best_theta)
+        self.network.load_state_dict(self.best_network)
+        return self.best_iteration
+
+
+def _state_copy(network: nn.Module) -> dict[str, Tensor]:
+    return {k: v.detach().clone() for k, v in network.state_dict().items()}

@@ -1,0 +1,399 @@
+"""The scikit-learn estimator shared by the batch optimal-transport imputers (TDM and OTImputer):
+validation, ``fit`` / ``transform``, and the wiring of the start, the optimisation and early
+stopping. Subclasses declare their own hyperparameters and build the network."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+from torch import Tensor, nn
+
+from tdm._early_stopping import HoldoutMonitor, holdout_cells
+from tdm._optimise import (
+    FitProgress,
+    assemble,
+    cell_rate,
+    default_transform_iter,
+    missing_parameters,
+    paper_batch_size,
+    run_steps,
+)
+from tdm._persistence import load_imputer, save_imputer
+from tdm._starts import choose_start, context_start, start_fill
+from tdm._validation import (
+    MIN_SAMPLES,
+    Boolean,
+    Interval,
+    Options,
+    check_finite_or_nan,
+    check_frame_numeric,
+    column_labels,
+    resolve_device,
+    resolve_dtype,
+    validate_params,
+)
+from tdm.scaling import fit_column_scaling
+from tdm.transport import COSTS, SOLVERS, absolute_epsilon, transport_loss
+
+__all__ = ["BatchOTImputer"]
+
+
+class BatchOTImputer(TransformerMixin, BaseEstimator):
+    """Base class: subclasses set their hyperparameters in ``__init__``, extend
+    :attr:`_PARAMETER_CONSTRAINTS` and build the network in :meth:`_make_network`."""
+
+    #: Accepted values of every hyperparameter, checked at the start of ``fit``.
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "batch_size": [Interval(Integral, 1, None)],
+        "max_iter": [Interval(Integral, 0, None)],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "init_noise": [Interval(Real, 0, None)],
+        "transform_max_iter": [Interval(Integral, 1, None), None],
+        "n_iter_no_change": [Interval(Integral, 1, None)],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "cost": [Options(COSTS)],
+        "solver": [Options(SOLVERS)],
+        "dtype": [Options(("float32", "float64"))],
+        "callback": ["callable", None],
+        "early_stopping": [Boolean()],
+    }
+
+    # Hyperparameters every subclass has (set by its ``__init__``).
+    batch_size: int
+    max_iter: int
+    lr: float
+    cost: str
+    solver: str
+    epsilon: float
+    init_noise: float
+    standardize: bool
+    transform_max_iter: int | None
+    dtype: str
+    device: str | torch.device
+    random_state: int | np.random.RandomState | None
+    callback: Callable[[FitProgress], bool | None] | None
+    verbose: int
+    early_stopping: bool
+    validation_fraction: float
+    n_iter_no_change: int
+
+    # Fitted state, set by ``fit`` (declared for type checkers).
+    mean_: np.ndarray
+    scale_: np.ndarray
+    X_fit_: np.ndarray
+    network_: nn.Module
+    batch_size_: int
+    n_iter_: int
+    n_features_in_: int
+    loss_history_: np.ndarray
+    device_: torch.device
+    epsilon_: float | None
+    fit_fingerprint_: str
+    validation_scores_: np.ndarray | None
+    best_iteration_: int | None
+    init_: str
+    start_scores_: dict[str, float] | None
+
+    def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
+        raise NotImplementedError
+
+    def _start_kind(self) -> str:
+        """The start asked for: ``"mean"`` here; TDMImputer's ``init``."""
+        return "mean"
+
+    def _network_lr(self) -> float:
+        """RMSprop rate of the network weights: ``lr`` here; TDMImputer's ``network_lr``."""
+        return self.lr
+
+    def _corrects_cell_rate(self) -> bool:
+        """Whether the cells' rate follows the share of rows drawn (:func:`cell_rate`)."""
+        return False
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+    def fit(self, X: Any, y: Any = None) -> Self:
+        """Impute ``X`` by optimal-transport matching and keep what ``transform`` needs.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            Numeric data; NaN marks a missing cell.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._fit(X)
+        return self
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
+        """Fit on ``X`` and return it imputed (same type as ``X``; observed cells unchanged)."""
+        values = self._fit(X)
+        return self._wrap(X, self._fill_from_fit(values))
+
+    def transform(self, X: Any) -> Any:
+        """Impute ``X``, which may hold rows not seen in ``fit`` (inductive).
+
+        The fitted network is kept fixed; only the missing cells of ``X`` are optimised, so that
+        the mapped rows of ``X``, mixed with fitted rows, match other fitted rows in transport
+        cost. Called on the very data passed to ``fit``, it returns ``fit``'s imputation.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray or DataFrame of shape (n_samples, n_features)
+            Same type as ``X``; observed cells are returned bit-for-bit unchanged.
+        """
+        check_is_fitted(self, "X_fit_")
+        values = self._validate(X, reset=False)
+        if _fingerprint(values) == self.fit_fingerprint_:
+            return self._wrap(X, self._fill_from_fit(values))
+        return self._wrap(X, self._transform_new(values))
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the fitted imputer to ``path`` (atomically; ``callback`` is not saved)."""
+        check_is_fitted(self, "X_fit_")
+        save_imputer(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, device: str | None = None) -> Self:
+        """Read an imputer written by :meth:`save`; ``device`` overrides the saved setting.
+
+        Files saved by tdm < 0.5 are refused with a message to refit.
+        """
+        return load_imputer(cls, path, device=device)
+
+    def _owner(self) -> str:
+        return type(self).__name__
+
+    def _validate(self, X: Any, *, reset: bool) -> np.ndarray:
+        owner = self._owner()
+        if isinstance(X, pd.DataFrame):
+            check_frame_numeric(X, owner)
+        check_finite_or_nan(X, owner)
+        values: np.ndarray = validate_data(
+            self,
+            X,
+            reset=reset,
+            dtype=[np.float64, np.float32],
+            ensure_all_finite="allow-nan",
+            ensure_min_samples=1,
+        )
+        return values
+
+    def _fit(self, X: Any) -> np.ndarray:
+        owner = self._owner()
+        validate_params(owner, self.get_params(deep=False), self._PARAMETER_CONSTRAINTS)
+        values = self._validate(X, reset=True)
+        n_samples, n_features = values.shape
+        if n_samples < MIN_SAMPLES:
+            raise ValueError(
+                f"{owner} needs at least {MIN_SAMPLES} rows to fit (two disjoint batches of two); "
+                f"got n_samples={n_samples}."
+            )
+        mask = np.isnan(values)
+        empty = np.flatnonzero(mask.all(axis=0))
+        if empty.size:
+            labels = column_labels(X, n_features)
+            raise ValueError(
+                f"{owner}: {labels[int(empty[0])]} has no observed value; a column with nothing "
+                "observed cannot be imputed. Drop it or provide some of its values."
+            )
+        device = resolve_device(self.device, owner)
+        dtype = resolve_dtype(self.dtype, owner)
+        rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
+
+        self.mean_, self.scale_ = self._scaling(values, mask)
+        Z = (values.astype(np.float64) - self.mean_) / self.scale_
+        generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        network = self._make_network(n_features, generator).to(device=device, dtype=dtype)
+        self.batch_size_ = paper_batch_size(self.batch_size, n_samples)
+        self.device_ = device
+        self.epsilon_ = None
+        if self.solver == "sinkhorn":
+            self.epsilon_ = absolute_epsilon(Z, mask, rng, self.epsilon, self.cost)  # type: ignore[arg-type]
+        filled, history = self._optimise(Z, mask, network, rng, device, dtype)
+        network.eval()
+        self.network_ = network
+        self.X_fit_ = filled
+        self.loss_history_ = history
+        self.n_iter_ = int(history.size)
+        self.fit_fingerprint_ = _fingerprint(values)
+        return values
+
+    def _scaling(self, values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n_features = values.shape[1]
+        if not self.standardize:
+            return np.zeros(n_features), np.ones(n_features)
+        scaling = fit_column_scaling(np.where(mask, np.nan, values))
+        return scaling.mean, scaling.scale
+
+    def _optimise(
+        self,
+        Z: np.ndarray,
+        mask: np.ndarray,
+        network: nn.Module,
+        rng: np.random.Generator,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fit-time loop: returns the imputed standardised data and the per-step losses."""
+        n_samples = Z.shape[0]
+        holdout = (
+            holdout_cells(mask, self.validation_fraction, rng) if self.early_stopping else None
+        )
+        train_mask = mask if holdout is None else mask | holdout
+        train_Z = Z if holdout is None else np.where(holdout, np.nan, Z)
+        start = None
+        init = self._start_kind()
+        self.init_, self.start_scores_ = init, None
+        if init != "mean":  # the mean start draws nothing from rng here
+            seed = int(rng.integers(2**31 - 1))
+            if init == "auto":
+                self.init_, self.start_scores_ = choose_start(train_Z, train_mask, rng, seed)
+            start = start_fill(self.init_, train_Z, train_mask, seed)
+        theta, X0, mask_t, slot = missing_parameters(
+            train_Z, train_mask, rng, self.init_noise, device, dtype, start=start
+        )
+        # Complete data still trains the network (``transform`` then has a learned geometry).
+        groups: list[dict[str, Any]] = []
+        weights = [p for p in network.parameters() if p.requires_grad]
+        if weights:
+            groups.append({"params": weights, "lr": self._network_lr()})
+        B = self.batch_size_
+        if theta.numel():
+            groups.append({"params": [theta], "lr": self._cell_lr(2 * B, n_samples)})
+        optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
+
+        def step(_: int) -> Tensor:
+            rows = torch.from_numpy(rng.choice(n_samples, size=2 * B, replace=False)).to(device)
+            latent = network(assemble(X0[rows], mask_t[rows], slot[rows], theta))
+            return self._loss(latent[:B], latent[B:])
+
+        monitor = None
+        if holdout is not None:
+            monitor = HoldoutMonitor(
+                theta, network, slot, holdout, Z, self.n_iter_no_change, device, dtype
+            )
+        history = self._run(
+            step, optimizer, self.max_iter, device=device, dtype=dtype, stage="fit", monitor=monitor
+        )
+        self.validation_scores_ = None if monitor is None else np.asarray(monitor.scores)
+        self.best_iteration_ = None if monitor is None else monitor.restore_best()
+        filled = assemble(X0, mask_t, slot, theta).detach().cpu().numpy()
+        if holdout is not None:
+            filled[holdout] = Z[holdout]  # held-out cells are observed: give back their values
+        return filled, history
+
+    def _transform_new(self, values: np.ndarray) -> np.ndarray:
+        """Impute rows unseen in ``fit`` with the fitted network held fixed."""
+        out = values.copy()
+        mask = np.isnan(values)
+        rows_missing = np.flatnonzero(mask.any(axis=1))
+        if rows_missing.size == 0:
+            return out
+        owner = self._owner()
+        device = resolve_device(self.device, owner)
+        dtype = resolve_dtype(self.dtype, owner)
+        rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
+        network = self.network_.to(device=device, dtype=dtype)
+        for p in network.parameters():
+            p.requires_grad_(False)
+        Z = (values[rows_missing].astype(np.float64) - self.mean_) / self.scale_
+        sub_mask = mask[rows_missing]
+        start = None
+        if self.init_ != "mean":
+            start = context_start(self.init_, self.X_fit_, Z, sub_mask, rng)
+        fill = np.asarray(self.X_fit_, dtype=np.float64).mean(axis=0)
+        theta, X0, mask_t, slot = missing_parameters(
+            Z, sub_mask, rng, self.init_noise, device, dtype, fill=fill, start=start
+        )
+        with torch.no_grad():
+            latent_fit = network(torch.as_tensor(self.X_fit_, device=device, dtype=dtype))
+        n_new, n_fit = len(rows_missing), latent_fit.shape[0]
+        B = min(self.batch_size_, n_fit // 2)
+        k = min(n_new, max(1, B // 2))  # new rows per batch; the rest of the batch is fitted rows
+        n_iter = self.transform_max_iter or default_transform_iter(n_new, k, self.max_iter)
+        optimizer = torch.optim.RMSprop([theta], lr=self._cell_lr(k, n_new))
+
+        def step(_: int) -> Tensor:
+            new = torch.from_numpy(rng.choice(n_new, size=k, replace=False)).to(device)
+            fit = torch.from_numpy(rng.choice(n_fit, size=2 * B - k, replace=False)).to(device)
+            z_new = network(assemble(X0[new], mask_t[new], slot[new], theta))
+            z1 = torch.cat([z_new, latent_fit[fit[: B - k]]])
+            return self._loss(z1, latent_fit[fit[B - k :]])
+
+        if theta.numel():
+            self._run(step, optimizer, n_iter, device=device, dtype=dtype, stage="transform")
+        imputed = assemble(X0, mask_t, slot, theta).detach().cpu().numpy()
+        filled = imputed * self.scale_ + self.mean_
+        out[rows_missing] = np.where(sub_mask, filled.astype(out.dtype), values[rows_missing])
+        return out
+
+    def _cell_lr(self, rows_per_step: int, n_rows: int) -> float:
+        """RMSprop rate of the missing cells when ``rows_per_step`` of ``n_rows`` rows are drawn."""
+        return cell_rate(self.lr, rows_per_step, n_rows, correct=self._corrects_cell_rate())
+
+    def _loss(self, z1: Tensor, z2: Tensor) -> Tensor:
+        return transport_loss(
+            z1,
+            z2,
+            cost=self.cost,  # type: ignore[arg-type]
+            solver=self.solver,  # type: ignore[arg-type]
+            epsilon=self.epsilon_,
+        )
+
+    def _run(self, step: Callable[[int], Tensor], *args: Any, **kwargs: Any) -> np.ndarray:
+        """:func:`run_steps` with this imputer's reporting settings."""
+        return run_steps(
+            step,
+            *args,
+            owner=self._owner(),
+            lr=self.lr,
+            verbose=self.verbose,
+            callback=self.callback,
+            **kwargs,
+        )
+
+    def _fill_from_fit(self, values: np.ndarray) -> np.ndarray:
+        out = values.copy()
+        mask = np.isnan(values)
+        filled = np.asarray(self.X_fit_, dtype=np.float64) * self.scale_ + self.mean_
+        out[mask] = filled[mask].astype(out.dtype)
+        return out
+
+    def _wrap(self, X: Any, out: np.ndarray) -> Any:
+        if not isinstance(X, pd.DataFrame):
+            return out
+        frame = pd.DataFrame(out, index=X.index, columns=X.columns)
+        for name, dtype in X.dtypes.items():
+            if pd.api.types.is_float_dtype(dtype) and dtype != frame[name].dtype:
+                frame[name] = frame[name].astype(dtype)
+        return frame
+
+
+def _fingerprint(values: np.ndarray) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(str(values.shape).encode())
+    digest.update(str(values.dtype).encode())
+    digest.update(np.ascontiguousarray(values).tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,221 @@
+"""The optimisation shared by the batch optimal-transport imputers: the missing cells as one
+parameter vector, the RMSprop rate of those cells, and the step loop with its progress reports.
+
+Each step draws two disjoint batches of rows, maps both through a network ``f`` (the identity for
+OTImputer), and lowers the optimal-transport cost between the two mapped batches (Zhao et al.,
+2023, Algorithm 1; Muzellec et al., 2020, Algorithm 1).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "FitProgress",
+    "StopMonitor",
+    "assemble",
+    "cell_rate",
+    "default_transform_iter",
+    "missing_parameters",
+    "paper_batch_size",
+    "run_steps",
+    "visit_step_factor",
+]
+
+_RMSPROP_ALPHA = 0.99  # torch's default smoothing of RMSprop's running mean of squared gradients
+# The cell-rate correction keeps each visit's step at most what it is when this share is drawn.
+_REFERENCE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class FitProgress:
+    """What a ``callback`` receives after each optimisation step.
+
+    Attributes
+    ----------
+    iteration : int
+        Steps done so far (1-based).
+    max_iter : int
+        Steps planned.
+    loss : float
+        Transport cost of this step's batches.
+    stage : str
+        ``"fit"`` or ``"transform"``.
+    """
+
+    iteration: int
+    max_iter: int
+    loss: float
+    stage: str = "fit"
+
+
+class StopMonitor(Protocol):
+    """Looks at the fit every ``every`` steps and says when to stop (early stopping)."""
+
+    every: int
+    best_iteration: int
+
+    def should_stop(self, iteration: int) -> bool:
+        """Whether to stop after ``iteration`` steps."""
+        ...
+
+
+def paper_batch_size(batch_size: int, n_samples: int) -> int:
+    """The paper's rule: ``batch_size`` rows, or the largest power of two ``<= n_samples / 2``."""
+    if n_samples // 2 >= batch_size:
+        return batch_size
+    return 2 ** math.floor(math.log2(max(n_samples // 2, 1)))
+
+
+def visit_step_factor(share: float, alpha: float = _RMSPROP_ALPHA) -> float:
+    """How many times ``lr`` RMSprop's step on a missing cell is, each time its row is drawn,
+    when each step draws a ``share`` of the rows.
+
+    A cell whose row is not drawn has a zero gradient, so its running mean of squared gradients
+    decays by ``alpha`` a step while its value stays put. Rows are drawn about every ``1 / share``
+    steps, so that mean settles near ``(1 - alpha) / (1 - alpha ** (1 / share))`` times the
+    squared gradient, and the step it normalises is the square root of the inverse times ``lr``:
+    1 when every row is in every batch, and larger the rarer a row is drawn.
+    """
+    share = min(1.0, share)
+    return math.sqrt((1.0 - alpha ** (1.0 / share)) / (1.0 - alpha))
+
+
+def cell_rate(lr: float, rows_per_step: int, n_rows: int, *, correct: bool) -> float:
+    """RMSprop rate of the missing cells when ``rows_per_step`` of ``n_rows`` rows are drawn.
+
+    With ``correct``, ``lr`` is divided by the growth of :func:`visit_step_factor` beyond a share
+    of 0.5, so that each visit's step stays what it is when half the rows are drawn; at a share
+    of 0.5 or more the rate is ``lr``. Without, it is ``lr``.
+    """
+    if not correct:
+        return lr
+    factor = visit_step_factor(rows_per_step / n_rows) / visit_step_factor(_REFERENCE_SHARE)
+    return lr / max(1.0, factor)
+
+
+def missing_parameters(
+    Z: np.ndarray,
+    mask: np.ndarray,
+    rng: np.random.Generator,
+    noise: float,
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    fill: np.ndarray | None = None,
+    start: np.ndarray | None = None,
+) -> tuple[nn.Parameter, Tensor, Tensor, Tensor]:
+    """Missing cells as one parameter vector, initialised at the column mean plus N(0, noise²).
+
+    ``fill`` replaces the column means; ``start`` (the shape of ``Z``) gives every missing cell
+    its own starting value instead (the noise is added either way). Returns
+    ``(theta, X0, mask, slot)``: ``X0`` holds the observed values (0 where missing) and
+    ``slot[i, j]`` is the index in ``theta`` of the missing cell ``(i, j)``.
+    """
+    rows, cols = np.nonzero(mask)
+    if start is not None:
+        centre = start[rows, cols]
+    else:
+        means = fill if fill is not None else np.nanmean(np.where(mask, np.nan, Z), axis=0)
+        centre = means[cols]
+    init = centre + noise * rng.standard_normal(rows.size)
+    theta = nn.Parameter(torch.as_tensor(init, device=device, dtype=dtype))
+    X0 = torch.as_tensor(np.where(mask, 0.0, Z), device=device, dtype=dtype)
+    slot = np.zeros(mask.shape, dtype=np.int64)
+    slot[rows, cols] = np.arange(rows.size)
+    return (
+        theta,
+        X0,
+        torch.as_tensor(mask, device=device),
+        torch.as_tensor(slot, device=device),
+    )
+
+
+def assemble(X0: Tensor, mask: Tensor, slot: Tensor, theta: Tensor) -> Tensor:
+    """Observed values where observed, the parameters where missing (differentiable in theta)."""
+    if theta.numel() == 0:
+        return X0
+    return torch.where(mask, theta[slot], X0)
+
+
+def default_transform_iter(n_new: int, per_batch: int, max_iter: int) -> int:
+    """Enough steps for each new row to take part in about 200 of them, at most ``max_iter``."""
+    wanted = math.ceil(200 * n_new / per_batch)
+    return max(1, min(max(wanted, 200), max_iter))
+
+
+def run_steps(
+    step: Callable[[int], Tensor],
+    optimizer: torch.optim.Optimizer | None,
+    n_iter: int,
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+    stage: str,
+    owner: str,
+    lr: float,
+    verbose: int = 0,
+    callback: Callable[[FitProgress], bool | None] | None = None,
+    monitor: StopMonitor | None = None,
+) -> np.ndarray:
+    """Run up to ``n_iter`` optimisation steps; returns the losses of the steps run.
+
+    ``step(it)`` returns the step's loss; with an ``optimizer`` it is minimised by one backward
+    pass and one optimiser step (``None``: the loss is only recorded). The losses are checked to
+    be finite every 100 steps and at the end (``FloatingPointError`` names the first bad step).
+    With ``verbose``, progress goes to stderr ten times; ``callback`` gets a :class:`FitProgress`
+    after every step and stops the loop by returning ``True``; ``monitor`` may stop it too.
+    """
+    history = torch.empty(n_iter, device=device, dtype=dtype)
+    report_every = max(1, n_iter // 10)
+    started = time.perf_counter()
+    done = 0
+    for it in range(n_iter):
+        loss = step(it)
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        history[it] = loss.detach()
+        done = it + 1
+        if done % 100 == 0 or done == n_iter:
+            _check_finite(history[:done], stage, owner, lr)
+        if verbose and (done % report_every == 0 or done == n_iter):
+            per_it = (time.perf_counter() - started) / done * 1e3
+            print(
+                f"{owner} {stage}: iteration {done}/{n_iter}, loss "
+                f"{float(loss.detach()):.5f} ({per_it:.1f} ms/iteration)",
+                file=sys.stderr,
+            )
+        if (
+            callback is not None
+            and callback(FitProgress(done, n_iter, float(loss.detach()), stage)) is True
+        ):
+            break
+        if monitor is not None and done % monitor.every == 0 and monitor.should_stop(done):
+            if verbose:
+                print(
+                    f"{owner} {stage}: early stop at iteration {done}; best held-out "
+                    f"error at iteration {monitor.best_iteration}",
+                    file=sys.stderr,
+                )
+            break
+    return history[:done].cpu().double().numpy()
+
+
+def _check_finite(history: Tensor, stage: str, owner: str, lr: float) -> None:
+    if not bool(torch.isfinite(history).all()):
+        first = int((~torch.isfinite(history)).nonzero()[0, 0]) + 1
+        raise FloatingPointError(
+            f"{owner} {stage}: the loss became non-finite at iteration {first}; lower "
+            f"lr (now {lr}) or use dtype='float64'."
+        )

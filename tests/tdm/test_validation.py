@@ -1,0 +1,60 @@
+"""The declarative parameter checks: what each constraint accepts, and errors that name the
+owner, the parameter, what is allowed and what came."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+import pytest
+
+from tdm._validation import Boolean, Interval, InvalidParameterError, Options, validate_params
+
+CONSTRAINTS = {
+    "n": [Interval(Integral, 1, None)],
+    "rate": [Interval(Real, 0, 1, closed="neither")],
+    "noise": [Interval(Real, 0, None)],
+    "kind": [Options(("a", "b"))],
+    "flag": [Boolean()],
+    "limit": [Interval(Integral, 1, None), None],
+    "hook": ["callable", None],
+}
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"n": 0}, "Owner: n must be a positive integer; got n=0"),
+        ({"n": 2.0}, "Owner: n must be a positive integer; got n=2.0"),
+        ({"n": True}, "Owner: n must be a positive integer; got n=True"),
+        ({"rate": 1.0}, "rate must be a number in the open interval (0, 1); got rate=1.0"),
+        ({"rate": float("nan")}, "rate must be a number in the open interval (0, 1)"),
+        ({"noise": -1e-9}, "noise must be a non-negative number"),
+        ({"kind": "c"}, "kind must be one of ('a', 'b'); got kind='c'"),
+        ({"flag": "yes"}, "flag must be True or False; got flag='yes'"),
+        ({"limit": 0}, "limit must be a positive integer or None; got limit=0"),
+        ({"hook": 3}, "hook must be a callable or None; got hook=3"),
+    ],
+)
+def test_a_value_outside_every_constraint_is_refused_by_name(params, message) -> None:
+    with pytest.raises(InvalidParameterError) as caught:
+        validate_params("Owner", params, CONSTRAINTS)
+    assert message in str(caught.value)
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, TypeError)
+
+
+def test_values_inside_a_constraint_pass() -> None:
+    validate_params(
+        "Owner",
+        {
+            "n": np.int64(3),
+            "rate": np.float32(0.5),
+            "noise": 0,
+            "kind": "b",
+            "flag": np.bool_(False),
+            "limit": None,
+            "hook": print,
+            "unchecked": object(),
+        },
+        CONSTRAINTS,
+    )
