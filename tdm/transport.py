@@ -30,7 +30,7 @@ import ot
 import torch
 from torch import Tensor
 
-try:  # A well-maintained LAPJV implementation (MIT); 3-6 ms at 512 x 512 on 2 CPU cores.
+try:  # A well-maintained LAPJV implementation (MIT), the fastest exact solver here.
     from lapjv import lapjv as _lapjv
 except ImportError:  # pragma: no cover - exercised only where lapjv has no wheel
     _lapjv = None
@@ -60,7 +60,7 @@ def pairwise_cost(z1: Tensor, z2: Tensor, cost: Cost) -> Tensor:
     (the published code). Distances are computed from differences, never by the expansion
     ``|a|² + |b|² - 2ab``: in float32 that cancels when the points sit far from the origin
     relative to their spread (a contracted latent space), which quantises the costs into ties
-    that make the assignment both wrong and, with LAPJV, up to a thousand times slower.
+    that make the assignment both wrong and, with LAPJV, far slower.
     """
     dist = torch.cdist(z1, z2, compute_mode="donot_use_mm_for_euclid_dist")
     return dist.square() if cost == "sqeuclidean" else dist
@@ -84,11 +84,11 @@ def quantise(C: np.ndarray) -> np.ndarray:
 
     Why: LAPJV's augmenting row reduction moves prices by the gap between a row's two best reduced
     costs. On the matrices a fit produces (many near-ties among clustered points) those gaps are
-    minute, and it crawls: 10-25 ms at 512 x 512 against 3-5 ms after rounding (BENCHMARKS.md).
+    minute, and it crawls; rounded, it is several times faster (timings: BENCHMARKS.md).
     What it costs: the permutation is optimal for the rounded costs, so its total true cost is
     within ``n * max|C| / ASSIGNMENT_GRID`` of the optimum (n = 512: 5e-4 of the largest single
-    cost, below float32 rounding of the costs summed); on the measured fit matrices it was the
-    exact optimum every time. Scaling alone cannot help: LAPJV's tests are relative to the costs.
+    cost, below float32 rounding of the costs summed). Scaling alone cannot help: LAPJV's tests
+    are relative to the costs.
     """
     scale = float(np.abs(C).max()) if C.size else 0.0
     Q = np.asarray(C, dtype=np.float32) * np.float32(ASSIGNMENT_GRID / scale if scale > 0 else 1.0)

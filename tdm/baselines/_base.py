@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Self
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from tdm._validation import validate_params
 
 __all__ = ["BaseImputer", "resolve_seed"]
 
@@ -38,8 +41,11 @@ class BaseImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     Subclasses store their keyword-only hyperparameters unchanged in ``__init__`` and implement
     :meth:`_fit` (learn from a float64 matrix with NaN for missing values) and :meth:`_impute`
     (return a completed copy). :meth:`transform` then copies only the missing cells from that
-    copy, so observed cells are returned bit for bit.
+    copy, so observed cells are returned bit for bit. Subclasses state the accepted values of
+    their hyperparameters in :attr:`_PARAMETER_CONSTRAINTS`, checked at the start of ``fit``.
     """
+
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {}
 
     def fit(self, X: ArrayLike, y: Any = None) -> Self:
         """Fit the imputer on ``X``.
@@ -56,6 +62,8 @@ class BaseImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self
             The fitted imputer.
         """
+        owner = type(self).__name__
+        validate_params(owner, self.get_params(deep=False), self._PARAMETER_CONSTRAINTS)
         data = self._validate(X, reset=True)
         empty = np.flatnonzero(np.isnan(data).all(axis=0))
         if empty.size:

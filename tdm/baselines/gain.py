@@ -8,12 +8,16 @@ adversarial nets. ICML 2018.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
 import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from tdm._validation import resolve_device
+from tdm._validation import Interval, resolve_device
 from tdm.baselines._base import BaseImputer, RandomState, resolve_seed
 from tdm.baselines._torch import make_generator, mlp, spawn_seeds
 
@@ -96,15 +100,13 @@ class GAINImputer(BaseImputer):
         self.device = device
         self.random_state = random_state
 
-    def _check_params(self) -> None:
-        for name in ("max_iter", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1; got {value!r}")
-        if not 0.0 <= self.hint_rate <= 1.0:
-            raise ValueError(f"hint_rate must be in [0, 1]; got {self.hint_rate!r}")
-        if not (self.alpha >= 0.0 and self.lr > 0.0):
-            raise ValueError(f"alpha must be >= 0 and lr > 0; got {self.alpha!r}, {self.lr!r}")
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "max_iter": [Interval(Integral, 1, None)],
+        "batch_size": [Interval(Integral, 1, None)],
+        "hint_rate": [Interval(Real, 0, 1)],
+        "alpha": [Interval(Real, 0, None)],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+    }
 
     def _scaled(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> torch.Tensor:
         scaled = np.where(mask, 0.0, (X - self.data_min_) / self.data_range_)
@@ -119,7 +121,6 @@ class GAINImputer(BaseImputer):
         return out
 
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
-        self._check_params()
         self.device_ = resolve_device(self.device, type(self).__name__)
         self.seed_ = resolve_seed(self.random_state)
         init_seed, train_seed, _ = spawn_seeds(self.seed_, 3)

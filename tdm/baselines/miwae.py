@@ -11,7 +11,9 @@ Y. Burda, R. Grosse and R. Salakhutdinov. Importance weighted autoencoders. ICLR
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -19,7 +21,7 @@ from numpy.typing import NDArray
 from torch import nn
 from torch.nn.functional import softplus
 
-from tdm._validation import resolve_device
+from tdm._validation import Interval, Options, resolve_device
 from tdm.baselines._base import BaseImputer, RandomState, resolve_seed
 from tdm.baselines._torch import make_generator, mlp, spawn_seeds
 
@@ -120,22 +122,16 @@ class MIWAEImputer(BaseImputer):
         self.device = device
         self.random_state = random_state
 
-    def _check_params(self) -> None:
-        names = ("hidden_dim", "n_importance", "n_imputation_samples", "max_iter", "batch_size")
-        for name in names:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1; got {value!r}")
-        if self.latent_dim is not None and (
-            isinstance(self.latent_dim, bool)
-            or not isinstance(self.latent_dim, int)
-            or self.latent_dim < 1
-        ):
-            raise ValueError(f"latent_dim must be None or an int >= 1; got {self.latent_dim!r}")
-        if self.decoder not in ("student_t", "gaussian"):
-            raise ValueError(f"decoder must be 'student_t' or 'gaussian'; got {self.decoder!r}")
-        if not self.lr > 0.0:
-            raise ValueError(f"lr must be > 0; got {self.lr!r}")
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **{
+            name: [Interval(Integral, 1, None)]
+            for name in ("hidden_dim", "n_importance", "n_imputation_samples", "max_iter")
+        },
+        "batch_size": [Interval(Integral, 1, None)],
+        "latent_dim": [Interval(Integral, 1, None), None],
+        "decoder": [Options(("student_t", "gaussian"))],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+    }
 
     def _log_weights(
         self, x: torch.Tensor, m: torch.Tensor, n_samples: int, generator: torch.Generator
@@ -168,7 +164,6 @@ class MIWAEImputer(BaseImputer):
         return x, m
 
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
-        self._check_params()
         self.device_ = resolve_device(self.device, type(self).__name__)
         self.seed_ = resolve_seed(self.random_state)
         init_seed, train_seed, _ = spawn_seeds(self.seed_, 3)

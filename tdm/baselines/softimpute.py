@@ -9,11 +9,15 @@ incomplete matrices. Journal of Machine Learning Research 11, 2010 (Algorithm 1,
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.exceptions import ConvergenceWarning
 
+from tdm._validation import Interval
 from tdm.baselines._base import BaseImputer, RandomState
 
 __all__ = ["SoftImputeImputer"]
@@ -86,22 +90,13 @@ class SoftImputeImputer(BaseImputer):
         self.tol = tol
         self.random_state = random_state
 
-    def _check_params(self) -> None:
-        if not (isinstance(self.shrinkage_ratio, int | float) and self.shrinkage_ratio > 0):
-            raise ValueError(
-                f"shrinkage_ratio must be a positive float; got {self.shrinkage_ratio!r}"
-            )
-        if (
-            isinstance(self.max_iter, bool)
-            or not isinstance(self.max_iter, int)
-            or self.max_iter < 1
-        ):
-            raise ValueError(f"max_iter must be an int >= 1; got {self.max_iter!r}")
-        if not (isinstance(self.tol, int | float) and self.tol >= 0):
-            raise ValueError(f"tol must be a float >= 0; got {self.tol!r}")
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "shrinkage_ratio": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None)],
+        "tol": [Interval(Real, 0, None)],
+    }
 
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
-        self._check_params()
         self.mean_ = np.nanmean(X, axis=0)
         centred = np.where(mask, 0.0, X - self.mean_)
         s_max = float(np.linalg.norm(centred, ord=2))
