@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from deployments.files import PREFECT_FILE
 from deployments.server import DEFAULT_PORT, api_url_for, local_server, server_answers
 from tasks.errors import PipelineError
 
@@ -42,8 +43,6 @@ __all__ = [
     "serve_deployments",
     "serve_here",
 ]
-
-PREFECT_FILE = Path(__file__).with_name("prefect.yaml")
 
 
 class DeploymentSpec(BaseModel):
@@ -119,12 +118,9 @@ def build_deployments(path: str | Path = PREFECT_FILE) -> list[RunnerDeployment]
     deployments = []
     for spec in read_deployment_specs(path):
         deployment = load_flow(spec.entrypoint).to_deployment(
-            name=spec.name,
-            description=spec.description,
-            tags=spec.tags,
-            parameters=spec.parameters,
+            # name, description, tags, parameters, concurrency_limit: named as `to_deployment`'s
+            **spec.model_dump(exclude={"entrypoint", "schedules"}),
             schedules=spec.schedule_objects(),
-            concurrency_limit=spec.concurrency_limit,
             entrypoint_type=EntrypointType.MODULE_PATH,
         )
         deployments.append(cast("RunnerDeployment", deployment))  # sync call: not a coroutine

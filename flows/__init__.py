@@ -1,1 +1,1 @@
-"""Prefect flows (composition only), their settings and the `tdm` command line."""
+"""Prefect flows (composition only) and their settings."""

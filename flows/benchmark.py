@@ -1,10 +1,10 @@
 """The `benchmark` flow: the paper's grid (datasets x mechanisms x seeds x methods), resumable.
 
 Every trial is a task; each result is written to the DuckDB results table as soon as it
-finishes, and trials whose key (dataset, mechanism, seed, method, p, params hash) is already there
-are skipped. An interrupted run therefore resumes where it stopped, and several runs over parts
-of the grid add up to the whole. The flow then writes the report (tables and figures) and
-publishes it as Prefect artifacts.
+finishes, and trials whose key (dataset, mechanism, seed, method, p, the hash of the overrides
+asked for, library version) is already there are skipped. An interrupted run therefore resumes
+where it stopped, and several runs over parts of the grid add up to the whole. The flow then
+writes the report (tables and figures) and publishes it as Prefect artifacts.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.report import Report, write_report
 from tasks.artifacts import figure_markdown
 from tasks.bench import (
     MergeCount,
@@ -34,6 +33,7 @@ from tasks.bench import (
     run_trace_task,
     run_trial_task,
 )
+from tasks.report import MethodLayout, Report, write_report
 
 __all__ = [
     "DEFAULT_DB_PATH",
@@ -49,10 +49,6 @@ DEFAULT_DB_PATH = "results/benchmark.duckdb"
 DEFAULT_DATASETS = ("concrete_slump", "parkinsons", "seeds", "glass", "blood_transfusion")
 DEFAULT_MECHANISMS = ("mcar", "mar")
 DEFAULT_METHODS = ("mean", "ice", "missforest", "softimpute", "ot_ns", "tdm", "tdm_paper")
-# Methods with a max_iter hyperparameter besides the batch-OT ones (tdm.trial.ITERATIVE_METHODS).
-_OTHER_ITERATIVE = ("gain", "miwae")
-# Methods compared in the MAE-over-iterations figure.
-_TRACE_METHODS = ("tdm_paper", "tdm", "ot_ns", "ot_sh")
 
 
 @dataclass(frozen=True)
@@ -67,20 +63,25 @@ class BenchmarkOutcome:
     figure_paths: tuple[str, ...]
 
 
-def _params_hash(method: str, params: dict[str, Any]) -> str:
-    """Hash of the method's effective settings (defaults included), the trial's key part."""
-    from tdm.trial import effective_params, params_hash  # torch is loaded on first use only
-
-    return params_hash(effective_params(method, params))
-
-
 def _trial_params(method: str, max_iter: int | None) -> dict[str, Any]:
     """The ``max_iter`` override, for the methods that have that hyperparameter."""
     if max_iter is None:
         return {}
-    from tdm.trial import ITERATIVE_METHODS  # torch is loaded on first use only
+    from tdm.registry import get_method  # torch is loaded on first use only
 
-    return {"max_iter": max_iter} if method in (*ITERATIVE_METHODS, *_OTHER_ITERATIVE) else {}
+    return {"max_iter": max_iter} if get_method(method).has_max_iter else {}
+
+
+def _spec(
+    dataset: str, mechanism: str, seed: int, method: str, p: float, params: dict[str, Any]
+) -> TrialSpec:
+    """A trial asked for: keyed on its overrides' hash and the library version."""
+    from tdm import __version__
+    from tdm.trial import params_hash
+
+    return TrialSpec(
+        dataset, mechanism, int(seed), method, float(p), params, params_hash(params), __version__
+    )
 
 
 def plan_grid(
@@ -98,17 +99,7 @@ def plan_grid(
             for seed in seeds:
                 for method in methods:
                     params = _trial_params(method, max_iter)
-                    specs.append(
-                        TrialSpec(
-                            dataset,
-                            mechanism,
-                            int(seed),
-                            method,
-                            float(p),
-                            params,
-                            _params_hash(method, params),
-                        )
-                    )
+                    specs.append(_spec(dataset, mechanism, seed, method, p, params))
     return specs
 
 
@@ -116,7 +107,10 @@ def plan_grid(
 def build_report(db_path: str, report_dir: str) -> Report:
     """Read the results tables and write tables.md and the figures; publish them as artifacts."""
     results = read_results(db_path)
-    report = write_report(results, read_traces(db_path), report_dir)
+    from tdm.registry import FIXTURES, REGISTRY  # torch is loaded on first use only
+
+    layout = MethodLayout(order=tuple(REGISTRY), fixtures=FIXTURES)
+    report = write_report(results, read_traces(db_path), report_dir, layout)
     figures = "\n".join(f"- `{path}`" for path in report.figure_paths) or "- (none yet)"
     create_markdown_artifact(
         key="benchmark-report",
@@ -273,22 +267,22 @@ def _run_traces(
     data_dir: str | None,
 ) -> None:
     """MAE-over-iterations traces for the batch-OT methods of the run, skipping recorded ones."""
+    from tdm.registry import get_method
     from tdm.trial import log_spaced_checkpoints
 
-    traced = [m for m in _TRACE_METHODS if m in methods]
+    traced = [m for m in methods if get_method(m).batch_ot]
     recorded = read_traces(db_path)
     for method in traced:
         steps = list(checkpoints or log_spaced_checkpoints(max_iter or _default_max_iter(method)))
         for seed in seeds:
-            spec = TrialSpec(
-                dataset, mechanism, int(seed), method, float(p), {}, _params_hash(method, {})
-            )
+            spec = _spec(dataset, mechanism, seed, method, p, {})
             mine = recorded[
                 (recorded["dataset"] == dataset)
                 & (recorded["mechanism"] == mechanism)
                 & (recorded["seed"] == seed)
                 & (recorded["method"] == method)
                 & (recorded["p"] == p)
+                & (recorded["tdm_version"] == spec.tdm_version)
             ]
             if set(steps) <= set(int(k) for k in mine["iteration"]):
                 continue
@@ -296,6 +290,6 @@ def _run_traces(
 
 
 def _default_max_iter(method: str) -> int:
-    from tdm.baselines import make_imputer
+    from tdm.registry import get_method
 
-    return int(make_imputer(method).get_params()["max_iter"])
+    return int(get_method(method).build().get_params()["max_iter"])

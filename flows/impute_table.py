@@ -7,16 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
-from pydantic import ValidationError
 
-from flows.partitioned import impute_partitioned
-from flows.runners import runner_width, task_runner
+from flows.partitioned import count_rows_to_partition, impute_partitioned
+from flows.runners import task_runner
 from flows.settings import PipelineSettings
-from flows.steps import ImputeTableResult, finish_table, prepare_table
-from tasks.errors import PipelineInputError, validation_problems
+from flows.steps import ImputeOptions, TableRequest, finish_table, prepare_table
+from tasks.errors import PipelineInputError
 from tasks.impute import impute_task_for
-from tasks.params import ImputerParams
-from tasks.partitions import count_rows
+from tasks.params import ImputerParams, override_params
+from tasks.results import ImputeTableResult
 
 __all__ = ["ImputeTableResult", "impute_table"]
 
@@ -47,21 +46,22 @@ def impute_table(
     if isinstance(imputer, ImputerParams):
         params = imputer
     else:  # a partial override (an ad-hoc run's parameters) on top of the TDM_* settings
-        try:
-            params = ImputerParams.model_validate(
-                {**settings.imputer_params().model_dump(), **(imputer or {})}
-            )
-        except ValidationError as error:
-            problems = validation_problems(error)
-            raise PipelineInputError(
-                f'The imputer settings for table "{source_table}" are invalid: {problems}.'
-            ) from None
-    seed = settings.seed if seed is None else seed
-    range_factor = settings.range_factor if range_factor is None else range_factor
+        params = override_params(
+            settings.imputer_params(),
+            imputer,
+            subject=f'The imputer settings for table "{source_table}"',
+        )
+    options = ImputeOptions(
+        params=params,
+        seed=settings.seed if seed is None else seed,
+        range_factor=settings.range_factor if range_factor is None else range_factor,
+        started=started,
+    )
     logger = get_run_logger()
+    request = TableRequest(source_table, columns, key, target_table, replace_source)
 
-    rows = count_rows(db, source_table)
-    if rows is not None and rows > settings.max_fit_rows:
+    rows = count_rows_to_partition(db, source_table, settings)
+    if rows is not None:
         if replace_source:
             raise PipelineInputError(
                 f'Table "{source_table}" has {rows} rows, more than one fit takes '
@@ -69,29 +69,8 @@ def impute_table(
                 "which read the source while writing the target: write to another table."
             )
         with task_runner(settings) as runner:
-            return impute_partitioned(
-                db,
-                source_table,
-                columns=columns,
-                key=key,
-                target_table=target_table,
-                params=params,
-                seed=seed,
-                range_factor=range_factor,
-                settings=settings,
-                started=started,
-                runner=runner,
-                in_flight=runner_width(settings) + 1,
-            )
-    prepared = prepare_table(
-        db,
-        source_table,
-        columns=columns,
-        key=key,
-        target_table=target_table,
-        replace_source=replace_source,
-        target_suffix=settings.target_suffix,
-    )
+            return impute_partitioned(db, request, options, settings=settings, runner=runner)
+    prepared = prepare_table(db, request, target_suffix=settings.target_suffix)
     plan = prepared.plan
     outcome = None
     if prepared.scaled is not None:
@@ -100,10 +79,8 @@ def impute_table(
             plan.n_missing, len(plan.columns), plan.source_table, plan.n_rows,
         )  # fmt: skip
         outcome = impute_task_for(params)(
-            prepared.scaled.frame, params, seed, table=plan.source_table
+            prepared.scaled.frame, params, options.seed, table=plan.source_table
         )
     else:
         logger.info("Table %r has no missing value: it is copied through", plan.source_table)
-    return finish_table(
-        prepared, outcome, params=params, seed=seed, range_factor=range_factor, started=started
-    )
+    return finish_table(prepared, outcome, options)

@@ -9,21 +9,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
-from pydantic import ValidationError
 
-from flows.partitioned import impute_partitioned
-from flows.runners import describe_runner, gpu_annotation, runner_width, task_runner
+from flows.partitioned import count_rows_to_partition, impute_partitioned
+from flows.runners import describe_runner, gpu_annotation, task_runner
 from flows.settings import PipelineSettings
-from flows.steps import ImputeTableResult, PreparedTable, finish_table, prepare_table
-from schemas.warehouse import TableEntry, WarehouseConfigError, load_warehouse_config
-from tasks.errors import PipelineError, PipelineInputError, validation_problems
+from flows.steps import ImputeOptions, PreparedTable, TableRequest, finish_table, prepare_table
+from schemas.warehouse import WarehouseConfigError, load_warehouse_config
+from tasks.errors import PipelineError, PipelineInputError
 from tasks.impute import impute_task_for
-from tasks.params import ImputerParams
-from tasks.partitions import count_rows
+from tasks.params import override_params
+from tasks.results import ImputeTableResult
 
 __all__ = ["WarehouseResult", "WarehouseRunError", "impute_warehouse"]
-
-DEFAULT_CONFIG = "deployments/warehouse.yaml"
 
 
 class WarehouseRunError(PipelineError):
@@ -40,7 +37,7 @@ class WarehouseResult:
 
 
 @flow(name="impute-warehouse")
-def impute_warehouse(config: str = DEFAULT_CONFIG, db_path: str | None = None) -> WarehouseResult:
+def impute_warehouse(config: str, db_path: str | None = None) -> WarehouseResult:
     """Impute every table listed in the YAML file `config` (see `schemas.warehouse`).
 
     Fails, after finishing every other table, with a message naming each failed table and why.
@@ -54,24 +51,24 @@ def impute_warehouse(config: str = DEFAULT_CONFIG, db_path: str | None = None) -
         raise PipelineInputError(str(error)) from None
     db = str(db_path or spec.db_path or settings.db_path)
     failures: dict[str, str] = {}
-    params: dict[str, ImputerParams] = {}
+    options: dict[str, ImputeOptions] = {}
     prepared: dict[str, PreparedTable] = {}
-    large: list[TableEntry] = []  # imputed in partitions, one table at a time, after the rest
+    large: list[TableRequest] = []  # imputed in partitions, one at a time, after the rest
     for entry in spec.tables:
+        request = TableRequest(entry.table, entry.columns, entry.key, entry.target)
         try:
-            params[entry.table] = _params_for(entry, settings)
-            rows = count_rows(db, entry.table)
-            if rows is not None and rows > settings.max_fit_rows:
-                large.append(entry)
-                continue
-            prepared[entry.table] = prepare_table(
-                db,
-                entry.table,
-                columns=entry.columns,
-                key=entry.key,
-                target_table=entry.target,
-                target_suffix=settings.target_suffix,
+            params = override_params(
+                settings.imputer_params(),
+                entry.imputer,
+                subject=f'Warehouse config: imputer settings of table "{entry.table}"',
             )
+            options[entry.table] = ImputeOptions(
+                params, settings.seed, settings.range_factor, started
+            )
+            if count_rows_to_partition(db, entry.table, settings) is not None:
+                large.append(request)
+                continue
+            prepared[entry.table] = prepare_table(db, request, target_suffix=settings.target_suffix)
         except PipelineError as error:
             failures[entry.table] = str(error)
 
@@ -82,13 +79,13 @@ def impute_warehouse(config: str = DEFAULT_CONFIG, db_path: str | None = None) -
         for table, ready in prepared.items():
             if ready.scaled is None:
                 continue
-            task = impute_task_for(params[table], gpu=settings.dask_gpu or None)
+            task = impute_task_for(options[table].params, gpu=settings.dask_gpu or None)
             with gpu_annotation(settings):
                 futures[table] = runner.submit(
                     task,
                     parameters={
                         "frame": ready.scaled.frame,
-                        "params": params[table],
+                        "params": options[table].params,
                         "seed": settings.seed,
                         "table": table,
                     },
@@ -97,34 +94,17 @@ def impute_warehouse(config: str = DEFAULT_CONFIG, db_path: str | None = None) -
         for table, ready in prepared.items():  # written one at a time, in config order
             try:
                 outcome = futures[table].result() if table in futures else None
-                results[table] = finish_table(
-                    ready,
-                    outcome,
-                    params=params[table],
-                    seed=settings.seed,
-                    range_factor=settings.range_factor,
-                    started=started,
+                results[table] = finish_table(ready, outcome, options[table])
+            except PipelineError as error:
+                failures[table] = str(error)
+        for request in large:
+            table = request.source_table
+            try:
+                results[table] = impute_partitioned(
+                    db, request, options[table], settings=settings, runner=runner
                 )
             except PipelineError as error:
                 failures[table] = str(error)
-        for entry in large:
-            try:
-                results[entry.table] = impute_partitioned(
-                    db,
-                    entry.table,
-                    columns=entry.columns,
-                    key=entry.key,
-                    target_table=entry.target,
-                    params=params[entry.table],
-                    seed=settings.seed,
-                    range_factor=settings.range_factor,
-                    settings=settings,
-                    started=started,
-                    runner=runner,
-                    in_flight=runner_width(settings) + 1,
-                )
-            except PipelineError as error:
-                failures[entry.table] = str(error)
     if failures:
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
         raise WarehouseRunError(
@@ -132,16 +112,3 @@ def impute_warehouse(config: str = DEFAULT_CONFIG, db_path: str | None = None) -
             f"{listed}"
         )
     return WarehouseResult(db_path=db, runner=runner_name, tables=results)
-
-
-def _params_for(entry: TableEntry, settings: PipelineSettings) -> ImputerParams:
-    """The run's imputer settings with the entry's overrides; a bad override names the table."""
-    try:
-        return ImputerParams.model_validate(
-            {**settings.imputer_params().model_dump(), **entry.imputer}
-        )
-    except ValidationError as error:
-        problems = validation_problems(error)
-        raise PipelineInputError(
-            f'Warehouse config: imputer settings of table "{entry.table}" are invalid: {problems}.'
-        ) from None

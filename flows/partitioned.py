@@ -4,10 +4,10 @@ The model is fitted on a uniform sample of `max_fit_rows` rows; then the table i
 partition of about `partition_rows` rows at a time, each imputed with the fitted model's
 `transform` (network fixed) on the task runner, checked, and staged; one transaction then
 publishes the staged table, its imputed-cells record and the lineage row (`PartitionedWrite`).
-At most `in_flight` partitions are read and not yet written, so memory is bounded by the
-partition size, not by the table. The per-partition inverse scaling and checks run as plain
-functions (one merged report), so a table of hundreds of partitions does not flood the UI with
-task runs; the partition imputations are the tasks.
+At most one more partition than the runner runs at once is read and not yet written, so memory
+is bounded by the partition size, not by the table. The per-partition inverse scaling and
+checks run as plain functions (one merged report), so a table of hundreds of partitions does
+not flood the UI with task runs; the partition imputations are the tasks.
 """
 
 from __future__ import annotations
@@ -15,59 +15,60 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from prefect import get_run_logger
 
-from flows.runners import gpu_annotation
+from flows.runners import gpu_annotation, runner_width
 from flows.settings import PipelineSettings
-from flows.steps import ImputeTableResult, table_result
+from flows.steps import ImputeOptions, TableRequest, table_result
 from tasks.artifacts import publish_run_report
-from tasks.impute import GPU_TAG, ImputationOutcome, fit_model, impute_partition, uses_gpu
+from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
 from tasks.lineage import LineageRecord, current_run
-from tasks.params import ImputerParams
-from tasks.partitions import profile_table, read_partition, read_sample
+from tasks.partitions import count_rows, profile_table, read_partition, read_sample
 from tasks.quality import check_quality, merge_reports
+from tasks.results import ImputationOutcome, ImputeTableResult
 from tasks.scaling import apply_scaling, inverse_scale, standardise
+from tasks.staging import PartitionedWrite
 from tasks.validate import validate_input
-from tasks.write import PartitionedWrite
 
-__all__ = ["impute_partitioned"]
+__all__ = ["count_rows_to_partition", "impute_partitioned"]
 
 # Per partition, plain functions rather than task runs (see the module's docstring).
 unscale = inverse_scale.fn
 check_partition = check_quality.fn
 
 
+def count_rows_to_partition(db_path: str, table: str, settings: PipelineSettings) -> int | None:
+    """The rows of `table` when one fit does not take them all (`settings.max_fit_rows`), so
+    that it is imputed in partitions; None when it does, or when there is no such table."""
+    rows = count_rows(db_path, table)
+    return rows if rows is not None and rows > settings.max_fit_rows else None
+
+
 def impute_partitioned(
     db_path: str,
-    source_table: str,
+    request: TableRequest,
+    options: ImputeOptions,
     *,
-    columns: list[str] | None,
-    key: str | None,
-    target_table: str | None,
-    params: ImputerParams,
-    seed: int,
-    range_factor: float,
     settings: PipelineSettings,
-    started: datetime,
     runner: Any,
-    in_flight: int,
 ) -> ImputeTableResult:
     """Fit on a sample, impute partition by partition over `runner`, write in one transaction."""
     logger = get_run_logger()
+    params, seed = options.params, options.seed
+    in_flight = runner_width(settings) + 1
     seconds: dict[str, float] = {}
-    run = current_run(started)
+    run = current_run(options.started)
     clock = time.perf_counter()
     with PartitionedWrite(db_path, memory_limit=settings.duckdb_memory_limit) as write:
         profile = profile_table(
             write.con,
             db_path,
-            source_table,
-            columns=columns,
-            key=key,
-            target=target_table,
+            request.source_table,
+            columns=request.columns,
+            key=request.key,
+            target=request.target_table,
             target_suffix=settings.target_suffix,
             partition_rows=settings.partition_rows,
         )
@@ -88,7 +89,7 @@ def impute_partitioned(
                     "frame": scaled.frame,
                     "params": params,
                     "seed": seed,
-                    "table": source_table,
+                    "table": request.source_table,
                 },
             ).result()
         seconds["fit"] = fitted.outcome.fit_seconds
@@ -101,7 +102,7 @@ def impute_partitioned(
         for index, (start, stop) in enumerate(profile.bounds):
             part = profile.source(read_partition(write.con, profile, start, stop))
             frame = apply_scaling(part.frame, scaled.scaling)
-            parameters = {"imputer": fitted.imputer, "frame": frame, "table": source_table}
+            parameters = {"imputer": fitted.imputer, "frame": frame, "table": request.source_table}
             with gpu_annotation(settings):
                 future = runner.submit(transform, parameters={**parameters, "partition": index})
             pending.append((part, future))
@@ -115,7 +116,7 @@ def impute_partitioned(
                         done,
                         part_plan,
                         imputed,
-                        range_factor,
+                        options.range_factor,
                         observed_range=profile.observed_range,
                     )
                 )

@@ -9,24 +9,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import ParamSpec, TypeVar
 
 from tasks.artifacts import publish_run_report
 from tasks.frames import as_float_frame
-from tasks.impute import ImputationOutcome
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import SourceTable, load_table
 from tasks.params import ImputerParams
 from tasks.quality import check_quality
+from tasks.results import ImputationOutcome, ImputeTableResult, WriteResult
 from tasks.scaling import Standardised, inverse_scale, standardise
 from tasks.validate import ImputationPlan, validate_input
-from tasks.write import WriteResult, write_back
+from tasks.write import write_back
 
 __all__ = [
-    "ImputeTableResult",
+    "ImputeOptions",
     "PreparedTable",
+    "TableRequest",
     "finish_table",
     "prepare_table",
     "table_result",
@@ -37,22 +38,25 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True)
-class ImputeTableResult:
-    """What one table's run did."""
+class TableRequest:
+    """Which table to impute: its columns (None: every numeric one but the key), its key, and
+    the target (None: the source name plus the target suffix, or the source itself)."""
 
-    run_id: str
-    db_path: str
     source_table: str
-    target_table: str
-    replaced_existing: bool
-    status: str
-    rows: int
-    cells_imputed: dict[str, int]
-    device: str | None
-    n_iter: int | None
-    final_loss: float | None
-    fit_seconds: float
-    seconds: dict[str, float] = field(default_factory=dict)
+    columns: Sequence[str] | None = None
+    key: str | None = None
+    target_table: str | None = None
+    replace_source: bool = False
+
+
+@dataclass(frozen=True)
+class ImputeOptions:
+    """How a table is imputed and checked, and when its run started (for the lineage row)."""
+
+    params: ImputerParams
+    seed: int
+    range_factor: float
+    started: datetime
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,27 +69,18 @@ class PreparedTable:
     seconds: dict[str, float]
 
 
-def prepare_table(
-    db_path: str,
-    source_table: str,
-    *,
-    columns: Sequence[str] | None = None,
-    key: str | None = None,
-    target_table: str | None = None,
-    replace_source: bool = False,
-    target_suffix: str,
-) -> PreparedTable:
+def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) -> PreparedTable:
     """Load (read-only), validate and standardise one table."""
     clock = _Clock()
-    source = clock("load", load_table, db_path, source_table, key)
+    source = clock("load", load_table, db_path, request.source_table, request.key)
     plan = clock(
         "validate",
         validate_input,
         source,
-        columns,
-        key,
-        target_table,
-        replace_source,
+        request.columns,
+        request.key,
+        request.target_table,
+        request.replace_source,
         target_suffix,
     )
     scaled = (
@@ -97,11 +92,7 @@ def prepare_table(
 def finish_table(
     prepared: PreparedTable,
     outcome: ImputationOutcome | None,
-    *,
-    params: ImputerParams,
-    seed: int,
-    range_factor: float,
-    started: datetime,
+    options: ImputeOptions,
 ) -> ImputeTableResult:
     """Map back to the original units, check, write target + record + lineage, report."""
     source, plan = prepared.source, prepared.plan
@@ -113,15 +104,15 @@ def finish_table(
         )
     else:
         imputed = as_float_frame(source.frame, plan.columns)
-    quality = clock("check-quality", check_quality, source, plan, imputed, range_factor)
+    quality = clock("check-quality", check_quality, source, plan, imputed, options.range_factor)
     lineage = LineageRecord(
-        run=current_run(started),
+        run=current_run(options.started),
         source=source,
         plan=plan,
         outcome=outcome,
         quality=quality,
-        seed=seed,
-        hyperparameters=params.model_dump(),
+        seed=options.seed,
+        hyperparameters=options.params.model_dump(),
     )
     written = clock("write-back", write_back, source, plan, imputed, lineage)
     result = table_result(written, lineage, clock.seconds)

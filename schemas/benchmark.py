@@ -37,15 +37,23 @@ TRIAL_KEY: tuple[str, ...] = (
     "tdm_version",
 )
 _KEY_SQL = ", ".join(f'"{name}"' for name in TRIAL_KEY)
+# The columns naming the cell of the grid and the overrides' hash, first in both tables.
+_CELL_DDL = ",\n    ".join(
+    f'"{name}" {kind} NOT NULL'
+    for name, kind in (
+        ("dataset", "VARCHAR"),
+        ("mechanism", "VARCHAR"),
+        ("seed", "BIGINT"),
+        ("method", "VARCHAR"),
+        ("p", "DOUBLE"),
+        ("params_hash", "VARCHAR"),
+    )
+)
+_CELL_DDL += ","
 
 RESULTS_DDL = f"""
 CREATE TABLE IF NOT EXISTS "{RESULTS_TABLE}" (
-    "dataset" VARCHAR NOT NULL,
-    "mechanism" VARCHAR NOT NULL,
-    "seed" BIGINT NOT NULL,
-    "method" VARCHAR NOT NULL,
-    "p" DOUBLE NOT NULL,
-    "params_hash" VARCHAR NOT NULL,
+    {_CELL_DDL}
     "params" JSON NOT NULL,
     "missing_rate" DOUBLE NOT NULL,
     "mae" DOUBLE NOT NULL,
@@ -64,12 +72,7 @@ CREATE TABLE IF NOT EXISTS "{RESULTS_TABLE}" (
 
 TRACES_DDL = f"""
 CREATE TABLE IF NOT EXISTS "{TRACES_TABLE}" (
-    "dataset" VARCHAR NOT NULL,
-    "mechanism" VARCHAR NOT NULL,
-    "seed" BIGINT NOT NULL,
-    "method" VARCHAR NOT NULL,
-    "p" DOUBLE NOT NULL,
-    "params_hash" VARCHAR NOT NULL,
+    {_CELL_DDL}
     "tdm_version" VARCHAR NOT NULL,
     "iteration" BIGINT NOT NULL,
     "mae" DOUBLE NOT NULL,

@@ -27,10 +27,9 @@ from prefect.context import FlowRunContext
 from tasks.frames import as_float_frame
 
 if TYPE_CHECKING:
-    from flows.steps import ImputeTableResult
-    from tasks.impute import ImputationOutcome
     from tasks.load import SourceTable
     from tasks.quality import QualityReport
+    from tasks.results import ImputationOutcome, ImputeTableResult
 
 __all__ = [
     "LossCurve",

@@ -154,19 +154,18 @@ def load_done_trials(db_path: str) -> set[TrialKey]:
 @task(name="run-trial", cache_policy=NO_CACHE, task_run_name="trial-{spec.label}")
 def run_trial_task(spec: TrialSpec, svm_repeats: int, data_dir: str | None = None) -> Any:
     """Load the dataset and run one trial (`tdm.trial.run_trial`); returns its `TrialResult`."""
-    from tdm.datasets import load_dataset
     from tdm.trial import run_trial
 
-    dataset = load_dataset(spec.dataset, data_dir=data_dir)
     return run_trial(
-        dataset,
-        spec.mechanism,
-        spec.seed,
-        spec.method,
-        p=spec.p,
-        params=dict(spec.params),
-        svm_repeats=svm_repeats,
+        *_cell(spec, data_dir), p=spec.p, params=dict(spec.params), svm_repeats=svm_repeats
     )
+
+
+def _cell(spec: TrialSpec, data_dir: str | None) -> tuple[Any, str, int, str]:
+    """(dataset, mechanism, seed, method) of ``spec``, the dataset loaded from ``data_dir``."""
+    from tdm.datasets import load_dataset
+
+    return load_dataset(spec.dataset, data_dir=data_dir), spec.mechanism, spec.seed, spec.method
 
 
 def _null_if_nan(value: float | None) -> float | None:
@@ -210,19 +209,9 @@ def record_result(db_path: str, spec: TrialSpec, result: Any, svm_repeats: int) 
 @task(name="run-mae-trace", cache_policy=NO_CACHE, task_run_name="trace-{spec.label}")
 def run_trace_task(spec: TrialSpec, checkpoints: list[int], data_dir: str | None = None) -> Any:
     """MAE after each checkpoint's number of steps (`tdm.trial.trace_mae`, one refit each)."""
-    from tdm.datasets import load_dataset
     from tdm.trial import trace_mae
 
-    dataset = load_dataset(spec.dataset, data_dir=data_dir)
-    return trace_mae(
-        dataset,
-        spec.mechanism,
-        spec.seed,
-        spec.method,
-        checkpoints,
-        p=spec.p,
-        params=dict(spec.params),
-    )
+    return trace_mae(*_cell(spec, data_dir), checkpoints, p=spec.p, params=dict(spec.params))
 
 
 @task(name="record-mae-trace", cache_policy=NO_CACHE)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -20,14 +19,13 @@ from prefect.exceptions import MissingContextError
 from tasks.artifacts import artifact_key
 from tasks.errors import PipelineInputError
 from tasks.params import ImputerParams
+from tasks.results import FittedModel, ImputationOutcome
 
 if TYPE_CHECKING:
     from tdm import FitProgress
 
 __all__ = [
     "GPU_TAG",
-    "FittedModel",
-    "ImputationOutcome",
     "PrefectProgress",
     "fit_model",
     "impute",
@@ -39,23 +37,6 @@ __all__ = [
 #: Tag of impute runs on a GPU: a Prefect concurrency limit on it keeps runs sharing one GPU
 #: from overcommitting it (`prefect concurrency-limit create gpu 1`).
 GPU_TAG = "gpu"
-
-
-@dataclass(frozen=True, eq=False)
-class ImputationOutcome:
-    """The standardised columns with missing cells filled, and how the fit went.
-
-    `loss_history` holds the training loss of every iteration (empty when not recorded).
-    """
-
-    frame: pd.DataFrame
-    imputer: str
-    hyperparameters: dict[str, Any]
-    device: str
-    n_iter: int
-    final_loss: float
-    fit_seconds: float
-    loss_history: np.ndarray = field(default_factory=lambda: np.empty(0))
 
 
 class PrefectProgress:
@@ -112,15 +93,6 @@ def impute(
     """Fit TDM on the standardised columns (NaN = missing) and fill the missing cells."""
     _, outcome = _fit(frame, params, seed, table, keep_frame=True)
     return outcome
-
-
-@dataclass(frozen=True, eq=False)
-class FittedModel:
-    """A TDM imputer fitted on a sample of a table, and how the fit went (`outcome.frame` is
-    the sample's imputation)."""
-
-    imputer: Any
-    outcome: ImputationOutcome
 
 
 @task(name="fit-model", cache_policy=NO_CACHE)

@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 
 from schemas.lineage import LineageSchema
-from tasks.impute import ImputationOutcome
 from tasks.load import SourceTable
 from tasks.quality import QualityReport
+from tasks.results import ImputationOutcome
 from tasks.validate import ImputationPlan
 
 __all__ = ["LineageRecord", "RunInfo", "current_run", "package_versions"]

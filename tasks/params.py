@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["DEFAULT_TARGET_SUFFIX", "ImputerParams"]
+from tasks.errors import PipelineInputError, validation_problems
+
+__all__ = ["DEFAULT_TARGET_SUFFIX", "ImputerParams", "override_params"]
 
 DEFAULT_TARGET_SUFFIX = "_imputed"
 """Default target table name: the source name plus this suffix."""
@@ -80,3 +83,16 @@ class ImputerParams(BaseModel):
         description="Steps that impute each partition of a table too large for one fit "
         "(unset: about 200 updates per row, at most max_iter).",
     )
+
+
+def override_params(
+    base: ImputerParams, overrides: Mapping[str, Any] | None, *, subject: str
+) -> ImputerParams:
+    """`base` with the settings `overrides` gives replaced, the whole validated again.
+
+    Invalid overrides raise `PipelineInputError("<subject> are invalid: <field: problem; ...>.")`.
+    """
+    try:
+        return ImputerParams.model_validate({**base.model_dump(), **(overrides or {})})
+    except ValidationError as error:
+        raise PipelineInputError(f"{subject} are invalid: {validation_problems(error)}.") from None

@@ -9,6 +9,7 @@ the target, inside its transaction: every read sees the same snapshot of the sou
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -35,14 +36,17 @@ __all__ = ["TableProfile", "count_rows", "partition_plan", "profile_table", "rea
 
 @dataclass(frozen=True)
 class TableProfile:
-    """A large table, described without reading it whole."""
+    """A large table, described without reading it whole: where it is, its columns and
+    fingerprint, what will be imputed, the observed ranges, and its partitions."""
 
     db_path: str
     table: TableInfo
     fingerprint: Fingerprint
     plan: ImputationPlan
     observed_range: dict[str, tuple[float, float]]
-    bounds: tuple[tuple[int, int], ...]  # rowid ranges [start, stop), in storage order
+    """Each imputed column's observed (min, max) over the whole table."""
+    bounds: tuple[tuple[int, int], ...]
+    """The partitions: rowid ranges [start, stop), in storage order."""
 
     def source(self, frame: pd.DataFrame) -> SourceTable:
         """A `SourceTable` of this table holding `frame` (a sample or a partition)."""
@@ -67,7 +71,7 @@ def profile_table(
     db_path: str,
     table: str,
     *,
-    columns: list[str] | None,
+    columns: Sequence[str] | None,
     key: str | None,
     target: str | None,
     target_suffix: str,

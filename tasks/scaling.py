@@ -1,9 +1,13 @@
-"""Standardise and inverse-scale steps: per-column centring and scaling around the imputer."""
+"""Standardise and inverse-scale steps: per-column centring and scaling around the imputer.
+
+The means and scales are `tdm.scaling`'s, the ones the imputers standardise with themselves.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -12,16 +16,18 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.frames import as_float_frame
 
+if TYPE_CHECKING:
+    from tdm.scaling import ColumnScaling
+
 __all__ = ["Scaling", "Standardised", "apply_scaling", "inverse_scale", "standardise"]
 
 
 @dataclass(frozen=True, eq=False)
 class Scaling:
-    """Per-column mean and scale of the observed values (a constant column has scale 1)."""
+    """The scaled columns and, in the same order, their mean and scale."""
 
     columns: tuple[str, ...]
-    mean: np.ndarray
-    scale: np.ndarray
+    statistics: ColumnScaling
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,10 +43,9 @@ def standardise(frame: pd.DataFrame, columns: Sequence[str]) -> Standardised:
     """Centre and scale each chosen column by the mean and std of its observed values."""
     from tdm.scaling import fit_column_scaling  # imported here: `tdm --help` needs no torch
 
-    values = as_float_frame(frame, columns)
-    fitted = fit_column_scaling(values.to_numpy())
-    scaling = Scaling(columns=tuple(columns), mean=fitted.mean, scale=fitted.scale)
-    return Standardised(frame=(values - fitted.mean) / fitted.scale, scaling=scaling)
+    statistics = fit_column_scaling(as_float_frame(frame, columns).to_numpy())
+    scaling = Scaling(columns=tuple(columns), statistics=statistics)
+    return Standardised(frame=apply_scaling(frame, scaling), scaling=scaling)
 
 
 @task(name="inverse-scale", cache_policy=NO_CACHE)
@@ -50,7 +55,8 @@ def inverse_scale(imputed: pd.DataFrame, scaling: Scaling, original: pd.DataFram
     Taking observed cells from the source, rather than un-scaling them, keeps them bit-identical.
     """
     source = as_float_frame(original, scaling.columns)
-    restored = imputed[list(scaling.columns)].to_numpy() * scaling.scale + scaling.mean
+    statistics = scaling.statistics
+    restored = imputed[list(scaling.columns)].to_numpy() * statistics.scale + statistics.mean
     values = np.where(source.isna().to_numpy(), restored, source.to_numpy())
     return pd.DataFrame(values, index=source.index, columns=list(scaling.columns))
 
@@ -58,4 +64,4 @@ def inverse_scale(imputed: pd.DataFrame, scaling: Scaling, original: pd.DataFram
 def apply_scaling(frame: pd.DataFrame, scaling: Scaling) -> pd.DataFrame:
     """Standardise `frame`'s columns with a scaling fitted elsewhere (e.g. on a sample)."""
     values = as_float_frame(frame, scaling.columns)
-    return (values - scaling.mean) / scaling.scale
+    return (values - scaling.statistics.mean) / scaling.statistics.scale

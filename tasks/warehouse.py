@@ -1,16 +1,22 @@
-"""DuckDB helpers shared by the tasks: quoting, connections, table and column lookup."""
+"""DuckDB helpers shared by the tasks: quoting, connections, table and column lookup, frames
+registered as views."""
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from tasks.errors import PipelineInputError, WarehouseBusyError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "ColumnInfo",
@@ -22,6 +28,7 @@ __all__ = [
     "fingerprint_table",
     "is_numeric_type",
     "quote_identifier",
+    "register_frame",
 ]
 
 # DuckDB's numeric types; DECIMAL(p, s) is matched by prefix. BOOLEAN is not numeric here.
@@ -118,6 +125,19 @@ def connect(db_path: str | Path, *, read_only: bool) -> Iterator[duckdb.DuckDBPy
         yield con
     finally:
         con.close()
+
+
+@contextmanager
+def register_frame(
+    con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, prefix: str
+) -> Iterator[str]:
+    """Within it, `frame` is a view of `con` under a fresh name `<prefix>_<hex>`, yielded."""
+    view = f"{prefix}_{uuid.uuid4().hex}"
+    con.register(view, frame)
+    try:
+        yield view
+    finally:
+        con.unregister(view)
 
 
 def _first_line(error: BaseException) -> str:

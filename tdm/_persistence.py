@@ -20,19 +20,8 @@ FORMAT_VERSION = 2
 
 
 class SavedImputer(Protocol):
-    """What saving and loading need of an imputer (:class:`tdm.TDMImputer`, ...)."""
-
-    network_: nn.Module
-    n_iter_: int
-    batch_size_: int
-    n_features_in_: int
-    epsilon_: float | None
-    fit_fingerprint_: str
-    validation_scores_: np.ndarray | None
-    best_iteration_: int | None
-    init_: str
-    start_scores_: dict[str, float] | None
-    device_: torch.device
+    """What saving and loading call on an imputer (:class:`tdm.TDMImputer`, ...); the fitted
+    attributes they read and set are those of :class:`tdm._estimator.BatchOTImputer`."""
 
     def __init__(self, **params: Any) -> None: ...
 
@@ -48,7 +37,7 @@ Imputer = TypeVar("Imputer", bound=SavedImputer)
 _ARRAYS = ("mean_", "scale_", "X_fit_", "loss_history_")
 
 
-def save_imputer(imputer: SavedImputer, path: str | os.PathLike[str]) -> None:
+def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
     """Write the fitted ``imputer`` to ``path`` atomically (``callback`` is not saved)."""
     owner = type(imputer).__name__
     params = {k: v for k, v in imputer.get_params().items() if k != "callback"}
@@ -108,7 +97,7 @@ def load_imputer(
             f"tdm {__version__} reads format {FORMAT_VERSION} only. Refit the imputer and save "
             "it again."
         )
-    est = cls(**state["params"])
+    est: Any = cls(**state["params"])
     if device is not None:
         est.set_params(device=device)
     n_features = int(state["n_features_in_"])
@@ -120,8 +109,7 @@ def load_imputer(
     est.batch_size_ = int(state["batch_size_"])
     est.n_features_in_ = n_features
     if state["feature_names_in_"] is not None:
-        names = np.asarray(state["feature_names_in_"], dtype=object)
-        setattr(est, "feature_names_in_", names)  # noqa: B010  (sklearn sets it only when named)
+        est.feature_names_in_ = np.asarray(state["feature_names_in_"], dtype=object)
     est.epsilon_ = state["epsilon_"]
     est.fit_fingerprint_ = state["fit_fingerprint_"]
     scores = state["validation_scores_"]
@@ -130,4 +118,5 @@ def load_imputer(
     est.init_ = state["init_"]
     est.start_scores_ = state["start_scores_"]
     est.device_ = torch.device(state["device_"])
-    return est
+    loaded: Imputer = est
+    return loaded

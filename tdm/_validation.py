@@ -27,6 +27,7 @@ __all__ = [
     "column_labels",
     "resolve_device",
     "resolve_dtype",
+    "store_params",
     "validate_params",
 ]
 
@@ -260,3 +261,11 @@ def resolve_dtype(dtype: str, owner: str) -> torch.dtype:
     """``"float32"`` or ``"float64"`` as a torch dtype."""
     check_choice(owner, "dtype", dtype, ("float32", "float64"))
     return torch.float32 if dtype == "float32" else torch.float64
+
+
+def store_params(estimator: object, params: dict[str, Any]) -> None:
+    """Store every hyperparameter unchanged, as scikit-learn's contract asks of ``__init__``;
+    ``params`` is the ``locals()`` of that ``__init__`` (``self`` is skipped)."""
+    for name, value in params.items():
+        if name != "self":
+            setattr(estimator, name, value)

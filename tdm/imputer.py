@@ -15,7 +15,7 @@ from torch import nn
 
 from tdm._estimator import BatchOTImputer
 from tdm._optimise import FitProgress
-from tdm._validation import Boolean, Interval, Options
+from tdm._validation import Boolean, Interval, Options, store_params
 from tdm.coupling import InvertibleNetwork
 
 __all__ = ["PAPER_PARAMS", "OTImputer", "TDMImputer"]
@@ -177,6 +177,13 @@ class TDMImputer(BatchOTImputer):
     False
     """
 
+    n_blocks: int
+    width_factor: int
+    clamp: float
+    network_lr: float | None
+    cell_lr_correction: bool
+    init: str
+
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
         **BatchOTImputer._PARAMETER_CONSTRAINTS,
         "n_blocks": [Interval(Integral, 0, None)],
@@ -214,29 +221,7 @@ class TDMImputer(BatchOTImputer):
         validation_fraction: float = 0.05,
         n_iter_no_change: int = 1000,
     ) -> None:
-        self.n_blocks = n_blocks
-        self.width_factor = width_factor
-        self.clamp = clamp
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.lr = lr
-        self.network_lr = network_lr
-        self.cell_lr_correction = cell_lr_correction
-        self.cost = cost
-        self.solver = solver
-        self.epsilon = epsilon
-        self.init = init
-        self.init_noise = init_noise
-        self.standardize = standardize
-        self.transform_max_iter = transform_max_iter
-        self.dtype = dtype
-        self.device = device
-        self.random_state = random_state
-        self.callback = callback
-        self.verbose = verbose
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
+        store_params(self, locals())
 
     @classmethod
     def paper(cls, **overrides: Any) -> Self:
@@ -312,23 +297,7 @@ class OTImputer(BatchOTImputer):
         validation_fraction: float = 0.05,
         n_iter_no_change: int = 1000,
     ) -> None:
-        self.solver = solver
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.lr = lr
-        self.cost = cost
-        self.epsilon = epsilon
-        self.init_noise = init_noise
-        self.standardize = standardize
-        self.transform_max_iter = transform_max_iter
-        self.dtype = dtype
-        self.device = device
-        self.random_state = random_state
-        self.callback = callback
-        self.verbose = verbose
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
+        store_params(self, locals())
 
     def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
         return nn.Identity()

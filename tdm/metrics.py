@@ -113,26 +113,8 @@ def rmse(X_true: ArrayLike, X_imputed: ArrayLike, mask: ArrayLike) -> float:
     """Root mean squared error over the missing cells.
 
     ``RMSE = sqrt((1 / |M|) * sum_{(i, j) in M} (X_imputed[i, j] - X_true[i, j])**2)``: the
-    square root of one mean over all missing cells of the table.
-
-    Parameters
-    ----------
-    X_true : array-like of shape (n_samples, n_features)
-        Ground truth; finite at the masked cells.
-    X_imputed : array-like of shape (n_samples, n_features)
-        Imputed data; finite at the masked cells.
-    mask : array-like of bool of shape (n_samples, n_features)
-        ``True`` where the value was missing; at least one ``True``.
-
-    Returns
-    -------
-    float
-        The root mean squared error.
-
-    Raises
-    ------
-    ValueError
-        If the shapes differ, the mask has no missing cell, or a compared value is not finite.
+    square root of one mean over all missing cells of the table. Parameters and errors as in
+    :func:`mae`; returns the root mean squared error.
     """
     return float(np.sqrt(np.mean(np.square(_masked_errors(X_true, X_imputed, mask)))))
 

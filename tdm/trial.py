@@ -45,6 +45,7 @@ from tdm.simulate import simulate
 __all__ = [
     "LossRecorder",
     "MaeTrace",
+    "TrialCell",
     "TrialResult",
     "log_spaced_checkpoints",
     "params_hash",
@@ -57,7 +58,19 @@ W2_MAX_ROWS = 5000
 
 
 @dataclass(frozen=True)
-class TrialResult:
+class TrialCell:
+    """The trial a result belongs to: the grid cell, the missing rate and the overrides."""
+
+    dataset: str
+    mechanism: str
+    seed: int
+    method: str
+    p: float
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TrialResult(TrialCell):
     """What one trial measured.
 
     Attributes
@@ -89,12 +102,6 @@ class TrialResult:
         ``(iteration, mean loss over the last record_every steps)``; empty for other methods.
     """
 
-    dataset: str
-    mechanism: str
-    seed: int
-    method: str
-    p: float
-    params: dict[str, Any]
     missing_rate: float
     mae: float
     rmse: float
@@ -106,15 +113,9 @@ class TrialResult:
 
 
 @dataclass(frozen=True)
-class MaeTrace:
+class MaeTrace(TrialCell):
     """MAE on the masked cells after each checkpoint's number of steps (see :func:`trace_mae`)."""
 
-    dataset: str
-    mechanism: str
-    seed: int
-    method: str
-    p: float
-    params: dict[str, Any]
     iterations: tuple[int, ...]
     mae: tuple[float, ...]
 
@@ -150,6 +151,14 @@ def params_hash(params: Mapping[str, Any] | None) -> str:
     """
     canonical = json.dumps(dict(params or {}), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _cell(
+    dataset: Dataset, mechanism: str, seed: int, method: str, p: float, params: dict[str, Any]
+) -> tuple[str, str, int, str, float, dict[str, Any]]:
+    """The fields naming a trial, in the order :class:`TrialResult` and :class:`MaeTrace` start
+    with: dataset, mechanism, seed, method, p, params."""
+    return dataset.name, mechanism, seed, method, p, params
 
 
 def _mask(dataset: Dataset, mechanism: str, seed: int, p: float) -> NDArray[np.bool_]:
@@ -219,12 +228,7 @@ def run_trial(
         )
     n_iter = getattr(imputer, "n_iter_", None) if spec.batch_ot else None
     return TrialResult(
-        dataset=dataset.name,
-        mechanism=mechanism,
-        seed=seed,
-        method=method,
-        p=p,
-        params=extra,
+        *_cell(dataset, mechanism, seed, method, p, extra),
         missing_rate=float(mask.mean()),
         mae=mae(dataset.X, X_imputed, mask),
         rmse=rmse(dataset.X, X_imputed, mask),
@@ -281,12 +285,7 @@ def trace_mae(
         imputer = spec.build(random_state=seed, **{**extra, "max_iter": k})
         errors.append(mae(dataset.X, np.asarray(imputer.fit_transform(X_nan)), mask))
     return MaeTrace(
-        dataset=dataset.name,
-        mechanism=mechanism,
-        seed=seed,
-        method=method,
-        p=p,
-        params=extra,
+        *_cell(dataset, mechanism, seed, method, p, extra),
         iterations=tuple(steps),
         mae=tuple(errors),
     )

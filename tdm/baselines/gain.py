@@ -17,7 +17,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from tdm._validation import Interval, resolve_device
+from tdm._validation import Interval, resolve_device, store_params
 from tdm.baselines._base import BaseImputer, RandomState, resolve_seed
 from tdm.baselines._torch import make_generator, mlp, spawn_seeds
 
@@ -92,13 +92,7 @@ class GAINImputer(BaseImputer):
         device: str | torch.device = "auto",
         random_state: RandomState = None,
     ) -> None:
-        self.max_iter = max_iter
-        self.batch_size = batch_size
-        self.alpha = alpha
-        self.hint_rate = hint_rate
-        self.lr = lr
-        self.device = device
-        self.random_state = random_state
+        store_params(self, locals())
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
         "max_iter": [Interval(Integral, 1, None)],

@@ -22,6 +22,7 @@ from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enable
 from sklearn.impute import IterativeImputer
 
 from tdm._starts import make_ice, make_missforest
+from tdm._validation import store_params
 from tdm.baselines._base import BaseImputer, RandomState, resolve_seed
 
 __all__ = ["ICEImputer", "MissForestImputer"]
@@ -78,9 +79,7 @@ class ICEImputer(_IterativeBase):
     def __init__(
         self, *, max_iter: int = 10, tol: float = 1e-3, random_state: RandomState = None
     ) -> None:
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
+        store_params(self, locals())
 
     def _make(self, seed: int) -> IterativeImputer:
         return make_ice(seed, max_iter=self.max_iter, tol=self.tol)
@@ -134,12 +133,7 @@ class MissForestImputer(_IterativeBase):
         n_jobs: int | None = 1,
         random_state: RandomState = None,
     ) -> None:
-        self.n_estimators = n_estimators
-        self.max_features = max_features
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_jobs = n_jobs
-        self.random_state = random_state
+        store_params(self, locals())
 
     def _make(self, seed: int) -> IterativeImputer:
         return make_missforest(

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from torch import nn
 from torch.nn.functional import softplus
 
-from tdm._validation import Interval, Options, resolve_device
+from tdm._validation import Interval, Options, resolve_device, store_params
 from tdm.baselines._base import BaseImputer, RandomState, resolve_seed
 from tdm.baselines._torch import make_generator, mlp, spawn_seeds
 
@@ -111,16 +111,7 @@ class MIWAEImputer(BaseImputer):
         device: str | torch.device = "auto",
         random_state: RandomState = None,
     ) -> None:
-        self.latent_dim = latent_dim
-        self.hidden_dim = hidden_dim
-        self.n_importance = n_importance
-        self.n_imputation_samples = n_imputation_samples
-        self.decoder = decoder
-        self.max_iter = max_iter
-        self.batch_size = batch_size
-        self.lr = lr
-        self.device = device
-        self.random_state = random_state
+        store_params(self, locals())
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
         **{

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.exceptions import ConvergenceWarning
 
-from tdm._validation import Interval
+from tdm._validation import Interval, store_params
 from tdm.baselines._base import BaseImputer, RandomState
 
 __all__ = ["SoftImputeImputer"]
@@ -85,10 +85,7 @@ class SoftImputeImputer(BaseImputer):
         tol: float = 1e-5,
         random_state: RandomState = None,
     ) -> None:
-        self.shrinkage_ratio = shrinkage_ratio
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
+        store_params(self, locals())
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
         "shrinkage_ratio": [Interval(Real, 0, None, closed="neither")],

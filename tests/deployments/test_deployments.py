@@ -25,6 +25,7 @@ import pytest
 import yaml
 from prefect import Flow
 
+from deployments.files import WAREHOUSE_CONFIG
 from deployments.serve import (
     PREFECT_FILE,
     build_deployments,
@@ -33,9 +34,8 @@ from deployments.serve import (
     serve_here,
 )
 from deployments.trigger import TABLE_DEPLOYMENT, trigger_deployment
-from flows.cli import main
 from flows.impute_table import impute_table
-from flows.impute_warehouse import DEFAULT_CONFIG, impute_warehouse
+from flows.impute_warehouse import impute_warehouse
 from schemas.warehouse import load_warehouse_config
 from tasks.errors import PipelineError
 from tests.conftest import build_readings
@@ -106,7 +106,7 @@ def test_served_deployments_take_everything_from_prefect_yaml() -> None:
     built = {d.name: d for d in build_deployments()}
     assert set(built) == {"impute-warehouse", "impute-table"}
     nightly, adhoc = built["impute-warehouse"], built["impute-table"]
-    assert nightly.parameters == {"config": DEFAULT_CONFIG}
+    assert nightly.parameters == {"config": WAREHOUSE_CONFIG}
     assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]  # type: ignore[union-attr]
     assert nightly.entrypoint == "flows.impute_warehouse.impute_warehouse"
     assert adhoc.schedules == [] and adhoc.parameters == {}
@@ -116,7 +116,7 @@ def test_served_deployments_take_everything_from_prefect_yaml() -> None:
 
 def test_warehouse_config_example_parses() -> None:
     """deployments/warehouse.yaml is a valid config, the one the nightly deployment passes."""
-    config = load_warehouse_config(REPO / DEFAULT_CONFIG)
+    config = load_warehouse_config(REPO / WAREHOUSE_CONFIG)
     assert config.db_path == "demo/warehouse.duckdb"
     assert [(t.table, t.key, t.target) for t in config.tables] == [
         ("wines", "wine_id", "wines_nightly")
@@ -130,30 +130,6 @@ def test_bad_prefect_yaml_names_the_file_and_field(tmp_path: Path) -> None:
     bad.write_text("deployments:\n  - name: x\n")
     with pytest.raises(PipelineError, match=r"prefect\.yaml.*entrypoint"):
         read_deployment_specs(bad)
-
-
-def test_run_without_a_server_says_to_start_tdm_serve(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """`tdm run` never falls back to an ephemeral API: no server, exit 2 and what to do."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{_free_port()}/api"}):
-        assert main(["run", "readings"]) == 2
-    err = capsys.readouterr().err
-    assert "No Prefect server answers" in err and "tdm serve" in err
-
-
-def test_serve_on_a_busy_port_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    """`tdm serve --port P` with P taken: exit 2, naming the port and the way out."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    with socket.socket() as taken, temporary_settings(restore_defaults={PREFECT_API_URL}):
-        taken.bind(("127.0.0.1", 0))
-        port = taken.getsockname()[1]
-        assert main(["serve", "--port", str(port)]) == 2
-    err = capsys.readouterr().err
-    assert f"Port {port}" in err and "--port" in err and "PREFECT_API_URL" in err
 
 
 def test_serve_against_an_unreachable_api_is_a_clear_error() -> None:
@@ -202,7 +178,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     output = tmp / "serve.log"
     with output.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
             cwd=REPO,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -227,9 +203,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                 os.killpg(server_pid, signal.SIGKILL)
 
 
+@pytest.mark.e2e
 def test_tdm_run_imputes_through_the_served_deployment(served: Served) -> None:
     """`tdm run` exits 0, prints the final state and report; target and lineage are written."""
-    run = _command(served, "flows.cli", "run", "readings", "--key", "id", "--target", "served")
+    run = _command(served, "cli.main", "run", "readings", "--key", "id", "--target", "served")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "Completed" in run.stdout and "`readings` → `served`" in run.stdout
     with duckdb.connect(str(served.db), read_only=True) as con:
@@ -242,6 +219,7 @@ def test_tdm_run_imputes_through_the_served_deployment(served: Served) -> None:
     assert lineage == [("impute-table", "impute-table", "id", 30)]
 
 
+@pytest.mark.e2e
 def test_prefect_deployment_run_works_too(served: Served) -> None:
     """`prefect deployment run 'impute-table/impute-table' -p source_table=... --watch`."""
     run = _command(
@@ -269,6 +247,7 @@ def test_prefect_deployment_run_works_too(served: Served) -> None:
     ]
 
 
+@pytest.mark.e2e
 def test_warehouse_deployment_imputes_every_listed_table(served: Served) -> None:
     """impute-warehouse with a two-table config: both targets and lineage rows written."""
     config = served.tmp / "warehouse.yaml"
@@ -291,15 +270,17 @@ def test_warehouse_deployment_imputes_every_listed_table(served: Served) -> None
     ]
 
 
+@pytest.mark.e2e
 def test_a_failed_run_exits_1_with_the_reason(served: Served) -> None:
     """A run that fails: exit 1, the state message names the table and why."""
     missing = served.tmp / "missing.duckdb"
-    run = _command(served, "flows.cli", "run", "sales", "--db", str(missing))
+    run = _command(served, "cli.main", "run", "sales", "--db", str(missing))
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Failed" in run.stdout
     assert "sales" in run.stderr or str(missing) in run.stderr
 
 
+@pytest.mark.e2e
 def test_unknown_deployment_and_gpu_limit(served: Served) -> None:
     """No such deployment: a clear error; `tdm serve` created the `gpu` limit with one slot."""
     from prefect import get_client
@@ -314,6 +295,7 @@ def test_unknown_deployment_and_gpu_limit(served: Served) -> None:
         assert client.read_concurrency_limit_by_tag("gpu").concurrency_limit == 1
 
 
+@pytest.mark.e2e
 def test_prefect_deploy_puts_both_on_the_work_pool(served: Served) -> None:
     """`prefect deploy --all --prefect-file ...` from the repository root (deployments renamed
     here, not to replace the served ones): on the pool, the schedule kept, runs moved to the
@@ -344,6 +326,7 @@ def test_prefect_deploy_puts_both_on_the_work_pool(served: Served) -> None:
     ]
 
 
+@pytest.mark.e2e
 def test_sigterm_stops_serving_and_the_server(served: Served) -> None:
     """SIGTERM: `tdm serve` stops serving, stops its server and exits cleanly."""
     served.process.send_signal(signal.SIGTERM)

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 import tdm.trial
+from cli.bench import main as bench_main
+from cli.bench import parse_seeds
 from flows.benchmark import benchmark
-from flows.cli_bench import main as bench_main
-from flows.cli_bench import parse_seeds
 from schemas.benchmark import BenchmarkResultsSchema
 from tasks.bench import read_results, read_traces
 from tdm.datasets import default_data_dir
@@ -149,6 +149,40 @@ def test_other_settings_are_other_trials(tmp_path: Path, data_dir: str) -> None:
     assert sorted(results.loc[results["method"] == "ot_ns", "n_iter"]) == [10, 10, 20]
 
 
+def test_a_new_library_version_runs_its_trials_anew(
+    tmp_path: Path, data_dir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trial is keyed on what was asked for and the library version: the same grid under
+    another version runs again, and both versions' rows are kept apart."""
+    import tdm
+
+    db = tmp_path / "bench.duckdb"
+    grid = _grid(db, data_dir, datasets=["seeds"], methods=["mean"], svm_repeats=0)
+    benchmark(**grid)
+    monkeypatch.setattr(tdm, "__version__", "99.0.0")
+    outcome = benchmark(**grid)
+    assert (outcome.planned, outcome.skipped, outcome.ran) == (1, 0, 1)
+    results = read_results(db)
+    assert sorted(results["tdm_version"]) == sorted([tdm._version.__version__, "99.0.0"])
+    assert results["params_hash"].nunique() == 1  # the same overrides: the same hash
+
+
+def test_a_results_file_keyed_without_the_version_is_refused(tmp_path: Path) -> None:
+    """A results file from tdm < 0.5 (key without tdm_version) is refused with a clear error
+    instead of mixing keys."""
+    import duckdb
+
+    db = tmp_path / "old.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            'CREATE TABLE bench_results ("dataset" VARCHAR, "mechanism" VARCHAR, "seed" BIGINT, '
+            '"method" VARCHAR, "p" DOUBLE, "params_hash" VARCHAR, "tdm_version" VARCHAR, '
+            'PRIMARY KEY ("dataset", "mechanism", "seed", "method", "p", "params_hash"))'
+        )
+    with pytest.raises(ValueError, match=r"written by tdm < 0\.5.*another file"):
+        read_results(db)
+
+
 def test_cli_runs_a_grid_then_the_report_only(tmp_path: Path, data_dir: str) -> None:
     """`tdm bench` exits 0 and writes the report; --report-only runs no trial."""
     db = tmp_path / "cli" / "bench.duckdb"
@@ -216,56 +250,3 @@ def test_merge_rejects_a_bad_source_and_changes_nothing(
     assert bench_main(["--db", str(db), "--merge", str(db)]) == 2
     assert "is the results file itself" in capsys.readouterr().err
     pd.testing.assert_frame_equal(read_results(db), before)
-
-
-def test_report_keeps_configurations_of_one_method_apart() -> None:
-    """Rows of one method under two settings hashes are not averaged together."""
-    from flows.report import label_configurations, summarise
-
-    frame = pd.DataFrame(
-        {
-            "dataset": ["seeds"] * 4,
-            "mechanism": ["mcar"] * 4,
-            "seed": [0, 1, 0, 0],
-            "method": ["tdm", "tdm", "tdm", "mean"],
-            "params_hash": ["aaaaaa1111111111", "aaaaaa1111111111", "bbbbbb2222222222", "c" * 16],
-            "mae": [0.2, 0.4, 0.9, 0.8],
-            "rmse": [0.3, 0.5, 1.0, 0.9],
-            "w2sq_half": [0.1] * 4,
-            "accuracy": [0.9] * 4,
-        }
-    )
-    labelled = label_configurations(frame)
-    assert sorted(labelled["method"].unique()) == ["mean", "tdm@aaaaaa", "tdm@bbbbbb"]
-    summary = summarise(labelled).set_index("method")
-    assert summary.loc["tdm@aaaaaa", "mae_mean"] == pytest.approx(0.3)
-    assert summary.loc["tdm@bbbbbb", "mae_mean"] == pytest.approx(0.9)
-    single = label_configurations(frame.iloc[[0, 1, 3]])
-    assert sorted(single["method"].unique()) == ["mean", "tdm"]
-
-
-def test_rank_table_counts_ties_and_wins_against_every_method() -> None:
-    from flows.report import rank_table, summarise
-
-    scores = {"a": {"tdm": 0.2, "ice": 0.3, "tdm_paper": 0.25},
-              "b": {"tdm": 0.5, "ice": 0.4, "tdm_paper": 0.6}}  # fmt: skip
-    rows = [
-        {
-            "dataset": d,
-            "mechanism": "mcar",
-            "method": m,
-            "mae": v,
-            "rmse": v,
-            "w2sq_half": v,
-            "accuracy": np.nan,
-        }
-        for d, by_method in scores.items()
-        for m, v in by_method.items()
-    ]
-    text = rank_table(summarise(pd.DataFrame(rows)), "tdm")
-    assert "| a | mcar | 0.200 | 1 of 3 | tdm_paper | 0.250 | -0.050 |" in text
-    assert "| b | mcar | 0.500 | 2 of 3 | ice | 0.400 | +0.100 |" in text
-    assert "Datasets where tdm is the best of all: mcar: 1 of 2." in text
-    without_ice = rank_table(summarise(pd.DataFrame(rows)), "tdm", leave_out=("ice",))
-    assert "| b | mcar | 0.500 | 1 of 2 | tdm_paper | 0.600 | -0.100 |" in without_ice
-    assert "Datasets where tdm is the best of all: mcar: 2 of 2." in without_ice

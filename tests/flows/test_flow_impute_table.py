@@ -249,7 +249,7 @@ def test_failure_after_imputation_leaves_no_target_and_no_lineage(
     def fail(*args: object) -> None:
         raise RuntimeError("injected failure after imputation")
 
-    monkeypatch.setattr(tasks.write, "_insert_lineage", fail)
+    monkeypatch.setattr(tasks.write, "insert_lineage", fail)
     state = impute_table("readings", db_path=warehouse, imputer=FAST, return_state=True)
     assert "injected failure" in _failed(state)
     assert take_snapshot(warehouse) == before

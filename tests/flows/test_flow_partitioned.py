@@ -13,7 +13,7 @@ import pytest
 import flows.partitioned as partitioned
 from flows.impute_table import impute_table
 from tasks.errors import PipelineInputError, QualityCheckError
-from tasks.write import PartitionedWrite
+from tasks.staging import PartitionedWrite
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -37,6 +37,7 @@ def read(db: Path, sql: str) -> pd.DataFrame:
 
 
 def test_a_large_table_is_imputed_in_partitions_with_observed_cells_unchanged(large: Path) -> None:
+    """Every row comes back in order, observed cells bit for bit, each imputed cell recorded."""
     result = impute_table("readings", db_path=str(large), key="id")
 
     source = read(large, "SELECT * FROM readings ORDER BY rowid")
@@ -94,6 +95,7 @@ def test_memory_is_bounded_by_the_partitions_in_flight(
 def test_a_failure_in_a_late_partition_leaves_the_warehouse_as_it_was(
     large: Path, monkeypatch: pytest.MonkeyPatch, take_snapshot: Callable[[Path], dict]
 ) -> None:
+    """A check failing on the fourth partition leaves no target, record or staging file."""
     before = take_snapshot(large)
     calls = []
 
@@ -112,6 +114,7 @@ def test_a_failure_in_a_late_partition_leaves_the_warehouse_as_it_was(
 
 
 def test_deleted_rows_leave_gaps_that_the_partitions_follow(large: Path) -> None:
+    """After deletes, every remaining row is imputed once, in the source's order."""
     with duckdb.connect(str(large)) as con:
         con.execute("DELETE FROM readings WHERE id % 3 = 0")  # rowids now have gaps
     impute_table("readings", db_path=str(large), key="id")
@@ -122,11 +125,13 @@ def test_deleted_rows_leave_gaps_that_the_partitions_follow(large: Path) -> None
 
 
 def test_writing_a_large_table_over_itself_is_refused(large: Path) -> None:
+    """`replace_source` on a table imputed in partitions is refused, naming the row count."""
     with pytest.raises(PipelineInputError, match=r'"readings" has 230 rows.*another table'):
         impute_table("readings", db_path=str(large), replace_source=True)
 
 
 def test_bad_values_anywhere_in_a_large_table_are_named(large: Path) -> None:
+    """An infinite value in a row no sample may hold is found and named with its column."""
     with duckdb.connect(str(large)) as con:
         con.execute("UPDATE readings SET pressure = 'inf'::DOUBLE WHERE id = 200")
     with pytest.raises(PipelineInputError, match=r'"readings".*"pressure" has 1 infinite'):

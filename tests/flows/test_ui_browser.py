@@ -25,9 +25,12 @@ import pytest
 from tasks.artifacts import artifact_key
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no `chromium` binary on PATH (apt-get install chromium)"
-)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="no `chromium` binary on PATH (apt-get install chromium)"
+    ),
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_START_SECONDS = 90
@@ -133,7 +136,7 @@ def test_the_ui_shows_the_report_statistics_and_loss_plot_of_a_run(
         "TDM_MAX_ITER": "60",
         "OMP_NUM_THREADS": "1",
     }
-    command = [sys.executable, "-m", "flows.cli", "impute", "--db", str(db), "--table", TABLE]
+    command = [sys.executable, "-m", "cli.main", "impute", "--db", str(db), "--table", TABLE]
     ran = subprocess.run(
         [*command, "--key", "id", "--torch-threads", "1"],
         cwd=REPO_ROOT,

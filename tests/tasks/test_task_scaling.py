@@ -12,8 +12,8 @@ def test_standardise_uses_observed_values_and_gives_constant_columns_scale_one()
     """Means and stds come from observed values; a constant column is centred, not divided."""
     frame = pd.DataFrame({"a": [1.0, np.nan, 3.0, 5.0], "b": [2.0, 2.0, np.nan, 2.0]})
     result = standardise.fn(frame, ["a", "b"])
-    np.testing.assert_allclose(result.scaling.mean, [3.0, 2.0])
-    np.testing.assert_allclose(result.scaling.scale, [np.std([1.0, 3.0, 5.0]), 1.0])
+    np.testing.assert_allclose(result.scaling.statistics.mean, [3.0, 2.0])
+    np.testing.assert_allclose(result.scaling.statistics.scale, [np.std([1.0, 3.0, 5.0]), 1.0])
     assert result.frame["a"].isna().tolist() == [False, True, False, False]
     np.testing.assert_allclose(result.frame["b"].dropna(), 0.0)
 
@@ -28,5 +28,5 @@ def test_inverse_scale_keeps_observed_cells_bit_for_bit() -> None:
     result = inverse_scale.fn(filled, scaled.scaling, frame)
     observed = frame.notna().to_numpy()
     assert np.array_equal(result.to_numpy()[observed], frame.to_numpy()[observed])
-    expected = 0.5 * scaled.scaling.scale[1] + scaled.scaling.mean[1]
+    expected = 0.5 * scaled.scaling.statistics.scale[1] + scaled.scaling.statistics.mean[1]
     np.testing.assert_allclose(result["y"][frame["y"].isna()], expected)

@@ -1,10 +1,12 @@
-"""DuckDB helpers: identifiers are quoted, lookups follow DuckDB's case rules, fingerprints."""
+"""DuckDB helpers: identifiers are quoted, lookups follow DuckDB's case rules, fingerprints,
+frames registered as views for as long as they are needed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from tasks.errors import PipelineInputError
@@ -14,6 +16,7 @@ from tasks.warehouse import (
     fingerprint_table,
     is_numeric_type,
     quote_identifier,
+    register_frame,
 )
 
 
@@ -88,3 +91,32 @@ def test_connect_refuses_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(PipelineInputError, match="does not exist"):
         connect(missing, read_only=True).__enter__()
     assert not missing.exists()
+
+
+def _views(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [row[0] for row in con.execute("SELECT view_name FROM duckdb_views()").fetchall()]
+
+
+def test_a_registered_frame_is_a_view_only_within_the_block() -> None:
+    """The frame is queryable under a fresh `<prefix>_<hex>` name, and gone after the block."""
+    frame = pd.DataFrame({"x": [1.0, 2.0, 4.0]})
+    with duckdb.connect() as con:
+        with register_frame(con, frame, "tdm_test") as view:
+            assert view.startswith("tdm_test_") and len(view) == len("tdm_test_") + 32
+            assert con.execute(f"SELECT sum(x) FROM {view}").fetchall() == [(7.0,)]
+            assert view in _views(con)
+            with register_frame(con, frame, "tdm_test") as other:
+                assert other != view
+        assert not [name for name in _views(con) if name.startswith("tdm_test")]
+
+
+def test_a_registered_frame_is_dropped_when_the_block_fails() -> None:
+    """An error inside the block still unregisters the view, and goes on up unchanged."""
+    with duckdb.connect() as con:
+        with (
+            pytest.raises(RuntimeError, match="inside"),
+            register_frame(con, pd.DataFrame({"x": [1]}), "tdm_test") as view,
+        ):
+            assert view in _views(con)
+            raise RuntimeError("inside")
+        assert not [name for name in _views(con) if name.startswith("tdm_test")]

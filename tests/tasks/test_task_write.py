@@ -56,7 +56,7 @@ def test_failure_inside_the_transaction_leaves_the_warehouse_untouched(
     def fail(*args: object) -> None:
         raise RuntimeError("injected failure while writing lineage")
 
-    monkeypatch.setattr(tasks.write, "_insert_lineage", fail)
+    monkeypatch.setattr(tasks.write, "insert_lineage", fail)
     with pytest.raises(RuntimeError, match="injected failure"):
         write_back.fn(source, plan, imputed, lineage)
     assert take_snapshot(warehouse) == before

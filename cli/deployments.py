@@ -1,6 +1,6 @@
 """`tdm serve` and `tdm run`: serve the deployments, and trigger the ad-hoc one from anywhere.
 
-`add_deployment_commands(subparsers)` registers both on the `tdm` parser (flows/cli.py), whose
+`add_deployment_commands(subparsers)` registers both on the `tdm` parser (`cli.main`), whose
 `main` turns a `PipelineError` into one line on stderr and exit status 2.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cli.arguments import add_columns_flag, add_key_flag, parse_positive
 from deployments.server import DEFAULT_PORT, api_url_for
 
 __all__ = ["add_deployment_commands"]
@@ -29,13 +30,13 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     serve.add_argument(
         "--gpu-slots",
-        type=_positive,
+        type=parse_positive,
         metavar="N",
         help="GPU imputations at once: the tag concurrency limit 'gpu', created when missing "
         "[1; an existing limit is changed only when this is given]",
     )
     serve.add_argument(
-        "--limit", type=_positive, metavar="N", help="flow runs executing at once [no cap]"
+        "--limit", type=parse_positive, metavar="N", help="flow runs executing at once [no cap]"
     )
     serve.set_defaults(handler=_serve)
 
@@ -50,16 +51,11 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("table", metavar="TABLE", help="source table")
     run.add_argument("--db", help="DuckDB file, as the serving process sees it [its TDM_DB_PATH]")
     run.add_argument("--target", help="target table [TABLE + TDM_TARGET_SUFFIX (_imputed)]")
-    run.add_argument(
-        "--columns",
-        type=_names,
-        action="extend",
-        help="comma-separated columns to impute [every numeric column but the key]",
-    )
-    run.add_argument("--key", help="key column: must be unique and not null; never imputed")
+    add_columns_flag(run)
+    add_key_flag(run)
     run.add_argument(
         "--max-iter",
-        type=_positive,
+        type=parse_positive,
         help="training iterations (the run's other imputer settings stay the serving "
         "process's TDM_* values) [its TDM_MAX_ITER]",
     )
@@ -68,20 +64,6 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
         "--no-wait", dest="wait", action="store_false", help="return once the run is created"
     )
     run.set_defaults(handler=_run)
-
-
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number; got {text!r}")
-    return value
 
 
 def _serve(args: argparse.Namespace) -> int:

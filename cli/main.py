@@ -1,5 +1,6 @@
-"""The `tdm` command: `tdm impute` runs the impute-table flow, `tdm demo` shows it end to end;
-`tdm bench`, `tdm serve` and `tdm run` are registered from their own modules."""
+"""The `tdm` command: `tdm impute` runs the impute-table flow, `tdm demo` shows it end to end,
+`tdm warehouse` runs the impute-warehouse flow; `tdm bench`, `tdm serve` and `tdm run` are
+registered from their own modules (`cli.bench`, `cli.deployments`)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_parser", "main"]
+from cli.arguments import EXIT_USAGE, add_columns_flag, add_key_flag
 
-EXIT_USAGE = 2  # bad input: argparse's own code for usage errors
+__all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,12 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     impute.add_argument("--db", type=Path, help="DuckDB file [env TDM_DB_PATH; warehouse.duckdb]")
     impute.add_argument("--table", required=True, help="source table")
     impute.add_argument("--target", help="target table [SOURCE + TDM_TARGET_SUFFIX (_imputed)]")
-    impute.add_argument(
-        "--columns",
-        type=_split_names,
-        action="extend",
-        help="comma-separated columns to impute [every numeric column but the key]",
-    )
+    add_columns_flag(impute)
     impute.add_argument(
         "--column",
         dest="columns",
@@ -78,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="one column to impute, taken verbatim (for names with commas); repeatable",
     )
-    impute.add_argument("--key", help="key column: must be unique and not null; never imputed")
+    add_key_flag(impute)
     impute.add_argument(
         "--replace-source",
         action="store_true",
@@ -93,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write scikit-learn's wine data, with missing cells, to a DuckDB file, impute "
         "it with the impute-table flow, and compare with mean imputation.",
     )
-    from flows.demo import DEMO_DB_PATH, DEMO_MAX_ITER
+    from cli.demo import DEMO_DB_PATH, DEMO_MAX_ITER
 
     demo.add_argument(
         "--db", type=Path, default=DEMO_DB_PATH, help=f"demo DuckDB file [{DEMO_DB_PATH}]"
@@ -111,9 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
         "YAML config, imputations on a thread pool or a Dask cluster, each table written in "
         "its own transaction. Settings not given as flags come from TDM_* variables.",
     )
-    warehouse.add_argument(
-        "--config", default="deployments/warehouse.yaml", help="[deployments/warehouse.yaml]"
-    )
+    from deployments.files import WAREHOUSE_CONFIG
+
+    warehouse.add_argument("--config", default=WAREHOUSE_CONFIG, help=f"[{WAREHOUSE_CONFIG}]")
     warehouse.add_argument("--db", type=Path, help="DuckDB file [the config's db_path, env]")
     warehouse.add_argument(
         "--task-runner", choices=["threads", "dask"], help="[env TDM_TASK_RUNNER; threads]"
@@ -123,10 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     warehouse.set_defaults(handler=_run_warehouse)
 
-    from flows.cli_bench import add_bench_command
+    from cli.bench import add_bench_command
 
     add_bench_command(commands)
-    from deployments.commands import add_deployment_commands
+    from cli.deployments import add_deployment_commands
 
     add_deployment_commands(commands)
     return parser
@@ -142,7 +138,8 @@ def _add_run_flags(parser: argparse.ArgumentParser, **shown_defaults: str) -> No
         shown = shown_defaults.get(name, field.default)
         shown = "unset" if shown is None else shown
         flag = f"--{name.replace('_', '-')}"
-        text = f"{field.description} [env TDM_{name.upper()}; {shown}]"
+        # argparse formats help with %: a literal % in a description must be doubled.
+        text = f"{field.description} [env TDM_{name.upper()}; {shown}]".replace("%", "%%")
         if _is_bool(field.annotation):
             group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, help=text)
             continue
@@ -170,10 +167,6 @@ def _flag_type(annotation: Any) -> tuple[list[str] | None, Callable[[str], Any]]
     if annotation in (int, float):
         return None, annotation
     return None, str
-
-
-def _split_names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _settings(args: argparse.Namespace, **defaults: Any) -> Any:
@@ -215,7 +208,7 @@ def _run_impute(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from flows.demo import DEMO_MAX_ITER, build_demo_warehouse, score_demo
+    from cli.demo import DEMO_MAX_ITER, build_demo_warehouse, score_demo
     from flows.impute_table import impute_table
 
     settings = _settings(args, max_iter=DEMO_MAX_ITER, torch_threads=1)

@@ -9,7 +9,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from tasks.warehouse import columns_sql, quote_identifier
+from tasks.warehouse import columns_sql, quote_identifier, register_frame
 
 __all__ = [
     "DEMO_DB_PATH",
@@ -90,10 +90,10 @@ def build_demo_warehouse(
     path.parent.mkdir(parents=True, exist_ok=True)
     with duckdb.connect(str(path)) as con:
         for table, frame in ((DEMO_TRUTH_TABLE, truth), (DEMO_TABLE, holed)):
-            con.register("demo_frame", frame)
-            con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT {_typed_columns(frame)} "
-                        "FROM demo_frame")  # fmt: skip
-            con.unregister("demo_frame")
+            with register_frame(con, frame, "demo_frame") as view:
+                con.execute(
+                    f"CREATE OR REPLACE TABLE {table} AS SELECT {_typed_columns(frame)} FROM {view}"
+                )
     return DemoWarehouse(
         db_path=path,
         table=DEMO_TABLE,

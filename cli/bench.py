@@ -1,7 +1,7 @@
 """`tdm bench`: run (or resume) the benchmark grid and write the report.
 
-`add_bench_command(subparsers)` registers the sub-command on the `tdm` parser; until it is wired
-in, `python -m flows.cli_bench ...` runs it standalone with the same flags.
+`add_bench_command(subparsers)` registers the sub-command on the `tdm` parser (`cli.main`);
+`python -m cli.bench ...` runs it standalone with the same flags.
 """
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["add_bench_command", "main", "parse_seeds"]
+from cli.arguments import EXIT_USAGE, split_required_names
 
-EXIT_USAGE = 2
+__all__ = ["add_bench_command", "main", "parse_seeds", "run_bench"]
 
-
-def _names(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected comma-separated names; got {text!r}")
-    return names
+#: The flags whose values the `benchmark` flow takes as the parameters of the same names.
+_FLOW_PARAMETERS = (
+    "datasets", "mechanisms", "seeds", "methods", "p", "max_iter", "svm_repeats", "workers",
+    "data_dir", "trace_dataset", "trace_seeds",
+)  # fmt: skip
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -66,13 +65,13 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     )
     bench.add_argument(
         "--datasets",
-        type=_names,
+        type=split_required_names,
         default=list(DEFAULT_DATASETS),
         help=f"comma-separated [{','.join(DEFAULT_DATASETS)}]",
     )
     bench.add_argument(
         "--mechanisms",
-        type=_names,
+        type=split_required_names,
         default=list(DEFAULT_MECHANISMS),
         help=f"mcar,mar,mnarl,mnarq [{','.join(DEFAULT_MECHANISMS)}]",
     )
@@ -84,7 +83,7 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     )
     bench.add_argument(
         "--methods",
-        type=_names,
+        type=split_required_names,
         default=list(DEFAULT_METHODS),
         help=f"comma-separated [{','.join(DEFAULT_METHODS)}]",
     )
@@ -105,7 +104,7 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     )
     bench.add_argument(
         "--merge",
-        type=_names,
+        type=split_required_names,
         default=None,
         metavar="FILES",
         help="run nothing; add the trials of these results files (comma-separated, e.g. runs "
@@ -162,21 +161,8 @@ def run_bench(args: argparse.Namespace) -> int:
         report = benchmark_report(args.db, report_dir)
         print(f"Report: {report.tables_path}; figures: {', '.join(map(str, report.figure_paths))}")
         return 0
-    outcome = benchmark(
-        datasets=args.datasets,
-        mechanisms=args.mechanisms,
-        seeds=args.seeds,
-        methods=args.methods,
-        p=args.p,
-        max_iter=args.max_iter,
-        db_path=args.db,
-        report_dir=report_dir,
-        svm_repeats=args.svm_repeats,
-        workers=args.workers,
-        data_dir=args.data_dir,
-        trace_dataset=args.trace_dataset,
-        trace_seeds=args.trace_seeds,
-    )
+    grid = {name: getattr(args, name) for name in _FLOW_PARAMETERS}
+    outcome = benchmark(**grid, db_path=args.db, report_dir=report_dir)
     print(
         f"{outcome.planned} trials planned: {outcome.skipped} already recorded, {outcome.ran} run."
         f"\nReport: {outcome.tables_path}; figures: {', '.join(outcome.figure_paths)}"
@@ -185,7 +171,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point: `python -m flows.cli_bench [bench flags]`."""
+    """Standalone entry point: `python -m cli.bench [bench flags]`."""
     # Before Prefect is imported (it reads its settings once): no telemetry, and a patient wait
     # for the ephemeral server, which takes 15-25 s to start on a busy 2-core machine (20 s).
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

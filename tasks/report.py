@@ -1,7 +1,8 @@
 """The benchmark report: markdown tables of mean ± std and the paper-style figures.
 
 Pure pandas and matplotlib over the results tables (no `tdm` import, no Prefect): the flow reads
-the tables, calls `write_report`, and publishes what comes back as Prefect artifacts.
+the tables, calls `write_report` with the method registry's display order and fixtures, and
+publishes what comes back as Prefect artifacts.
 
 - `tables.md`: one table per metric (MAE, RMSE, W2²/2, SVM accuracy): rows dataset x mechanism,
   columns methods, cells mean ± std over seeds (with the count when it is below the most seen),
@@ -15,7 +16,6 @@ the tables, calls `write_report`, and publishes what comes back as Prefect artif
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +23,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tasks.figures import MECHANISM_ORDER, bar_figures, ordered, trace_figure
+
 __all__ = [
     "METRICS",
+    "MethodLayout",
     "Report",
     "label_configurations",
+    "latest_per_trial",
     "metric_table",
     "rank_table",
     "summarise",
@@ -42,25 +46,14 @@ METRICS: dict[str, tuple[str, bool]] = {
     "accuracy": ("SVM accuracy (5-fold CV)", False),
 }
 
-# Method order in tables and figures: baselines, then the OT imputers, then TDM.
-_METHOD_ORDER = (
-    "mean",
-    "ice",
-    "missforest",
-    "softimpute",
-    "gain",
-    "miwae",
-    "ot_sh",
-    "ot_ns",
-    "tdm",
-    "tdm_fixed_cell_lr",
-    "tdm_ice_init",
-    "tdm_mean_init",
-    "tdm_paper",
-)
-# The library's earlier default configurations, pinned for the before/after comparison.
-_EARLIER_TDM_DEFAULTS = ("tdm_fixed_cell_lr", "tdm_ice_init", "tdm_mean_init")
-_MECHANISM_ORDER = ("mcar", "mar", "mnarl", "mnarq", "mnarq_published")
+
+@dataclass(frozen=True)
+class MethodLayout:
+    """How methods appear: ``order`` of columns and bars (others follow alphabetically), and the
+    benchmark ``fixtures`` (earlier default configurations) left out of the competitor ranking."""
+
+    order: tuple[str, ...] = ()
+    fixtures: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,11 +64,6 @@ class Report:
     figure_paths: tuple[Path, ...]
     markdown: str
     summary: pd.DataFrame
-
-
-def _ordered(values: Sequence[str], order: Sequence[str]) -> list[str]:
-    rank = {name: i for i, name in enumerate(order)}
-    return sorted(set(values), key=lambda v: (rank.get(v, len(rank)), v))
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
@@ -95,10 +83,10 @@ def _cell(mean: float, std: float, count: int, most: int, bold: bool) -> str:
     return text if count >= most else f"{text} (n={count})"
 
 
-def metric_table(summary: pd.DataFrame, metric: str) -> str:
+def metric_table(summary: pd.DataFrame, metric: str, order: Sequence[str] = ()) -> str:
     """One markdown table: rows dataset/mechanism, columns methods, cells mean ± std."""
     lower_is_better = METRICS[metric][1]
-    methods = _ordered(summary["method"].tolist(), _METHOD_ORDER)
+    methods = ordered(summary["method"].tolist(), order)
     most = int(summary[f"{metric}_count"].max()) if len(summary) else 0
     if metric == "accuracy" and summary["accuracy_count"].sum() == 0:
         return "(no labelled dataset among the trials, or `svm_repeats=0`)"
@@ -108,8 +96,8 @@ def metric_table(summary: pd.DataFrame, metric: str) -> str:
     ]
     rows = summary.set_index(["dataset", "mechanism", "method"])
     for dataset in sorted(summary["dataset"].unique()):
-        for mechanism in _ordered(
-            summary.loc[summary["dataset"] == dataset, "mechanism"].tolist(), _MECHANISM_ORDER
+        for mechanism in ordered(
+            summary.loc[summary["dataset"] == dataset, "mechanism"].tolist(), MECHANISM_ORDER
         ):
             means = {
                 m: rows[f"{metric}_mean"].get((dataset, mechanism, m), np.nan) for m in methods
@@ -177,7 +165,7 @@ def rank_table(
         "|---|---|---|---|---|---|---|",
     ]
     firsts: dict[str, list[int]] = {}
-    order = {m: i for i, m in enumerate(_MECHANISM_ORDER)}
+    order = {m: i for i, m in enumerate(MECHANISM_ORDER)}
     groups = sorted(
         summary.groupby(["dataset", "mechanism"], sort=False),
         key=lambda item: (item[0][0], order.get(item[0][1], len(order)), item[0][1]),
@@ -199,13 +187,13 @@ def rank_table(
     counts = ", ".join(
         f"{mechanism}: {wins} of {total}"
         for mechanism, (wins, total) in sorted(
-            firsts.items(), key=lambda kv: _ordered(list(firsts), _MECHANISM_ORDER).index(kv[0])
+            firsts.items(), key=lambda kv: ordered(list(firsts), MECHANISM_ORDER).index(kv[0])
         )
     )
     return "\n".join([*lines, "", f"Datasets where {method} is the best of all: {counts}."])
 
 
-def _tables_markdown(results: pd.DataFrame, summary: pd.DataFrame) -> str:
+def _tables_markdown(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout) -> str:
     seeds = sorted(int(s) for s in results["seed"].unique())
     parts = [
         "# Benchmark results",
@@ -216,136 +204,29 @@ def _tables_markdown(results: pd.DataFrame, summary: pd.DataFrame) -> str:
     ]
     for metric, (heading, lower) in METRICS.items():
         direction = "lower is better" if lower else "higher is better"
-        parts += ["", f"## {heading} ({direction})", "", metric_table(summary, metric)]
+        parts += [
+            "",
+            f"## {heading} ({direction})",
+            "",
+            metric_table(summary, metric, layout.order),
+        ]
     if "tdm" in set(summary["method"]):
         parts += ["", "## tdm's rank among all methods (MAE)", "", rank_table(summary, "tdm")]
-        if set(_EARLIER_TDM_DEFAULTS) & set(summary["method"]):
+        if set(layout.fixtures) & set(summary["method"]):
             parts += [
                 "",
                 "## tdm's rank among the baselines and tdm_paper (MAE)",
                 "",
-                "Earlier tdm defaults (" + ", ".join(_EARLIER_TDM_DEFAULTS) + ") left out: the "
-                'competitors named by the issue "Beyond the paper".',
+                "Benchmark fixtures (" + ", ".join(layout.fixtures) + ", earlier default "
+                "configurations) left out.",
                 "",
-                rank_table(summary, "tdm", leave_out=_EARLIER_TDM_DEFAULTS),
+                rank_table(summary, "tdm", leave_out=layout.fixtures),
             ]
     for method in ("tdm_paper", "tdm"):
         if method in set(summary["method"]):
             parts += ["", f"## {method} against the best other method", "",
                       versus_best(summary, method)]  # fmt: skip
     return "\n".join(parts) + "\n"
-
-
-def _bar_figures(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths = []
-    methods = _ordered(summary["method"].tolist(), _METHOD_ORDER)
-    colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
-    for mechanism in _ordered(summary["mechanism"].tolist(), _MECHANISM_ORDER):
-        part = summary[summary["mechanism"] == mechanism]
-        datasets = sorted(part["dataset"].unique())
-        present = [m for m in methods if m in set(part["method"])]  # no empty slots
-        width = 0.8 / max(len(present), 1)
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(datasets) + 2), 4.2))
-        rows = part.set_index(["dataset", "method"])
-        for i, method in enumerate(present):
-            heights = [rows["mae_mean"].get((d, method), np.nan) for d in datasets]
-            errors = [rows["mae_std"].get((d, method), np.nan) for d in datasets]
-            x = np.arange(len(datasets)) + (i - (len(present) - 1) / 2) * width
-            ax.bar(
-                x,
-                heights,
-                width,
-                yerr=np.nan_to_num(errors),
-                label=method,
-                color=colours[method],
-                capsize=2,
-            )
-        ax.set_xticks(np.arange(len(datasets)), datasets, rotation=15)
-        ax.set_ylabel("MAE (standardised units)")
-        ax.set_title(f"MAE per dataset, {mechanism.upper()}, 30% missing (mean ± std over seeds)")
-        # Below the axes: inside, the legend would hide the bars.
-        ax.legend(
-            fontsize=7,
-            ncol=min(len(present), 7),
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.22),
-            frameon=False,
-        )
-        fig.tight_layout()
-        path = out_dir / f"bars_{mechanism}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
-    return paths
-
-
-def _trace_figure(results: pd.DataFrame, traces: pd.DataFrame, out_dir: Path) -> Path | None:
-    """MAE over iterations (traces table) or, failing that, loss over iterations (trials)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if not traces.empty:
-        # One panel per (dataset, mechanism); one colour per method across panels.
-        panels = sorted(traces.groupby(["dataset", "mechanism"]).groups)
-        methods = _ordered(traces["method"].tolist(), _METHOD_ORDER)
-        colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
-        fig, axes = plt.subplots(
-            1, len(panels), figsize=(4.2 * len(panels) + 1, 3.8), squeeze=False
-        )
-        for ax, (dataset, mechanism) in zip(axes[0], panels, strict=True):
-            part = traces[(traces["dataset"] == dataset) & (traces["mechanism"] == mechanism)]
-            for method, rows in part.groupby("method"):
-                mean = rows.groupby("iteration")["mae"].agg(["mean", "count"])
-                steps = np.maximum(mean.index.to_numpy(), 1)  # log axis: step 0 drawn at 1
-                n_seeds = int(mean["count"].max())
-                ax.plot(steps, mean["mean"], marker="o", ms=3, color=colours[str(method)],
-                        label=f"{method} (seeds: {n_seeds})")  # fmt: skip
-            ax.set_xscale("log")
-            ax.set_xlabel("iterations (0, the initialisation, at 1)")
-            ax.set_title(f"{dataset}, {mechanism.upper()}", fontsize=9)
-            ax.legend(fontsize=7)
-        axes[0][0].set_ylabel("MAE on the masked cells")
-        fig.suptitle("MAE over iterations: TDM vs OTImputer (one refit per checkpoint)")
-        fig.tight_layout()
-        path = out_dir / "mae_over_iterations.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        (out_dir / "loss_over_iterations.png").unlink(missing_ok=True)  # superseded
-        return path
-    with_trace = results[results["loss_trace"].str.len() > 2]
-    if with_trace.empty:
-        return None
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    first = with_trace.sort_values(["dataset", "mechanism", "seed"]).iloc[0]
-    chosen = with_trace[
-        (with_trace["dataset"] == first["dataset"])
-        & (with_trace["mechanism"] == first["mechanism"])
-        & (with_trace["seed"] == first["seed"])
-    ]
-    for row in chosen.itertuples(index=False):
-        points = np.asarray(json.loads(str(row.loss_trace)), dtype=float)
-        ax.plot(points[:, 0], points[:, 1], label=str(row.method))
-    ax.set_yscale("log")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("transport loss (window mean)")
-    ax.set_title(
-        f"Loss over iterations ({first['dataset']}, {first['mechanism']}, seed "
-        f"{first['seed']}); losses of different methods live in different spaces"
-    )
-    ax.title.set_fontsize(8)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out_dir / "loss_over_iterations.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def label_configurations(results: pd.DataFrame) -> pd.DataFrame:
@@ -365,8 +246,29 @@ def label_configurations(results: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_report(results: pd.DataFrame, traces: pd.DataFrame, out_dir: str | Path) -> Report:
-    """Write `tables.md` and `figures/*.png` under `out_dir`; returns the paths and markdown."""
+def latest_per_trial(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial asked for: where a trial was run under several library versions (a new
+    version runs its trials anew), the row of the newest version."""
+    if results.empty or "tdm_version" not in results:
+        return results
+    version = results["tdm_version"].map(lambda v: tuple(int(x) for x in str(v).split(".")))
+    newest_last = results.assign(_version=version).sort_values("_version", kind="mergesort")
+    key = ["dataset", "mechanism", "seed", "method", "p", "params_hash"]
+    latest = newest_last.drop_duplicates(key, keep="last").drop(columns="_version")
+    return latest.sort_index()
+
+
+def write_report(
+    results: pd.DataFrame,
+    traces: pd.DataFrame,
+    out_dir: str | Path,
+    layout: MethodLayout = MethodLayout(),
+) -> Report:
+    """Write `tables.md` and `figures/*.png` under `out_dir`; returns the paths and markdown.
+
+    The tables and figures use the newest result of each trial (:func:`latest_per_trial`);
+    `benchmark.csv` keeps every recorded row.
+    """
     out = Path(out_dir)
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -375,11 +277,13 @@ def write_report(results: pd.DataFrame, traces: pd.DataFrame, out_dir: str | Pat
         summary = pd.DataFrame()
         paths: list[Path] = []
     else:
-        labelled = label_configurations(results)
+        labelled = label_configurations(latest_per_trial(results))
         summary = summarise(labelled)
-        markdown = _tables_markdown(labelled, summary)
-        paths = _bar_figures(summary, figures)
-    trace_path = _trace_figure(results, traces, figures) if not results.empty else None
+        markdown = _tables_markdown(labelled, summary, layout)
+        paths = bar_figures(summary, figures, layout.order)
+    trace_path = None
+    if not results.empty:
+        trace_path = trace_figure(results, traces, figures, layout.order)
     if trace_path is not None:
         paths.append(trace_path)
     tables_path = out / "tables.md"

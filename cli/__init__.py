@@ -1,0 +1,1 @@
+"""The `tdm` command line: one module per group of sub-commands, assembled in `cli.main`."""

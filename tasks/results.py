@@ -1,0 +1,72 @@
+"""What the steps of a table's run return: the fit, the fitted model, the write, the whole run.
+
+Plain frozen dataclasses, shared by the tasks and the flows; this module imports no other task
+module, so that any of them can import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["FittedModel", "ImputationOutcome", "ImputeTableResult", "WriteResult"]
+
+
+@dataclass(frozen=True, eq=False)
+class ImputationOutcome:
+    """The standardised columns with missing cells filled, and how the fit went.
+
+    `loss_history` holds the training loss of every iteration (empty when not recorded).
+    """
+
+    frame: pd.DataFrame
+    imputer: str
+    hyperparameters: dict[str, Any]
+    device: str
+    n_iter: int
+    final_loss: float
+    fit_seconds: float
+    loss_history: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+
+@dataclass(frozen=True, eq=False)
+class FittedModel:
+    """A TDM imputer fitted on a sample of a table, and how the fit went (`outcome.frame` is
+    the sample's imputation)."""
+
+    imputer: Any
+    outcome: ImputationOutcome
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What was written, and where."""
+
+    db_path: str
+    target_table: str
+    replaced_existing: bool
+    rows: int
+    cells_imputed: int
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ImputeTableResult:
+    """What one table's run did."""
+
+    run_id: str
+    db_path: str
+    source_table: str
+    target_table: str
+    replaced_existing: bool
+    status: str
+    rows: int
+    cells_imputed: dict[str, int]
+    device: str | None
+    n_iter: int | None
+    final_loss: float | None
+    fit_seconds: float
+    seconds: dict[str, float] = field(default_factory=dict)

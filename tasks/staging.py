@@ -1,0 +1,175 @@
+"""Staged writing of a large table: partitions staged beside the warehouse, published at once."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from schemas.lineage import IMPUTED_CELLS_DDL, IMPUTED_CELLS_TABLE, LINEAGE_DDL
+from tasks.errors import PipelineError, QualityCheckError
+from tasks.lineage import LineageRecord
+from tasks.load import SourceTable
+from tasks.results import WriteResult
+from tasks.validate import ImputationPlan
+from tasks.warehouse import connect, quote_identifier, register_frame
+from tasks.write import (
+    check_source_unchanged,
+    check_target,
+    insert_lineage,
+    record_imputed_cells,
+    summarise_write,
+)
+
+__all__ = ["PartitionedWrite"]
+
+
+class PartitionedWrite:
+    """Writes a target table partition by partition, then publishes it in one transaction.
+
+    Partitions are appended, each committed on its own, to a staging DuckDB file beside the
+    warehouse (attached as `tdm_stage`), so the memory a run holds is bounded by a partition,
+    not by the table, and the warehouse itself is not touched. `commit` then copies the staged
+    target and imputed-cells record into the warehouse, checks the source is unchanged and adds
+    the lineage row, all in one transaction. A failure anywhere leaves the warehouse as it was;
+    the staging file is always deleted. Reads of the source go through `con`.
+    """
+
+    STAGE = "tdm_stage"
+
+    def __init__(self, db_path: str, *, memory_limit: str | None = None) -> None:
+        self.db_path = db_path
+        self.memory_limit = memory_limit
+        self._connection: contextlib.AbstractContextManager[duckdb.DuckDBPyConnection] | None
+        self._connection = None
+        self.con: duckdb.DuckDBPyConnection
+        self.replaced_existing = False
+        self._rows_before = 0
+        self._stage_dir: str | None = None
+        self._plan: ImputationPlan | None = None
+
+    def __enter__(self) -> PartitionedWrite:
+        where = Path(self.db_path).resolve().parent
+        try:
+            self._stage_dir = tempfile.mkdtemp(prefix=".tdm-staging-", dir=where)
+            self._open()
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    def _open(self) -> None:
+        assert self._stage_dir is not None
+        self._connection = connect(self.db_path, read_only=False)
+        self.con = self._connection.__enter__()
+        if self.memory_limit:
+            self.con.execute("SET memory_limit = ?", [self.memory_limit])
+        stage = Path(self._stage_dir) / "stage.duckdb"
+        self.con.execute(f"ATTACH {_sql_string(str(stage))} AS {self.STAGE}")
+
+    def _reopen(self) -> None:
+        """Close and reopen the database: DuckDB keeps the pages it read and wrote cached in
+        the process until the last connection closes, so without this the memory of a run
+        would grow with every partition; with it, it stays bounded by one partition."""
+        self._close_connection()
+        self._open()
+
+    def create_target(self, plan: ImputationPlan) -> None:
+        """Check the target name, then create the empty staged target (the source's columns,
+        imputed ones as DOUBLE) and the staged imputed-cells record."""
+        self.replaced_existing = check_target(self.con, plan)
+        doubles = ", ".join(f"NULL::DOUBLE AS {quote_identifier(c)}" for c in plan.columns)
+        self.con.execute(
+            f"CREATE TABLE {self.STAGE}.target AS SELECT * REPLACE ({doubles}) "
+            f"FROM {quote_identifier(plan.source_table)} LIMIT 0"
+        )
+        self.con.execute(IMPUTED_CELLS_DDL.replace(IMPUTED_CELLS_TABLE, f"{self.STAGE}.cells", 1))
+        self._plan = plan
+
+    def append(
+        self, plan: ImputationPlan, part: SourceTable, imputed: pd.DataFrame, run_id: str
+    ) -> None:
+        """Stage one partition: `part.frame` and `imputed` are indexed by the source's rowid."""
+        rowids = part.frame.index.to_numpy(dtype=np.int64)
+        frame = pd.DataFrame(
+            {
+                f"c{j}": imputed[name].to_numpy(dtype=np.float64)
+                for j, name in enumerate(plan.columns)
+            }
+        )
+        frame["r"] = rowids
+        src = quote_identifier(plan.source_table)
+        replacements = ", ".join(
+            f"i.c{j} AS {quote_identifier(name)}" for j, name in enumerate(plan.columns)
+        )
+        with register_frame(self.con, frame, "tdm_part") as view:
+            written = self.con.execute(
+                f"INSERT INTO {self.STAGE}.target SELECT s.* REPLACE ({replacements}) "
+                f"FROM {src} AS s JOIN {view} AS i ON s.rowid = i.r ORDER BY s.rowid"
+            ).fetchall()[0][0]
+        if written != len(frame):
+            raise QualityCheckError(
+                f'Partition of "{plan.source_table}" at rows {rowids[0]}-{rowids[-1]} matched '
+                f"{written} of its {len(frame)} rows when written, so nothing was written."
+            )
+        offset = self._rows_before
+        self._rows_before += len(frame)
+        record_imputed_cells(
+            self.con, part, plan, run_id, offset=offset, table=f"{self.STAGE}.cells"
+        )
+        self._reopen()
+
+    def commit(self, source: SourceTable, lineage: LineageRecord) -> WriteResult:
+        """Publish the staged target and record, check the source, add lineage: one transaction."""
+        plan = lineage.plan
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            check_source_unchanged(self.con, source)
+            self.con.execute(LINEAGE_DDL)
+            self.con.execute(IMPUTED_CELLS_DDL)
+            self.replaced_existing = check_target(self.con, plan)
+            self.con.execute(
+                f"CREATE OR REPLACE TABLE {quote_identifier(plan.target_table)} AS "
+                f"SELECT * FROM {self.STAGE}.target"
+            )
+            self.con.execute(
+                f"INSERT INTO {IMPUTED_CELLS_TABLE} BY NAME SELECT * FROM {self.STAGE}.cells"
+            )
+            insert_lineage(self.con, lineage)
+            self.con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise
+        return summarise_write(self.db_path, lineage, replaced_existing=self.replaced_existing)
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        self._close()
+        if isinstance(error, duckdb.Error):
+            raise PipelineError(
+                f"Writing to '{self.db_path}' failed, and the warehouse was left as it was: "
+                f"{str(error).splitlines()[0]}"
+            ) from None
+
+    def _close_connection(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute(f"DETACH {self.STAGE}")
+            connection.__exit__(None, None, None)
+
+    def _close(self) -> None:
+        try:
+            self._close_connection()
+        finally:
+            if self._stage_dir is not None:
+                shutil.rmtree(self._stage_dir, ignore_errors=True)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

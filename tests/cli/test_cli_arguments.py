@@ -1,0 +1,46 @@
+"""Argument types and flags shared by the `tdm` sub-commands."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from cli.arguments import (
+    add_columns_flag,
+    add_key_flag,
+    parse_positive,
+    split_names,
+    split_required_names,
+)
+
+
+def test_names_are_split_on_commas_and_stripped_and_blanks_dropped() -> None:
+    """`" a, b ,,c, "` names a, b and c; an empty text names nothing."""
+    assert split_names(" a, b ,,c, ") == ["a", "b", "c"]
+    assert split_names(" , ") == []
+
+
+def test_required_names_refuse_a_text_that_names_nothing() -> None:
+    """`split_required_names` keeps names as `split_names` does, and refuses `,` with its text."""
+    assert split_required_names("x,y") == ["x", "y"]
+    with pytest.raises(argparse.ArgumentTypeError, match="comma-separated names; got ' , '"):
+        split_required_names(" , ")
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "2.5", "many"])
+def test_positive_refuses_what_is_not_a_positive_whole_number(text: str) -> None:
+    """Zero, negatives, fractions and words are refused, naming what was given."""
+    with pytest.raises(argparse.ArgumentTypeError, match=f"got '{text}'"):
+        parse_positive(text)
+    assert parse_positive("7") == 7
+
+
+def test_columns_flags_add_up_and_the_key_is_one_name() -> None:
+    """`--columns a,b --columns c` gives [a, b, c]; no flag gives None, so every column."""
+    parser = argparse.ArgumentParser()
+    add_columns_flag(parser)
+    add_key_flag(parser)
+    given = parser.parse_args(["--columns", "a, b", "--columns", "c", "--key", "id"])
+    assert (given.columns, given.key) == (["a", "b", "c"], "id")
+    assert parser.parse_args([]).columns is None

@@ -1,0 +1,126 @@
+"""Reading a table too large for one fit: its profile, a fit sample and rowid partitions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from tasks.errors import PipelineInputError
+from tasks.partitions import (
+    TableProfile,
+    count_rows,
+    partition_plan,
+    profile_table,
+    read_partition,
+    read_sample,
+)
+
+COLUMNS = ("temperature", "pressure", "humidity", "visits", "price")
+
+
+def _profile(con: duckdb.DuckDBPyConnection, db: Path, partition_rows: int = 50) -> TableProfile:
+    return profile_table(
+        con,
+        str(db),
+        "readings",
+        columns=None,
+        key="id",
+        target=None,
+        target_suffix="_imputed",
+        partition_rows=partition_rows,
+    )
+
+
+@pytest.fixture
+def readings(tmp_path: Path, make_readings: Callable[..., pd.DataFrame]) -> Path:
+    """120 rows of the mixed-type table, about 20% of the numeric cells missing (seed 4)."""
+    db = tmp_path / "w.duckdb"
+    make_readings(db, n_rows=120, seed=4)
+    return db
+
+
+def test_count_rows_counts_a_table_and_is_none_for_a_missing_one(readings: Path) -> None:
+    """`count_rows` gives the table's rows, and None (not an error) when there is no table."""
+    assert count_rows.fn(str(readings), "readings") == 120
+    assert count_rows.fn(str(readings), "nowhere") is None
+
+
+def test_profile_plans_the_columns_counts_the_missing_cells_and_the_observed_range(
+    readings: Path,
+) -> None:
+    """The profile's plan and ranges agree with the table read whole by pandas."""
+    with duckdb.connect(str(readings), read_only=True) as con:
+        profile = _profile(con, readings)
+        whole = con.execute("SELECT * FROM readings").df()
+    plan = profile.plan
+    assert (plan.source_table, plan.target_table, plan.key) == (
+        "readings",
+        "readings_imputed",
+        "id",
+    )
+    assert plan.columns == COLUMNS and plan.n_rows == 120
+    assert dict(plan.missing) == {c: int(whole[c].isna().sum()) for c in COLUMNS}
+    values = whole[list(COLUMNS)].astype(float)
+    assert profile.observed_range == {c: (values[c].min(), values[c].max()) for c in COLUMNS}
+    assert profile.fingerprint.rows == 120
+
+
+def test_partitions_are_equal_shares_that_cover_every_row_once(readings: Path) -> None:
+    """120 rows in partitions of at most 50: three of 40, back to back over the rowids."""
+    with duckdb.connect(str(readings), read_only=True) as con:
+        profile = _profile(con, readings, partition_rows=50)
+        parts = [read_partition(con, profile, start, stop) for start, stop in profile.bounds]
+    assert profile.bounds == ((0, 40), (40, 80), (80, 120))
+    assert [len(p) for p in parts] == [40, 40, 40]
+    ids = pd.concat(parts)["id"].tolist()
+    assert ids == list(range(1, 121))  # storage order, no row twice
+    assert parts[1].index.name == "rowid" and parts[1].index[0] == 40
+
+
+def test_partitions_follow_the_gaps_deleted_rows_leave(readings: Path) -> None:
+    """After deletes, the partitions still hold equal shares of the rows that are left."""
+    with duckdb.connect(str(readings)) as con:
+        con.execute("DELETE FROM readings WHERE id % 4 = 0")  # 90 rows left, rowids with gaps
+        profile = _profile(con, readings, partition_rows=50)
+        sizes = [len(read_partition(con, profile, *bounds)) for bounds in profile.bounds]
+    assert sizes == [45, 45]
+
+
+def test_no_rows_make_no_partition(readings: Path) -> None:
+    """A table without rows is planned as no partition at all."""
+    with duckdb.connect(str(readings), read_only=True) as con:
+        assert partition_plan(con, '"readings"', n_rows=0, first=0, last=0, size=50) == ()
+
+
+def test_a_sample_is_reproducible_for_a_seed(readings: Path) -> None:
+    """The same seed draws the same rows; another seed draws others; the size is as asked."""
+    with duckdb.connect(str(readings), read_only=True) as con:
+        profile = _profile(con, readings)
+        first = read_sample(con, profile, 30, seed=1)
+        again = read_sample(con, profile, 30, seed=1)
+        other = read_sample(con, profile, 30, seed=2)
+    assert len(first) == 30 and list(first.columns) == ["id", *COLUMNS]
+    assert first.equals(again)
+    assert set(first["id"]) != set(other["id"])
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("UPDATE readings SET pressure = 'inf'::DOUBLE WHERE id = 7", '"pressure" has 1 infinite'),
+        ("UPDATE readings SET humidity = NULL", '"humidity" has no observed value'),
+        ("UPDATE readings SET id = 1 WHERE id < 4", 'key "id" has 2 duplicated values'),
+        ("UPDATE readings SET id = NULL WHERE id = 5", 'key "id" has 1 null values'),
+    ],
+    ids=["inf", "no-observed", "duplicate-key", "null-key"],
+)
+def test_bad_values_anywhere_in_the_table_are_named(readings: Path, sql: str, message: str) -> None:
+    """Checked in SQL over the whole table: the refusal names the column and the problem."""
+    with duckdb.connect(str(readings)) as con:
+        con.execute(sql)
+        with pytest.raises(PipelineInputError, match=message):
+            _profile(con, readings)
