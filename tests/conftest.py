@@ -1,4 +1,5 @@
-"""Shared fixtures: a Prefect test harness (opt-in, once per session) and small DuckDB warehouses.
+"""Shared fixtures: a Prefect test harness (opt-in, once per session; its tests are marked
+``e2e``) and small DuckDB warehouses.
 
 Prefect reads its settings when first imported, so the environment is set here, before any test
 module imports it: a throw-away PREFECT_HOME, no telemetry, a patient server start.
@@ -23,6 +24,14 @@ for _name in [name for name in os.environ if name.startswith("TDM_")]:
     del os.environ[_name]  # the suite sets its own TDM_* values where it tests them
 
 Snapshot = dict[str, tuple[int, int]]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the Prefect test harness starts a Prefect server: it is ``e2e`` too, like
+    the ``tdm serve`` and browser tests, so that ``-m "not e2e"`` starts no server at all."""
+    for item in items:
+        if "prefect_harness" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")

@@ -167,22 +167,6 @@ def test_a_new_library_version_runs_its_trials_anew(
     assert results["params_hash"].nunique() == 1  # the same overrides: the same hash
 
 
-def test_a_results_file_keyed_without_the_version_is_refused(tmp_path: Path) -> None:
-    """A results file from tdm < 0.5 (key without tdm_version) is refused with a clear error
-    instead of mixing keys."""
-    import duckdb
-
-    db = tmp_path / "old.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute(
-            'CREATE TABLE bench_results ("dataset" VARCHAR, "mechanism" VARCHAR, "seed" BIGINT, '
-            '"method" VARCHAR, "p" DOUBLE, "params_hash" VARCHAR, "tdm_version" VARCHAR, '
-            'PRIMARY KEY ("dataset", "mechanism", "seed", "method", "p", "params_hash"))'
-        )
-    with pytest.raises(ValueError, match=r"written by tdm < 0\.5.*another file"):
-        read_results(db)
-
-
 def test_cli_runs_a_grid_then_the_report_only(tmp_path: Path, data_dir: str) -> None:
     """`tdm bench` exits 0 and writes the report; --report-only runs no trial."""
     db = tmp_path / "cli" / "bench.duckdb"
