@@ -8,6 +8,7 @@ __all__ = [
     "EXIT_USAGE",
     "add_columns_flag",
     "add_key_flag",
+    "add_replace_target_flag",
     "parse_positive",
     "split_names",
     "split_required_names",
@@ -48,6 +49,18 @@ def add_columns_flag(parser: argparse.ArgumentParser) -> None:
         type=split_names,
         action="extend",
         help="comma-separated columns to impute [every numeric column but the key]",
+    )
+
+
+def add_replace_target_flag(parser: argparse.ArgumentParser) -> None:
+    """`--replace-target`: replace an existing target table the pipeline did not write."""
+    parser.add_argument(
+        "--replace-target",
+        dest="replace_target",
+        action=argparse.BooleanOptionalAction,
+        help="replace an existing target table that this pipeline did not write (no tdm_lineage "
+        "row names it); its own earlier targets are replaced without it "
+        "[env TDM_REPLACE_TARGET; false]",
     )
 
 

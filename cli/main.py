@@ -14,9 +14,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cli.arguments import EXIT_USAGE, add_columns_flag, add_key_flag
+from cli.arguments import EXIT_USAGE, add_columns_flag, add_key_flag, add_replace_target_flag
 
 __all__ = ["build_parser", "main"]
+
+_RUNS_FLOWS_HERE = ("impute", "demo", "warehouse", "bench")
+"""The commands that run flows in this process (on a temporary server when no API is set)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,18 +36,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pydantic import ValidationError
 
+    from cli.errors import EXIT_UNEXPECTED, ErrorLog, configure_warnings, release_error
     from tasks.errors import PipelineError, validation_problems
 
-    _hide_tracebacks_of(PipelineError)
+    restore_warnings = configure_warnings()
+    if args.command in _RUNS_FLOWS_HERE:
+        from deployments.lifeline import tie_ephemeral_server
+
+        tie_ephemeral_server()  # Prefect's temporary server dies with this process, even on KILL
+    log = ErrorLog(args.command)
+    log.attach(expected=PipelineError)  # tracebacks go to the log file, never the console
+    _hide_tracebacks_of(BaseException)
     try:
         return int(args.handler(args))
     except PipelineError as error:
+        release_error(error)
         print(f"tdm {args.command}: error: {error}", file=sys.stderr)
+        if getattr(error, "unexpected", False):  # some tables failed for a reason not foreseen
+            print(f"The tracebacks are in {log.path}.", file=sys.stderr)
+            return EXIT_UNEXPECTED
         return EXIT_USAGE
     except ValidationError as error:
+        release_error(error)
         problems = validation_problems(error)
         print(f"tdm {args.command}: error: invalid setting: {problems}.", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as error:  # a bug or an unforeseen input: one paragraph, traceback logged
+        message = log.unexpected(args.command, error)
+        release_error(error)
+        print(message, file=sys.stderr)
+        return EXIT_UNEXPECTED
+    finally:
+        log.detach()
+        restore_warnings()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write the imputed table over the source table itself",
     )
+    add_replace_target_flag(impute)
     _add_run_flags(impute)
     impute.set_defaults(handler=_run_impute)
 
@@ -117,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     warehouse.add_argument(
         "--dask-address", help="scheduler of an existing Dask cluster [a local cluster]"
     )
+    add_replace_target_flag(warehouse)
     warehouse.set_defaults(handler=_run_warehouse)
 
     from cli.bench import add_bench_command
@@ -199,6 +225,7 @@ def _run_impute(args: argparse.Namespace) -> int:
         columns=args.columns,
         key=args.key,
         replace_source=args.replace_source,
+        replace_target=settings.replace_target,
         imputer=settings.imputer_params(),
         seed=settings.seed,
         range_factor=settings.range_factor,
@@ -247,7 +274,11 @@ def _run_warehouse(args: argparse.Namespace) -> int:
             os.environ[name] = getattr(args, flag)
     from flows.impute_warehouse import impute_warehouse
 
-    result = impute_warehouse(args.config, db_path=str(args.db) if args.db else None)
+    result = impute_warehouse(
+        args.config,
+        db_path=str(args.db) if args.db else None,
+        replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
+    )
     print(f"Imputed {len(result.tables)} tables in {result.db_path} on {result.runner}:")
     for table, done in result.tables.items():
         cells = sum(done.cells_imputed.values())
@@ -266,6 +297,8 @@ def _limit_torch_threads(threads: int | None) -> None:
 def _print_result(result: Any) -> None:
     cells = sum(result.cells_imputed.values())
     replaced = " (it replaced the existing table of that name)" if result.replaced_existing else ""
+    if result.target_table == result.source_table:  # --replace-source: an UPDATE in place
+        replaced = " in place (only its missing cells were updated; its definition was kept)"
     if result.status == "copied" and result.target_table == result.source_table:
         print(f"Table {result.source_table!r} has no missing value: left it unchanged.")
     elif result.status == "copied":

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from deployments.lifeline import die_with_parent
 from tasks.errors import PipelineError
 
 __all__ = ["DEFAULT_PORT", "api_url_for", "local_server", "server_answers"]
@@ -49,7 +50,8 @@ def local_server(
     """Start `prefect server start` on 127.0.0.1:`port`, yield its API URL once it answers.
 
     The server's output goes to `log_path`. It runs in its own process group, so that a Ctrl-C
-    reaches the serving process first, which stops the server last (terminate, then kill).
+    reaches the serving process first, which stops the server last (terminate, then kill); if
+    the serving process is killed outright (SIGKILL), the kernel kills the server (Linux).
     """
     _check_port_free(port)
     url = api_url_for(port)
@@ -62,6 +64,7 @@ def local_server(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent(),  # dies with `tdm serve`, even on SIGKILL (Linux)
         )
         try:
             _wait_until_healthy(process, url, log_path, startup_timeout)

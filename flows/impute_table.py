@@ -28,11 +28,15 @@ def impute_table(
     columns: list[str] | None = None,
     key: str | None = None,
     replace_source: bool = False,
+    replace_target: bool | None = None,
     imputer: dict[str, Any] | ImputerParams | None = None,
     seed: int | None = None,
     range_factor: float | None = None,
 ) -> ImputeTableResult:
     """Impute the missing cells of a DuckDB table into a new table, with lineage.
+
+    `replace_target`: replace an existing target the pipeline did not write (None: the
+    `TDM_REPLACE_TARGET` setting); without it such a target is refused before anything runs.
 
     `imputer`: all the imputer settings, or a dict of some of them that overrides the `TDM_*`
     settings of the process that runs the flow (what `tdm run --max-iter` sends).
@@ -58,7 +62,14 @@ def impute_table(
         started=started,
     )
     logger = get_run_logger()
-    request = TableRequest(source_table, columns, key, target_table, replace_source)
+    request = TableRequest(
+        source_table,
+        columns,
+        key,
+        target_table,
+        replace_source,
+        settings.replace_target if replace_target is None else replace_target,
+    )
 
     rows = count_rows_to_partition(db, source_table, settings)
     if rows is not None:

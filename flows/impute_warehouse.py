@@ -19,12 +19,21 @@ from tasks.errors import PipelineError, PipelineInputError
 from tasks.impute import impute_task_for
 from tasks.params import override_params
 from tasks.results import ImputeTableResult
+from tasks.targets import check_warehouse_targets
 
 __all__ = ["WarehouseResult", "WarehouseRunError", "impute_warehouse"]
 
 
 class WarehouseRunError(PipelineError):
-    """Some tables failed; the others were written (each table is its own transaction)."""
+    """Some tables failed; the others were written (each table is its own transaction).
+
+    `unexpected`: whether a table failed with an error other than a `PipelineError` (a bug, or
+    an input nobody foresaw); its traceback was logged.
+    """
+
+    def __init__(self, message: str, *, unexpected: bool = False) -> None:
+        super().__init__(message)
+        self.unexpected = unexpected
 
 
 @dataclass(frozen=True)
@@ -37,10 +46,15 @@ class WarehouseResult:
 
 
 @flow(name="impute-warehouse")
-def impute_warehouse(config: str, db_path: str | None = None) -> WarehouseResult:
+def impute_warehouse(
+    config: str, db_path: str | None = None, replace_target: bool | None = None
+) -> WarehouseResult:
     """Impute every table listed in the YAML file `config` (see `schemas.warehouse`).
 
     Fails, after finishing every other table, with a message naming each failed table and why.
+    A config whose targets clash (`tasks.targets.check_warehouse_targets`) is refused before any
+    table is read. `replace_target` (None: `TDM_REPLACE_TARGET`): replace existing targets the
+    pipeline did not write.
     """
     started = datetime.now(UTC)
     settings = PipelineSettings()
@@ -50,12 +64,17 @@ def impute_warehouse(config: str, db_path: str | None = None) -> WarehouseResult
     except WarehouseConfigError as error:
         raise PipelineInputError(str(error)) from None
     db = str(db_path or spec.db_path or settings.db_path)
+    check_warehouse_targets(db, spec, settings.target_suffix)
+    replace = settings.replace_target if replace_target is None else replace_target
     failures: dict[str, str] = {}
+    unexpected: set[str] = set()  # tables that failed with an error not foreseen
     options: dict[str, ImputeOptions] = {}
     prepared: dict[str, PreparedTable] = {}
     large: list[TableRequest] = []  # imputed in partitions, one at a time, after the rest
     for entry in spec.tables:
-        request = TableRequest(entry.table, entry.columns, entry.key, entry.target)
+        request = TableRequest(
+            entry.table, entry.columns, entry.key, entry.target, replace_target=replace
+        )
         try:
             params = override_params(
                 settings.imputer_params(),
@@ -69,8 +88,8 @@ def impute_warehouse(config: str, db_path: str | None = None) -> WarehouseResult
                 large.append(request)
                 continue
             prepared[entry.table] = prepare_table(db, request, target_suffix=settings.target_suffix)
-        except PipelineError as error:
-            failures[entry.table] = str(error)
+        except Exception as error:  # any table's failure, foreseen or not, spares the others
+            failures[entry.table] = _reason(error, entry.table, unexpected)
 
     runner_name = describe_runner(settings)
     results: dict[str, ImputeTableResult] = {}
@@ -95,20 +114,31 @@ def impute_warehouse(config: str, db_path: str | None = None) -> WarehouseResult
             try:
                 outcome = futures[table].result() if table in futures else None
                 results[table] = finish_table(ready, outcome, options[table])
-            except PipelineError as error:
-                failures[table] = str(error)
+            except Exception as error:
+                failures[table] = _reason(error, table, unexpected)
         for request in large:
             table = request.source_table
             try:
                 results[table] = impute_partitioned(
                     db, request, options[table], settings=settings, runner=runner
                 )
-            except PipelineError as error:
-                failures[table] = str(error)
+            except Exception as error:
+                failures[table] = _reason(error, table, unexpected)
     if failures:
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
         raise WarehouseRunError(
             f"{len(failures)} of {len(spec.tables)} tables failed (the others were written): "
-            f"{listed}"
+            f"{listed}",
+            unexpected=bool(unexpected),
         )
     return WarehouseResult(db_path=db, runner=runner_name, tables=results)
+
+
+def _reason(error: Exception, table: str, unexpected: set[str]) -> str:
+    """Why `table` failed, in one line; an unforeseen error is also logged with its traceback."""
+    if isinstance(error, PipelineError):
+        return str(error)
+    unexpected.add(table)
+    get_run_logger().error("Table %r failed with an unexpected error", table, exc_info=error)
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"unexpected error {type(error).__name__}: {first}".rstrip(": ")

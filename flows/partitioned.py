@@ -30,6 +30,7 @@ from tasks.quality import check_quality, merge_reports
 from tasks.results import ImputationOutcome, ImputeTableResult
 from tasks.scaling import apply_scaling, inverse_scale, standardise
 from tasks.staging import PartitionedWrite
+from tasks.targets import check_target_table
 from tasks.validate import validate_input
 
 __all__ = ["count_rows_to_partition", "impute_partitioned"]
@@ -71,8 +72,10 @@ def impute_partitioned(
             target=request.target_table,
             target_suffix=settings.target_suffix,
             partition_rows=settings.partition_rows,
+            replace_target=request.replace_target,
         )
         plan = profile.plan
+        check_target_table(write.con, plan)  # refused before the fit; checked again at commit
         sample = profile.source(read_sample(write.con, profile, settings.max_fit_rows, seed))
         validate_input(sample, list(plan.columns), plan.key, plan.target_table)
         scaled = standardise(sample.frame, plan.columns)

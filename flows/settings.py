@@ -44,6 +44,12 @@ class PipelineSettings(ImputerParams, BaseSettings):
         min_length=1,
         description="Default target table name = source name + this suffix.",
     )
+    replace_target: bool = Field(
+        default=False,
+        description="Replace an existing target table the pipeline did not write (no tdm_lineage "
+        "row names it); without it such a target is refused. Its own earlier targets are always "
+        "replaced.",
+    )
 
     task_runner: Literal["threads", "dask"] = Field(
         default="threads",

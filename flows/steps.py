@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ParamSpec, TypeVar
 
+from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.frames import as_float_frame
 from tasks.lineage import LineageRecord, current_run
@@ -21,6 +22,7 @@ from tasks.params import ImputerParams
 from tasks.quality import check_quality
 from tasks.results import ImputationOutcome, ImputeTableResult, WriteResult
 from tasks.scaling import Standardised, inverse_scale, standardise
+from tasks.targets import check_target_writable
 from tasks.validate import ImputationPlan, validate_input
 from tasks.write import write_back
 
@@ -47,6 +49,7 @@ class TableRequest:
     key: str | None = None
     target_table: str | None = None
     replace_source: bool = False
+    replace_target: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,9 @@ class PreparedTable:
 
 
 def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) -> PreparedTable:
-    """Load (read-only), validate and standardise one table."""
+    """Check the file can be written (before any fit), load (read-only), validate and
+    standardise one table."""
+    check_writable(db_path)
     clock = _Clock()
     source = clock("load", load_table, db_path, request.source_table, request.key)
     plan = clock(
@@ -82,7 +87,9 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
         request.target_table,
         request.replace_source,
         target_suffix,
+        request.replace_target,
     )
+    clock("validate", check_target_writable, db_path, plan)  # refused before any fit
     scaled = (
         clock("standardise", standardise, source.frame, plan.columns) if plan.n_missing else None
     )

@@ -9,6 +9,10 @@ A YAML file (example: `deployments/warehouse.yaml`)::
         columns: [temperature, humidity] # optional; default every numeric column but the key
         target: sensors_imputed          # optional; default table + TDM_TARGET_SUFFIX
         imputer: {max_iter: 2000}        # optional overrides of the imputer settings
+
+Table names are `table` (schema main) or `schema.table`, compared case-insensitively as DuckDB
+does. No target may name a listed table, another entry's target (default targets included), or
+a table starting with `tdm_` (the pipeline's own); the flow checks this before anything runs.
 """
 
 from __future__ import annotations
@@ -48,15 +52,54 @@ class WarehouseConfig(BaseModel):
 
     @model_validator(mode="after")
     def _distinct(self) -> WarehouseConfig:
-        names = [t.table for t in self.tables]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        keys = [_table_key(t.table) for t in self.tables]
+        twice = sorted(
+            {t.table for t, k in zip(self.tables, keys, strict=True) if keys.count(k) > 1}
+        )
         if twice:
             raise ValueError(f"tables listed more than once: {', '.join(twice)}")
-        targets = [t.target for t in self.tables if t.target]
-        clash = sorted({t for t in targets if targets.count(t) > 1 or t in names})
-        if clash:
-            raise ValueError(f"target tables that clash with another entry: {', '.join(clash)}")
+        clashes = self.target_clashes(None)
+        if clashes:
+            raise ValueError("; ".join(clashes))
         return self
+
+    def targets(self, target_suffix: str | None) -> list[str | None]:
+        """Each entry's target: the explicit one, else table + `target_suffix` (None: unknown)."""
+        return [
+            t.target or (t.table + target_suffix if target_suffix is not None else None)
+            for t in self.tables
+        ]
+
+    def target_clashes(self, target_suffix: str | None) -> list[str]:
+        """One sentence per target that names a listed table, another entry's target, or a
+        `tdm_*` table; `target_suffix` None: explicit targets only (the default is a setting)."""
+        sources = {_table_key(t.table): n for n, t in enumerate(self.tables, 1)}
+        problems: list[str] = []
+        seen: dict[tuple[str, str], int] = {}
+        for number, (entry, target) in enumerate(
+            zip(self.tables, self.targets(target_suffix), strict=True), 1
+        ):
+            if target is None:
+                continue
+            key = _table_key(target)
+            here = f'entry {number} ("{entry.table}") writes to "{target}"'
+            if key in sources:
+                other = sources[key]
+                whose = "its own source" if other == number else f"the source of entry {other}"
+                problems.append(f'{here}, which is {whose} ("{self.tables[other - 1].table}")')
+            if key in seen:
+                problems.append(f"{here}, the target of entry {seen[key]} too")
+            seen.setdefault(key, number)
+            if key[1].startswith("tdm_"):
+                problems.append(f"{here}, a name reserved for the pipeline's own tables (tdm_*)")
+        return problems
+
+
+def _table_key(name: str) -> tuple[str, str]:
+    """(schema, table), lowercased: `t` is main's, `s.t` is split at its first dot (the rule of
+    `tasks.names`), so that names DuckDB takes for the same table compare equal."""
+    schema, dot, table = name.partition(".")
+    return (schema.lower(), table.lower()) if dot else ("main", name.lower())
 
 
 def load_warehouse_config(path: str | Path) -> WarehouseConfig:

@@ -21,7 +21,6 @@ from tasks.warehouse import (
     find_view,
     fingerprint_table,
     list_tables,
-    quote_identifier,
 )
 
 __all__ = ["SourceTable", "load_table"]
@@ -52,8 +51,8 @@ def _missing_table_message(con: duckdb.DuckDBPyConnection, db_path: str | Path, 
     known = ", ".join(f'"{t}"' for t in tables[:20]) if tables else "none"
     more = f" (and {len(tables) - 20} more)" if len(tables) > 20 else ""
     return (
-        f"Table \"{table}\" does not exist in '{db_path}' (schema main). "
-        f"Tables there: {known}{more}."
+        f"Table \"{table}\" does not exist in '{db_path}' (a name is `table`, in schema main, or "
+        f"`schema.table`). Tables there: {known}{more}."
     )
 
 
@@ -75,13 +74,13 @@ def load_table(db_path: str, table: str, key: str | None = None) -> SourceTable:
         try:
             fingerprint = fingerprint_table(con, info)
             if wanted:
-                sql = f"SELECT {columns_sql(wanted)} FROM {quote_identifier(info.name)}"
+                sql = f"SELECT {columns_sql(wanted)} FROM {info.sql}"
                 frame = con.execute(sql).df()
             else:
                 frame = pd.DataFrame(index=pd.RangeIndex(fingerprint.rows))
         except duckdb.Error as error:
             raise PipelineInputError(
-                f"Table \"{info.name}\" in '{db_path}' could not be read: "
+                f"Table \"{info.qualified}\" in '{db_path}' could not be read: "
                 f"{str(error).splitlines()[0]}"
             ) from None
     return SourceTable(db_path=str(db_path), table=info, fingerprint=fingerprint, frame=frame)

@@ -20,6 +20,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.errors import PipelineInputError
 from tasks.load import SourceTable, _missing_table_message
+from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
 from tasks.validate import ImputationPlan, _resolve_columns, _resolve_key, _resolve_target
 from tasks.warehouse import (
     Fingerprint,
@@ -55,14 +56,20 @@ class TableProfile:
         )
 
 
-@task(name="count-rows", cache_policy=NO_CACHE)
+@task(
+    name="count-rows",
+    cache_policy=NO_CACHE,
+    retries=RETRIES,
+    retry_delay_seconds=RETRY_DELAY_SECONDS,
+    retry_condition_fn=retry_when_busy,
+)
 def count_rows(db_path: str, table: str) -> int | None:
     """Rows of `table`, or None when there is no such table (the full load then says why)."""
     with connect(db_path, read_only=True) as con:
         info = find_table(con, table)
         if info is None:
             return None
-        sql = f"SELECT count(*) FROM {quote_identifier(info.name)}"
+        sql = f"SELECT count(*) FROM {info.sql}"
         return int(con.execute(sql).fetchall()[0][0])
 
 
@@ -76,6 +83,7 @@ def profile_table(
     target: str | None,
     target_suffix: str,
     partition_rows: int,
+    replace_target: bool = False,
 ) -> TableProfile:
     """Resolve columns, key and target; check the values in SQL; plan the partitions.
 
@@ -88,8 +96,8 @@ def profile_table(
         raise PipelineInputError(_missing_table_message(con, db_path, table))
     key_name = _resolve_key(info, key)
     chosen = _resolve_columns(info, columns, key_name)
-    target_name = _resolve_target(info.name, target, False, target_suffix)
-    src = quote_identifier(info.name)
+    target_name = _resolve_target(info.qualified, target, False, target_suffix)
+    src = info.sql
     stats = []
     for name in chosen:
         cell = f"{quote_identifier(name)}::DOUBLE"
@@ -123,16 +131,18 @@ def profile_table(
             problems.append(f'key "{key_name}" has {non_null - distinct} duplicated values')
     if problems:
         raise PipelineInputError(
-            f'Table "{info.name}" cannot be imputed: {"; ".join(problems)}. Nothing was written.'
+            f'Table "{info.qualified}" cannot be imputed: {"; ".join(problems)}. '
+            "Nothing was written."
         )
     plan = ImputationPlan(
-        source_table=info.name,
+        source_table=info.qualified,
         target_table=target_name,
         columns=tuple(chosen),
         key=key_name,
         replace_source=False,
         n_rows=n_rows,
         missing=missing,
+        replace_target=replace_target,
     )
     return TableProfile(
         db_path=str(db_path),
@@ -169,7 +179,7 @@ def read_sample(
     """A reproducible uniform sample of `rows` rows (reservoir sampling in DuckDB)."""
     wanted = _wanted(profile)
     return con.execute(
-        f"SELECT {columns_sql(wanted)} FROM {quote_identifier(profile.table.name)} "
+        f"SELECT {columns_sql(wanted)} FROM {profile.table.sql} "
         f"USING SAMPLE reservoir({int(rows)} ROWS) REPEATABLE ({int(seed)})"
     ).df()
 
@@ -181,7 +191,7 @@ def read_partition(
     wanted = _wanted(profile)
     frame = con.execute(
         f"SELECT rowid AS __tdm_rowid, {columns_sql(wanted)} "
-        f"FROM {quote_identifier(profile.table.name)} "
+        f"FROM {profile.table.sql} "
         f"WHERE rowid >= {int(start)} AND rowid < {int(stop)} ORDER BY rowid"
     ).df()
     frame.index = pd.Index(frame.pop("__tdm_rowid").to_numpy(dtype=np.int64), name="rowid")

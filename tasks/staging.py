@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
 from pathlib import Path
 
 import duckdb
@@ -12,10 +11,13 @@ import numpy as np
 import pandas as pd
 
 from schemas.lineage import IMPUTED_CELLS_DDL, IMPUTED_CELLS_TABLE, LINEAGE_DDL
+from tasks.access import check_writable
 from tasks.errors import PipelineError, QualityCheckError
 from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
+from tasks.names import quote_table
 from tasks.results import WriteResult
+from tasks.scratch import make_stage_dir
 from tasks.validate import ImputationPlan
 from tasks.warehouse import connect, quote_identifier, register_frame
 from tasks.write import (
@@ -54,9 +56,10 @@ class PartitionedWrite:
         self._plan: ImputationPlan | None = None
 
     def __enter__(self) -> PartitionedWrite:
+        check_writable(self.db_path)  # before the staging folder and the fit
         where = Path(self.db_path).resolve().parent
         try:
-            self._stage_dir = tempfile.mkdtemp(prefix=".tdm-staging-", dir=where)
+            self._stage_dir = make_stage_dir(where)  # removes stale ones left by killed runs
             self._open()
         except BaseException:
             self._close()
@@ -65,8 +68,9 @@ class PartitionedWrite:
 
     def _open(self) -> None:
         assert self._stage_dir is not None
-        self._connection = connect(self.db_path, read_only=False)
-        self.con = self._connection.__enter__()
+        connection = connect(self.db_path, read_only=False)
+        self.con = connection.__enter__()  # if opening fails, there is nothing to close
+        self._connection = connection
         if self.memory_limit:
             self.con.execute("SET memory_limit = ?", [self.memory_limit])
         stage = Path(self._stage_dir) / "stage.duckdb"
@@ -86,7 +90,7 @@ class PartitionedWrite:
         doubles = ", ".join(f"NULL::DOUBLE AS {quote_identifier(c)}" for c in plan.columns)
         self.con.execute(
             f"CREATE TABLE {self.STAGE}.target AS SELECT * REPLACE ({doubles}) "
-            f"FROM {quote_identifier(plan.source_table)} LIMIT 0"
+            f"FROM {quote_table(plan.source_table)} LIMIT 0"
         )
         self.con.execute(IMPUTED_CELLS_DDL.replace(IMPUTED_CELLS_TABLE, f"{self.STAGE}.cells", 1))
         self._plan = plan
@@ -103,7 +107,7 @@ class PartitionedWrite:
             }
         )
         frame["r"] = rowids
-        src = quote_identifier(plan.source_table)
+        src = quote_table(plan.source_table)
         replacements = ", ".join(
             f"i.c{j} AS {quote_identifier(name)}" for j, name in enumerate(plan.columns)
         )
@@ -134,7 +138,7 @@ class PartitionedWrite:
             self.con.execute(IMPUTED_CELLS_DDL)
             self.replaced_existing = check_target(self.con, plan)
             self.con.execute(
-                f"CREATE OR REPLACE TABLE {quote_identifier(plan.target_table)} AS "
+                f"CREATE OR REPLACE TABLE {quote_table(plan.target_table)} AS "
                 f"SELECT * FROM {self.STAGE}.target"
             )
             self.con.execute(

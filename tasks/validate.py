@@ -15,17 +15,21 @@ from schemas.lineage import IMPUTED_CELLS_TABLE, LINEAGE_TABLE
 from tasks.errors import PipelineInputError
 from tasks.frames import as_float_frame
 from tasks.load import SourceTable
+from tasks.names import RESERVED_PREFIX, is_reserved, parse_table_name, same_table
 from tasks.params import DEFAULT_TARGET_SUFFIX
-from tasks.warehouse import TableInfo, quote_identifier
+from tasks.warehouse import TableInfo
 
 __all__ = ["ImputationPlan", "validate_input"]
-
-_RESERVED = frozenset({LINEAGE_TABLE, IMPUTED_CELLS_TABLE})
 
 
 @dataclass(frozen=True)
 class ImputationPlan:
-    """What the run will do: which columns of which table it imputes, and where it writes."""
+    """What the run will do: which columns of which table it imputes, and where it writes.
+
+    Table names are canonical (`tasks.names`): `table` in schema main, `schema.table` elsewhere.
+    `replace_target`: an existing target the pipeline did not write (no lineage row names it)
+    may be replaced; without it, such a target is refused.
+    """
 
     source_table: str
     target_table: str
@@ -34,6 +38,7 @@ class ImputationPlan:
     replace_source: bool
     n_rows: int
     missing: Mapping[str, int] = field(default_factory=dict)
+    replace_target: bool = False
 
     @property
     def n_missing(self) -> int:
@@ -49,46 +54,50 @@ def validate_input(
     target: str | None = None,
     replace_source: bool = False,
     target_suffix: str = DEFAULT_TARGET_SUFFIX,
+    replace_target: bool = False,
 ) -> ImputationPlan:
     """Check the chosen columns, the key and the target name; run the pandera input schema."""
     table = source.table
-    target_name = _resolve_target(table.name, target, replace_source, target_suffix)
+    target_name = _resolve_target(table.qualified, target, replace_source, target_suffix)
     key_name = _resolve_key(table, key)
     chosen = _resolve_columns(table, columns, key_name)
     values = _check_values(source, chosen, key_name)
     missing = {name: int(values[name].isna().sum()) for name in chosen}
     return ImputationPlan(
-        source_table=table.name,
+        source_table=table.qualified,
         target_table=target_name,
         columns=tuple(chosen),
         key=key_name,
         replace_source=replace_source,
         n_rows=source.fingerprint.rows,
         missing=missing,
+        replace_target=replace_target,
     )
 
 
 def _resolve_target(source: str, target: str | None, replace_source: bool, suffix: str) -> str:
+    """The canonical target name; `source` is the source's canonical name (a default target
+    `<source><suffix>` lies in the source's schema)."""
     if replace_source:
-        if target is not None and target.lower() != source.lower():
+        if target is not None and not same_table(target, source):
             raise PipelineInputError(
                 f'Asked to replace the source table "{source}" and also to write to "{target}": '
                 "choose one (drop --target to overwrite the source, or drop --replace-source)."
             )
         name = source
     else:
-        name = target if target is not None else f"{source}{suffix}"
-        if name.lower() == source.lower():
+        name = parse_table_name(target).canonical if target is not None else f"{source}{suffix}"
+        if same_table(name, source):
             raise PipelineInputError(
                 f'The target table "{name}" is the source table "{source}": the pipeline never '
                 "overwrites its source unless asked. Choose another --target, or pass "
                 "--replace-source (replace_source=True) to overwrite the source on purpose."
             )
-    quote_identifier(name)
-    if name.lower() in _RESERVED:
+    if is_reserved(name):
         raise PipelineInputError(
-            f'The target table "{name}" is reserved for the pipeline\'s own records '
-            f"({LINEAGE_TABLE}, {IMPUTED_CELLS_TABLE}); choose another --target."
+            f'The target table "{name}" is reserved: names starting with "{RESERVED_PREFIX}" are '
+            f"the pipeline's own records ({LINEAGE_TABLE}, {IMPUTED_CELLS_TABLE}); choose "
+            "another --target."
         )
     return name
 
@@ -99,7 +108,7 @@ def _resolve_key(table: TableInfo, key: str | None) -> str | None:
     column = table.column(key)
     if column is None:
         raise PipelineInputError(
-            f'The key column "{key}" does not exist in table "{table.name}". '
+            f'The key column "{key}" does not exist in table "{table.qualified}". '
             f"Its columns are: {_names(c.name for c in table.columns)}."
         )
     return column.name
@@ -110,20 +119,20 @@ def _resolve_columns(table: TableInfo, columns: Sequence[str] | None, key: str |
         chosen = [c.name for c in table.columns if c.is_numeric and c.name != key]
         if not chosen:
             raise PipelineInputError(
-                f'Table "{table.name}" has no numeric column to impute '
+                f'Table "{table.qualified}" has no numeric column to impute '
                 f"(columns: {_describe(table)})."
             )
         return chosen
     if not columns:
         raise PipelineInputError(
-            f'No column to impute was given for table "{table.name}"; name at least one, '
+            f'No column to impute was given for table "{table.qualified}"; name at least one, '
             "or leave the columns out to impute every numeric column."
         )
     unknown = [name for name in columns if table.column(name) is None]
     if unknown:
         noun = "column does" if len(unknown) == 1 else "columns do"
         raise PipelineInputError(
-            f'The {noun} not exist in table "{table.name}": {_names(unknown)}. '
+            f'The {noun} not exist in table "{table.qualified}": {_names(unknown)}. '
             f"Its columns are: {_names(c.name for c in table.columns)}."
         )
     resolved = [table.column(name) for name in columns]
@@ -131,14 +140,14 @@ def _resolve_columns(table: TableInfo, columns: Sequence[str] | None, key: str |
     if not_numeric:
         listed = ", ".join(f'"{c.name}" ({c.sql_type})' for c in not_numeric)
         raise PipelineInputError(
-            f'Only numeric columns can be imputed, but table "{table.name}" has non-numeric '
+            f'Only numeric columns can be imputed, but table "{table.qualified}" has non-numeric '
             f"{listed} among the chosen columns. Non-numeric columns pass through untouched; "
             "leave them out of --columns."
         )
     chosen = list(dict.fromkeys(c.name for c in resolved if c is not None))
     if key is not None and key in chosen:
         raise PipelineInputError(
-            f'The key column "{key}" of table "{table.name}" cannot also be imputed: '
+            f'The key column "{key}" of table "{table.qualified}" cannot also be imputed: '
             "leave it out of --columns."
         )
     return chosen
@@ -153,7 +162,7 @@ def _check_values(source: SourceTable, columns: list[str], key: str | None) -> p
     except pandera.errors.SchemaErrors as errors:
         problems = _describe_failures(errors.failure_cases, frame, key)
         raise PipelineInputError(
-            f'Table "{source.table.name}" cannot be imputed: {"; ".join(problems)}. '
+            f'Table "{source.table.qualified}" cannot be imputed: {"; ".join(problems)}. '
             "Nothing was written."
         ) from None
     return values

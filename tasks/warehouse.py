@@ -6,14 +6,16 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 
+from tasks.access import busy_message
 from tasks.errors import PipelineInputError, WarehouseBusyError
+from tasks.names import DEFAULT_SCHEMA, canonical_name, parse_table_name, quote_identifier
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,6 +31,7 @@ __all__ = [
     "is_numeric_type",
     "quote_identifier",
     "register_frame",
+    "schema_exists",
 ]
 
 # DuckDB's numeric types; DECIMAL(p, s) is matched by prefix. BOOLEAN is not numeric here.
@@ -56,10 +59,21 @@ class ColumnInfo:
 
 @dataclass(frozen=True)
 class TableInfo:
-    """A base table of the database's default schema, with its columns in order."""
+    """A base table of the database (its name and schema as stored), with its columns in order."""
 
     name: str
     columns: tuple[ColumnInfo, ...]
+    schema: str = DEFAULT_SCHEMA
+
+    @property
+    def qualified(self) -> str:
+        """The canonical name: `table` in schema main, `schema.table` elsewhere."""
+        return canonical_name(self.schema, self.name)
+
+    @property
+    def sql(self) -> str:
+        """The table's quoted, schema-qualified name for SQL."""
+        return f"{quote_identifier(self.schema)}.{quote_identifier(self.name)}"
 
     def column(self, name: str) -> ColumnInfo | None:
         """The column called `name` (exact match first, then case-insensitive, as DuckDB does)."""
@@ -76,16 +90,6 @@ class Fingerprint:
 
     rows: int
     content_hash: str
-
-
-def quote_identifier(name: str) -> str:
-    """Quote a DuckDB identifier: double quotes around it, embedded double quotes doubled."""
-    if not isinstance(name, str) or not name or "\x00" in name:
-        raise PipelineInputError(
-            f"{name!r} is not a usable table or column name: names must be non-empty text "
-            "without NUL characters."
-        )
-    return '"' + name.replace('"', '""') + '"'
 
 
 def is_numeric_type(sql_type: str) -> bool:
@@ -113,10 +117,7 @@ def connect(db_path: str | Path, *, read_only: bool) -> Iterator[duckdb.DuckDBPy
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as error:
         if _is_lock_error(error):
-            raise WarehouseBusyError(
-                f"Database file '{path}' is locked by another process that is writing to it; "
-                "DuckDB allows one writer at a time. Retry when that process has finished."
-            ) from None
+            raise WarehouseBusyError(busy_message(path, error, read_only=read_only)) from None
         raise PipelineInputError(
             f"Database file '{path}' could not be opened as a DuckDB database: "
             f"{_first_line(error)}."
@@ -131,63 +132,103 @@ def connect(db_path: str | Path, *, read_only: bool) -> Iterator[duckdb.DuckDBPy
 def register_frame(
     con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, prefix: str
 ) -> Iterator[str]:
-    """Within it, `frame` is a view of `con` under a fresh name `<prefix>_<hex>`, yielded."""
+    """Within it, `frame` is a view of `con` under a fresh name `<prefix>_<hex>`, yielded.
+
+    When the block fails inside a transaction, unregistering fails too ("transaction is
+    aborted"): that second error is dropped, so the block's own error is the one raised.
+    """
     view = f"{prefix}_{uuid.uuid4().hex}"
     con.register(view, frame)
     try:
         yield view
-    finally:
-        con.unregister(view)
+    except BaseException:
+        with suppress(duckdb.Error):
+            con.unregister(view)
+        raise
+    con.unregister(view)
 
 
 def _first_line(error: BaseException) -> str:
     return str(error).strip().splitlines()[0].rstrip(".") if str(error).strip() else repr(error)
 
 
-def find_table(con: duckdb.DuckDBPyConnection, name: str) -> TableInfo | None:
-    """Look up a base table of the default schema by name (case-insensitively, like DuckDB)."""
-    quote_identifier(name)  # refuses empty names and NUL characters
+def _lookup(
+    con: duckdb.DuckDBPyConnection, catalog: str, column: str, schema: str | None, name: str
+) -> tuple[str, str] | None:
+    """(schema, name) as stored of the object of `catalog` called `schema.name`, if any
+    (case-insensitively, an exact spelling first; no schema: the default schema)."""
     rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() "
-        "WHERE database_name = current_database() AND schema_name = current_schema() "
-        "AND lower(table_name) = lower(?) ORDER BY table_name = ? DESC",
-        [name, name],
+        f"SELECT schema_name, {column} FROM {catalog}() "
+        "WHERE database_name = current_database() "
+        "AND lower(schema_name) = lower(coalesce(?, current_schema())) "
+        f"AND lower({column}) = lower(?) ORDER BY {column} = ? DESC",
+        [schema, name, name],
     ).fetchall()
-    if not rows:
-        return None
-    return describe_table(con, rows[0][0])
+    return (rows[0][0], rows[0][1]) if rows else None
+
+
+def _find(
+    con: duckdb.DuckDBPyConnection, catalog: str, column: str, name: str
+) -> tuple[str, str] | None:
+    """`name` split at its first dot (`tasks.names`); when that finds nothing, the whole name
+    as one of the default schema (a table called `a.b` made before schemas were supported)."""
+    parsed = parse_table_name(name)
+    found = _lookup(con, catalog, column, parsed.schema, parsed.table)
+    if found is None and parsed.schema is not None:
+        found = _lookup(con, catalog, column, None, name)
+    return found
+
+
+def find_table(
+    con: duckdb.DuckDBPyConnection, name: str, *, whole_name: bool = True
+) -> TableInfo | None:
+    """Look up a base table called `name` or `schema.name` (case-insensitively, like DuckDB);
+    `whole_name=False`: only as split at the first dot (a target, created as so split)."""
+    if whole_name:
+        found = _find(con, "duckdb_tables", "table_name", name)
+    else:
+        parsed = parse_table_name(name)
+        found = _lookup(con, "duckdb_tables", "table_name", parsed.schema, parsed.table)
+    return describe_table(con, found[1], schema=found[0]) if found else None
 
 
 def find_view(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
-    """The stored name of a view of the default schema called `name`, if there is one."""
+    """The canonical name of a view called `name` or `schema.name`, if there is one."""
+    found = _find(con, "duckdb_views", "view_name", name)
+    return canonical_name(*found) if found else None
+
+
+def schema_exists(con: duckdb.DuckDBPyConnection, schema: str) -> bool:
+    """Whether the database has a schema called `schema` (case-insensitively)."""
     rows = con.execute(
-        "SELECT view_name FROM duckdb_views() "
-        "WHERE database_name = current_database() AND schema_name = current_schema() "
-        "AND lower(view_name) = lower(?)",
-        [name],
+        "SELECT 1 FROM duckdb_schemas() WHERE database_name = current_database() "
+        "AND lower(schema_name) = lower(?)",
+        [schema],
     ).fetchall()
-    return rows[0][0] if rows else None
+    return bool(rows)
 
 
 def list_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Names of the base tables of the default schema, sorted."""
+    """Canonical names of the base tables of every schema of the database, sorted."""
     rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() "
-        "WHERE database_name = current_database() AND schema_name = current_schema() "
-        "ORDER BY table_name"
+        "SELECT schema_name, table_name FROM duckdb_tables() "
+        "WHERE database_name = current_database() "
+        "ORDER BY schema_name <> 'main', schema_name, table_name"
     ).fetchall()
-    return [row[0] for row in rows]
+    return [canonical_name(schema, table) for schema, table in rows]
 
 
-def describe_table(con: duckdb.DuckDBPyConnection, name: str) -> TableInfo:
-    """The columns of the base table `name` (its stored name), in table order."""
+def describe_table(
+    con: duckdb.DuckDBPyConnection, name: str, *, schema: str = DEFAULT_SCHEMA
+) -> TableInfo:
+    """The columns of the base table `name` of `schema` (stored names), in table order."""
     rows = con.execute(
         "SELECT column_name, data_type FROM duckdb_columns() "
-        "WHERE database_name = current_database() AND schema_name = current_schema() "
+        "WHERE database_name = current_database() AND schema_name = ? "
         "AND table_name = ? ORDER BY column_index",
-        [name],
+        [schema, name],
     ).fetchall()
-    return TableInfo(name=name, columns=tuple(ColumnInfo(n, t) for n, t in rows))
+    return TableInfo(name=name, columns=tuple(ColumnInfo(n, t) for n, t in rows), schema=schema)
 
 
 def fingerprint_table(con: duckdb.DuckDBPyConnection, table: TableInfo) -> Fingerprint:
@@ -196,7 +237,7 @@ def fingerprint_table(con: duckdb.DuckDBPyConnection, table: TableInfo) -> Finge
     # Sum and xor of per-row hashes: order-independent; the sum keeps duplicate rows distinct.
     sql = (
         f"SELECT count(*), coalesce(sum(hash({quoted})), 0)::VARCHAR, "
-        f"coalesce(bit_xor(hash({quoted})), 0)::VARCHAR FROM {quote_identifier(table.name)}"
+        f"coalesce(bit_xor(hash({quoted})), 0)::VARCHAR FROM {table.sql}"
     )
     rows, total, xor = con.execute(sql).fetchall()[0]
     schema = "\x1f".join(f"{c.name}\x1e{c.sql_type}" for c in table.columns)

@@ -7,6 +7,7 @@ partition by partition.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import duckdb
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.logging import get_logger
 
 from schemas.lineage import (
     IMPUTED_CELLS_DDL,
@@ -22,19 +24,30 @@ from schemas.lineage import (
     LINEAGE_TABLE,
     ImputedCellsSchema,
 )
-from tasks.errors import PipelineError, PipelineInputError, QualityCheckError
+from tasks.cells import (
+    add_checks,
+    check_alignment,
+    filled_columns,
+    imputed_frame,
+    target_expression,
+    type_notes,
+    update_in_place,
+    verify_cells,
+)
+from tasks.errors import PipelineError, PipelineInputError
 from tasks.frames import as_float_frame
 from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
+from tasks.names import quote_table
+from tasks.quality import CheckOutcome
 from tasks.results import WriteResult
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.targets import check_target_table
 from tasks.validate import ImputationPlan
 from tasks.warehouse import (
     connect,
     find_table,
-    find_view,
     fingerprint_table,
-    quote_identifier,
     register_frame,
 )
 
@@ -103,11 +116,11 @@ def _write(
     con.execute(IMPUTED_CELLS_DDL)
     replaced = check_target(con, plan)
     if plan.n_missing:
-        _create_imputed_target(con, plan, source, imputed)
+        lineage = _create_imputed_target(con, plan, source, imputed, lineage)
     elif not plan.replace_source:  # nothing to impute: a copy (or, in place, nothing to do)
         con.execute(
-            f"CREATE OR REPLACE TABLE {quote_identifier(plan.target_table)} AS "
-            f"SELECT * FROM {quote_identifier(plan.source_table)}"
+            f"CREATE OR REPLACE TABLE {quote_table(plan.target_table)} AS "
+            f"SELECT * FROM {quote_table(plan.source_table)}"
         )
     record_imputed_cells(con, source, plan, lineage.run.run_id)
     insert_lineage(con, lineage)
@@ -116,71 +129,54 @@ def _write(
 
 def check_source_unchanged(con: duckdb.DuckDBPyConnection, source: SourceTable) -> None:
     """Refuse to write if the source's columns or contents differ from what was read."""
-    table = find_table(con, source.table.name)
+    table = find_table(con, source.table.qualified)
     if table != source.table or fingerprint_table(con, table) != source.fingerprint:
         raise PipelineInputError(
-            f'Table "{source.table.name}" changed while it was being imputed (its columns or '
+            f'Table "{source.table.qualified}" changed while it was being imputed (its columns or '
             "contents differ from what was read), so nothing was written. Run again."
         )
 
 
 def check_target(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> bool:
-    """Whether the target table exists already; refuse a target that is a view."""
-    view = find_view(con, plan.target_table)
-    if view is not None:
-        raise PipelineInputError(
-            f'The target "{plan.target_table}" is an existing view; the pipeline writes tables '
-            "only. Choose another --target."
-        )
-    return find_table(con, plan.target_table) is not None
+    """Whether the target table exists already; refuse a view, a missing schema, or a table the
+    pipeline did not write unless asked to (`tasks.targets.check_target_table`)."""
+    return check_target_table(con, plan)
 
 
 def _create_imputed_target(
-    con: duckdb.DuckDBPyConnection, plan: ImputationPlan, source: SourceTable, imputed: pd.DataFrame
-) -> None:
-    """Target = source with its imputed columns replaced (as DOUBLE), rows matched by position.
-
-    Columns without a missing cell, and every other column, are copied by DuckDB unchanged.
+    con: duckdb.DuckDBPyConnection,
+    plan: ImputationPlan,
+    source: SourceTable,
+    imputed: pd.DataFrame,
+    lineage: LineageRecord,
+) -> LineageRecord:
+    """Fill the missing cells (`tasks.cells`), rows matched by position; returns `lineage` with
+    the checks made here. A new target is the source with each imputed column's missing cells
+    filled (as DOUBLE, or in the column's type where a double cannot hold it); in place, the
+    source's missing cells are updated in their column's type, its definition kept. Observed
+    cells, and every other column, are copied by DuckDB and proved unchanged in their own type.
     """
-    filled = [name for name in plan.columns if plan.missing.get(name, 0)]
-    # Positional names in the registered frame: user column names never reach SQL unquoted.
-    frame = pd.DataFrame(
-        {f"c{j}": imputed[name].to_numpy(dtype=np.float64) for j, name in enumerate(filled)}
-    )
-    if plan.key is not None:
-        frame["k"] = source.frame[plan.key].to_numpy()
-    src = quote_identifier(plan.source_table)
+    filled = filled_columns(source, plan, in_place=plan.replace_source)
+    frame = imputed_frame(source, plan, imputed, filled)
+    src = quote_table(plan.source_table)
     with register_frame(con, frame, "tdm_imputed") as view:
-        _check_alignment(con, plan, filled, src, view)
-        replacements = ", ".join(
-            f"i.c{j} AS {quote_identifier(name)}" for j, name in enumerate(filled)
-        )
-        con.execute(
-            f"CREATE OR REPLACE TABLE {quote_identifier(plan.target_table)} AS "
-            f"SELECT s.* REPLACE ({replacements}) FROM {src} AS s POSITIONAL JOIN {view} AS i"
-        )
-
-
-def _check_alignment(
-    con: duckdb.DuckDBPyConnection, plan: ImputationPlan, filled: list[str], src: str, view: str
-) -> None:
-    """Refuse to write if the imputed rows do not line up with the source rows, cell for cell."""
-    conditions = []
-    for j, name in enumerate(filled):
-        cell = f"s.{quote_identifier(name)}::DOUBLE"
-        conditions.append(f"({cell} IS NOT NULL AND NOT isnan({cell}) AND {cell} <> i.c{j})")
-    if plan.key is not None:
-        conditions.append(f"(s.{quote_identifier(plan.key)} IS DISTINCT FROM i.k)")
-    sql = (
-        f"SELECT count(*) FROM {src} AS s POSITIONAL JOIN {view} AS i "
-        f"WHERE {' OR '.join(conditions)}"
-    )
-    mismatched = con.execute(sql).fetchall()[0][0]
-    if mismatched:
-        raise QualityCheckError(
-            f'The imputed rows of "{plan.source_table}" do not line up with the table '
-            f"({mismatched} rows differ in observed cells or keys), so nothing was written."
-        )
+        check_alignment(con, plan, filled, src, view)
+        if plan.replace_source:
+            exact = update_in_place(con, plan, src, view, filled)
+        else:
+            target = quote_table(plan.target_table)
+            replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
+            con.execute(
+                f"CREATE OR REPLACE TABLE {target} AS "
+                f"SELECT s.* REPLACE ({replacements}) FROM {src} AS s POSITIONAL JOIN {view} AS i"
+            )
+            exact = verify_cells(con, plan.target_table, src, target, view, filled)
+    notes = type_notes(filled)
+    checks = [exact]
+    if notes:
+        get_logger("tdm.write").info("%s: %s", plan.target_table, "; ".join(notes))
+        checks.append(CheckOutcome("imputed_cell_types", True, "; ".join(notes)))
+    return replace(lineage, quality=add_checks(lineage.quality, checks))
 
 
 def record_imputed_cells(

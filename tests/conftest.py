@@ -113,15 +113,22 @@ def warehouse(tmp_path: Path) -> Path:
 
 
 def snapshot(path: Path) -> Snapshot:
-    """Every table of the file with its row count and a hash of its contents."""
+    """Every table of the file (any schema; ``schema.table`` outside main) with its row count
+    and a hash of its contents."""
+
+    def quoted(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
     with duckdb.connect(str(path), read_only=True) as con:
-        rows = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-        tables = [row[0] for row in rows]
+        rows = con.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = "
+            "current_database()"
+        ).fetchall()
         result: Snapshot = {}
-        for table in tables:
-            frame = con.execute('SELECT * FROM "' + table.replace('"', '""') + '"').df()
+        for schema, table in rows:
+            frame = con.execute(f"SELECT * FROM {quoted(schema)}.{quoted(table)}").df()
             digest = int(pd.util.hash_pandas_object(frame.astype(str), index=True).sum())
-            result[table] = (len(frame), digest)
+            result[table if schema == "main" else f"{schema}.{table}"] = (len(frame), digest)
     return result
 
 

@@ -1,0 +1,144 @@
+"""What the user of the `tdm` command sees when something goes wrong: one paragraph.
+
+Expected pipeline errors are printed as they are. Anything else (a bug, or an input nobody
+foresaw) is one paragraph naming the error and the log file its traceback was written to; the
+console never shows a traceback. Warnings are configured here, at the command's entry point, and
+objects kept alive by a failed run's traceback are released before the interpreter exits (DuckDB's
+bindings list every object still alive at exit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import tempfile
+import traceback
+import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+__all__ = [
+    "EXIT_UNEXPECTED",
+    "ErrorLog",
+    "configure_warnings",
+    "release_error",
+]
+
+EXIT_UNEXPECTED = 1
+"""Exit status of an unforeseen error (a failed run's own errors exit 2)."""
+
+
+class _UnexpectedTraceback(logging.Filter):
+    """Passes the records that carry the traceback of an error not of the `expected` types."""
+
+    def __init__(self, expected: type[BaseException]) -> None:
+        super().__init__()
+        self.expected = expected
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is not None and not isinstance(error, self.expected)
+
+
+class ErrorLog:
+    """The log file of one `tdm` command's tracebacks, created only when one is written.
+
+    It lives in `$PREFECT_HOME/logs` (`~/.prefect/logs` by default; if that cannot be made, the
+    temporary directory): every log record with the traceback of an unforeseen error goes there,
+    with the traceback the console leaves out.
+    """
+
+    def __init__(self, command: str) -> None:
+        try:
+            from prefect.settings import get_current_settings
+
+            folder = Path(get_current_settings().home).expanduser() / "logs"
+        except Exception:  # no usable Prefect settings: the log must still go somewhere
+            folder = Path(tempfile.gettempdir())
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        self.path = folder / f"tdm-{command}-{stamp}-{os.getpid()}.log"
+        self._handler: logging.FileHandler | None = None
+
+    def attach(self, expected: type[BaseException]) -> None:
+        """Send every log record with the traceback of an error that is not `expected` (of any
+        logger that reaches the root) here."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            self.path = Path(tempfile.gettempdir()) / self.path.name
+        handler = logging.FileHandler(self.path, encoding="utf-8", delay=True)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(_UnexpectedTraceback(expected))
+        logging.getLogger().addHandler(handler)
+        self._handler = handler
+
+    def detach(self) -> None:
+        """Stop sending records here (the command is over)."""
+        if self._handler is not None:
+            logging.getLogger().removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
+
+    def write(self, command: str, error: BaseException) -> None:
+        """Append `error`'s traceback (the command's own last word)."""
+        text = "".join(traceback.format_exception(error))
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as log:
+                log.write(f"{datetime.now(UTC).isoformat()} tdm {command} failed:\n{text}\n")
+
+    def unexpected(self, command: str, error: BaseException) -> str:
+        """The paragraph the user sees for an unforeseen `error` (its traceback is logged)."""
+        self.write(command, error)
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        what = f"{type(error).__name__}: {reason}" if reason else type(error).__name__
+        return (
+            f"tdm {command}: unexpected error: {what}. This is a bug in tdm or an input it does "
+            f"not handle yet; the traceback is in {self.path} (include it when you report it)."
+        )
+
+
+def configure_warnings() -> Callable[[], None]:
+    """The command's own warning display: each warning (category and text) once per run.
+
+    scikit-learn's ConvergenceWarning, for one, came twice: TDM's start runs IterativeImputer
+    more than once. A "once" filter cannot do this (Python forgets what it showed whenever a
+    filter changes, as imports and `catch_warnings` do); the library leaves filters alone.
+    Returns what puts the previous display back."""
+    shown: set[tuple[str, str]] = set()
+    show = warnings.showwarning
+
+    def show_once(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        key = (category.__qualname__, str(message))
+        if key not in shown:
+            shown.add(key)
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show_once
+
+    def restore() -> None:
+        warnings.showwarning = show
+
+    return restore
+
+
+def release_error(error: BaseException | None) -> None:
+    """Drop the tracebacks of `error` and of the errors it chains, then collect garbage, so that
+    the DuckDB connections their frames held are freed now, not reported as leaks at exit."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__
+    gc.collect()

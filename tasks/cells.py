@@ -1,0 +1,309 @@
+"""Exact cells: imputed values cast to a column's type, observed cells proved unchanged in theirs.
+
+TDM works on float64, but a warehouse column may hold values no double can (BIGINT above 2**53,
+HUGEINT, UBIGINT, DECIMAL(38, s)). Observed cells are therefore never taken from the float frame:
+they are copied by DuckDB, and checked afterwards in the source column's own type.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from tasks.errors import PipelineError, QualityCheckError
+from tasks.frames import as_float_frame
+from tasks.load import SourceTable
+from tasks.names import quote_identifier
+from tasks.quality import CheckOutcome, QualityReport
+from tasks.validate import ImputationPlan
+
+__all__ = [
+    "FilledColumn",
+    "add_checks",
+    "check_alignment",
+    "filled_columns",
+    "imputed_frame",
+    "target_expression",
+    "type_notes",
+    "update_in_place",
+    "verify_cells",
+]
+
+# Types whose every value a double holds exactly: the `_imputed` target stores them as DOUBLE.
+_DOUBLE_EXACT = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER", "FLOAT", "DOUBLE"}
+)
+# Bits of each signed integer type; the unsigned ones are the same names with a U in front.
+_INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUGEINT": 128}
+_INTEGERS = frozenset(_INTEGER_BITS) | {f"U{name}" for name in _INTEGER_BITS}
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+
+
+@dataclass(frozen=True)
+class FilledColumn:
+    """An imputed column: its name, SQL type, position `j` in the registered frame (`c{j}` the
+    imputed value, `m{j}` whether the cell is imputed), and whether it keeps its SQL type."""
+
+    name: str
+    sql_type: str
+    j: int
+    keeps_type: bool
+
+    @property
+    def quoted(self) -> str:
+        """The column's quoted name."""
+        return quote_identifier(self.name)
+
+
+def filled_columns(
+    source: SourceTable, plan: ImputationPlan, *, in_place: bool
+) -> list[FilledColumn]:
+    """The plan's columns with a missing cell. In place every column keeps its type; in a new
+    target, types a double cannot hold exactly (BIGINT, HUGEINT, UBIGINT, UHUGEINT, DECIMAL)
+    keep theirs and the others become DOUBLE."""
+    names = [name for name in plan.columns if plan.missing.get(name, 0)]
+    filled = []
+    for j, name in enumerate(names):
+        column = source.table.column(name)
+        sql_type = column.sql_type.upper() if column is not None else "DOUBLE"
+        keeps = in_place or sql_type not in _DOUBLE_EXACT
+        filled.append(FilledColumn(name, sql_type, j, keeps))
+    return filled
+
+
+def imputed_frame(
+    source: SourceTable, plan: ImputationPlan, imputed: pd.DataFrame, filled: Sequence[FilledColumn]
+) -> pd.DataFrame:
+    """What is registered with DuckDB: per column `c{j}` (float64) and `m{j}` (imputed), and the
+    key as `k`. Positional names: user column names never reach SQL unquoted."""
+    missing = as_float_frame(source.frame, [c.name for c in filled]).isna()
+    frame = pd.DataFrame(index=range(len(imputed)))
+    for column in filled:
+        frame[f"c{column.j}"] = imputed[column.name].to_numpy(dtype=np.float64)
+        frame[f"m{column.j}"] = missing[column.name].to_numpy()
+    if plan.key is not None:
+        frame["k"] = source.frame[plan.key].to_numpy()
+    return frame
+
+
+def _bounds(sql_type: str) -> tuple[str, str] | None:
+    """The least and greatest value of an integer or DECIMAL type, as SQL literals."""
+    if sql_type in _INTEGER_BITS:
+        bits = _INTEGER_BITS[sql_type]
+        return str(-(2 ** (bits - 1))), str(2 ** (bits - 1) - 1)
+    if sql_type in _INTEGERS:
+        return "0", str(2 ** _INTEGER_BITS[sql_type[1:]] - 1)
+    decimal = _DECIMAL.fullmatch(sql_type)
+    if decimal is None:
+        return None
+    digits, scale = int(decimal.group(1)), int(decimal.group(2))
+    top = "9" * (digits - scale) + ("." + "9" * scale if scale else "")
+    return "-" + top, top
+
+
+def _fill_value(column: FilledColumn) -> str:
+    """The imputed value of `column` in its SQL type (NULL where it does not fit the type).
+
+    A double that equals a bound of the type once rounded to a double (2**64 for UBIGINT's
+    greatest value 2**64 - 1) is that bound: the difference is float rounding, not the imputer.
+    """
+    value = f"i.c{column.j}"
+    if not column.keeps_type:
+        return value
+    kind = column.sql_type
+    if kind in _INTEGERS:
+        value = f"round({value})"  # to the nearest integer, halves away from zero
+    bounds = _bounds(kind)
+    if bounds is None:
+        return f"TRY_CAST({value} AS {kind})"
+    low, high = bounds
+    return (
+        f"CASE WHEN {value} = ({high})::DOUBLE THEN CAST(({high}) AS {kind}) "
+        f"WHEN {value} = ({low})::DOUBLE THEN CAST(({low}) AS {kind}) "
+        f"ELSE TRY_CAST({value} AS {kind}) END"
+    )
+
+
+def target_expression(column: FilledColumn) -> str:
+    """SQL for the column in the target: the source cell where observed, else the imputed one.
+    `s` is the source, `i` the registered frame."""
+    observed = f"s.{column.quoted}" if column.keeps_type else f"s.{column.quoted}::DOUBLE"
+    return f"CASE WHEN i.m{column.j} THEN {_fill_value(column)} ELSE {observed} END"
+
+
+def type_notes(filled: Sequence[FilledColumn]) -> list[str]:
+    """One sentence per column whose imputed cells were rounded to its type."""
+    notes = []
+    for column in filled:
+        if not column.keeps_type or column.sql_type == "DOUBLE":
+            continue
+        decimal = _DECIMAL.fullmatch(column.sql_type)
+        if column.sql_type in _INTEGERS:
+            how = "rounded to the nearest integer"
+        elif decimal is not None:
+            how = f"rounded to {decimal.group(2)} decimal places"
+        else:
+            how = f"rounded to the nearest {column.sql_type}"
+        notes.append(f'"{column.name}" kept its type {column.sql_type}: imputed cells {how}')
+    return notes
+
+
+def verify_cells(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    before: str,
+    after: str,
+    view: str,
+    filled: Sequence[FilledColumn],
+) -> CheckOutcome:
+    """Every observed cell of `after` equals `before`'s in the source type, bit for bit (compared
+    as text, so that -0.0 differs from 0.0), and every imputed cell is set; raise if not.
+
+    `before`, `after` and `view` are FROM items joined positionally, as `s`, `t` and `i`."""
+    sums = []
+    for column in filled:
+        name = column.quoted
+        exact = (
+            f"s.{name}::VARCHAR IS DISTINCT FROM TRY_CAST(t.{name} AS {column.sql_type})::VARCHAR"
+        )
+        sums.append(f"count(*) FILTER (NOT i.m{column.j} AND {exact})")
+        sums.append(f"count(*) FILTER (i.m{column.j} AND t.{name} IS NULL)")
+        sums.append(f"count(*) FILTER (NOT i.m{column.j})")
+    counts = con.execute(
+        f"SELECT {', '.join(sums)} FROM {before} AS s POSITIONAL JOIN {after} AS t "
+        f"POSITIONAL JOIN {view} AS i"
+    ).fetchall()[0]
+    changed = [(c, counts[3 * n]) for n, c in enumerate(filled) if counts[3 * n]]
+    unset = [(c, counts[3 * n + 1]) for n, c in enumerate(filled) if counts[3 * n + 1]]
+    if changed:
+        listed = ", ".join(f'"{c.name}" ({c.sql_type}): {k} cells' for c, k in changed)
+        raise QualityCheckError(
+            f'Writing table "{table}" would change observed cells ({listed}, compared in the '
+            "column's own type), so nothing was written."
+        )
+    if unset:
+        listed = ", ".join(f'"{c.name}" ({c.sql_type}): {k} cells' for c, k in unset)
+        raise QualityCheckError(
+            f'Imputed values of table "{table}" do not fit their column\'s type ({listed} out of '
+            "its range), so nothing was written. Impute into another table, or widen the type."
+        )
+    n_observed = sum(counts[3 * n + 2] for n in range(len(filled)))
+    return CheckOutcome(
+        "observed_cells_exact",
+        True,
+        f"{n_observed} observed cells identical in their source types (checked in DuckDB)",
+    )
+
+
+def check_alignment(
+    con: duckdb.DuckDBPyConnection,
+    plan: ImputationPlan,
+    filled: Sequence[FilledColumn],
+    src: str,
+    view: str,
+) -> None:
+    """Refuse to write if the imputed rows do not line up with the source rows: the same cells
+    missing, observed values equal up to float rounding (the frame went through float64), and
+    the same keys."""
+    counts = []
+    for column in filled:
+        cell = f"s.{column.quoted}"
+        missing = f"{cell} IS NULL"
+        if column.sql_type in ("FLOAT", "DOUBLE"):
+            missing = f"({missing} OR isnan({cell}))"
+        value = f"{cell}::DOUBLE"
+        counts.append(
+            f"count(*) FILTER (({missing}) <> i.m{column.j} OR (NOT i.m{column.j} AND "
+            f"abs({value} - i.c{column.j}) > 1e-12 * abs({value})))"
+        )
+    if plan.key is not None:
+        counts.append(f"count(*) FILTER (s.{quote_identifier(plan.key)} IS DISTINCT FROM i.k)")
+    if not counts:
+        return
+    found = con.execute(
+        f"SELECT {', '.join(counts)} FROM {src} AS s POSITIONAL JOIN {view} AS i"
+    ).fetchall()[0]
+    names = [c.name for c in filled] + ([plan.key] if plan.key is not None else [])
+    off = [f'"{name}" ({n} rows)' for name, n in zip(names, found, strict=True) if n]
+    if off:
+        raise QualityCheckError(
+            f'The imputed rows of "{plan.source_table}" do not line up with the table: '
+            f"{', '.join(off)} differ in observed cells or keys, so nothing was written."
+        )
+
+
+def update_in_place(
+    con: duckdb.DuckDBPyConnection,
+    plan: ImputationPlan,
+    src: str,
+    view: str,
+    filled: Sequence[FilledColumn],
+) -> CheckOutcome:
+    """UPDATE the source's missing cells, matched by rowid, each cast to its column's type: the
+    table's definition (constraints, defaults, indexes, types) stays as it was.
+
+    The new values are computed and proved first (DuckDB moves a row whose indexed column is
+    updated, so rows cannot be matched by position afterwards); after the UPDATE, each column's
+    values must be, as a multiset, the ones proved."""
+    fill = f"tdm_fill_{view.rsplit('_', 1)[1]}"
+    values = ", ".join(
+        f"s.{c.quoted} AS o{c.j}, CASE WHEN i.m{c.j} THEN {_fill_value(c)} ELSE s.{c.quoted} END "
+        f"AS e{c.j}, i.m{c.j}"
+        for c in filled
+    )
+    con.execute(
+        f"CREATE TEMP TABLE {fill} AS SELECT s.rowid AS tdm_row, {values} "
+        f"FROM {src} AS s POSITIONAL JOIN {view} AS i"
+    )
+    try:
+        before = f"(SELECT {', '.join(f'o{c.j} AS {c.quoted}' for c in filled)} FROM {fill})"
+        after = f"(SELECT {', '.join(f'e{c.j} AS {c.quoted}' for c in filled)} FROM {fill})"
+        exact = verify_cells(con, plan.source_table, before, after, fill, filled)
+        sets = ", ".join(f"{c.quoted} = i.e{c.j}" for c in filled)
+        any_missing = " OR ".join(f"i.m{c.j}" for c in filled)
+        try:
+            con.execute(
+                f"UPDATE {src} SET {sets} FROM {fill} AS i "
+                f"WHERE {src}.rowid = i.tdm_row AND ({any_missing})"
+            )
+        except duckdb.ConstraintException as error:
+            raise PipelineError(
+                f'The imputed values break a constraint of table "{plan.source_table}", which '
+                "--replace-source keeps, so nothing was written: "
+                f"{str(error).splitlines()[0]}. Impute into another table (drop --replace-source)."
+            ) from None
+        for c in filled:
+            _check_same_values(con, plan.source_table, f"(SELECT {c.quoted} FROM {src})", fill, c)
+        return exact
+    finally:
+        with contextlib.suppress(duckdb.Error):  # an aborted transaction drops it with itself
+            con.execute(f"DROP TABLE IF EXISTS temp.{fill}")
+
+
+def _check_same_values(
+    con: duckdb.DuckDBPyConnection, table: str, updated: str, fill: str, column: FilledColumn
+) -> None:
+    """Refuse if the updated column does not hold, as a multiset, the values proved in `fill`."""
+
+    def digest(sql: str) -> tuple:
+        text = "coalesce(v::VARCHAR, '<NULL>')"
+        return con.execute(
+            f"SELECT count(*), sum(hash({text})), bit_xor(hash({text})) FROM {sql} AS u(v)"
+        ).fetchall()[0]
+
+    if digest(updated) != digest(f"(SELECT e{column.j} FROM {fill})"):
+        raise PipelineError(
+            f'Updating column "{column.name}" of table "{table}" in place did not give the '
+            "values that were checked, so nothing was written."
+        )
+
+
+def add_checks(report: QualityReport, checks: Sequence[CheckOutcome]) -> QualityReport:
+    """`report` with `checks` appended (the checks made while writing, for the lineage row)."""
+    return QualityReport(checks=report.checks + tuple(checks), range_factor=report.range_factor)

@@ -1,0 +1,106 @@
+"""Where a run may write: the checks on target tables, made before anything is imputed and
+again inside the write transaction.
+
+A target may not be a view, lie in a schema that does not exist, or replace a table the
+pipeline did not write (no row of `tdm_lineage` names it as a target) unless asked to
+(`replace_target`). In a warehouse config no target may name a listed table, another entry's
+target, a `tdm_*` table or a view: such a config is refused as a whole.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from schemas.lineage import LINEAGE_TABLE
+from schemas.warehouse import WarehouseConfig
+from tasks.errors import PipelineInputError
+from tasks.names import parse_table_name
+from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.validate import ImputationPlan
+from tasks.warehouse import connect, find_table, find_view, schema_exists
+
+__all__ = [
+    "check_target_table",
+    "check_target_writable",
+    "check_warehouse_targets",
+    "written_by_pipeline",
+]
+
+
+def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> bool:
+    """Whether the target table exists already (and may be replaced); refuse a target that is a
+    view, lies in a missing schema, or is a table the pipeline did not write (unless
+    `plan.replace_target`, or the target is the source and `plan.replace_source`)."""
+    target = plan.target_table
+    schema = parse_table_name(target).schema
+    if schema is not None and not schema_exists(con, schema):
+        raise PipelineInputError(
+            f'The target "{target}" lies in the schema "{schema}", which does not exist in the '
+            f'database (a name with a dot is `schema.table`). Create it (CREATE SCHEMA "{schema}")'
+            " or choose another --target."
+        )
+    if find_view(con, target) is not None:
+        raise PipelineInputError(
+            f'The target "{target}" is an existing view; the pipeline writes tables '
+            "only. Choose another --target."
+        )
+    existing = find_table(con, target, whole_name=False)
+    if existing is None:
+        return False
+    if plan.replace_source or plan.replace_target or written_by_pipeline(con, target):
+        return True
+    raise PipelineInputError(
+        f'The target table "{existing.qualified}" already exists and was not written by this '
+        f"pipeline (no row of {LINEAGE_TABLE} names it as a target), so it is left as it is and "
+        f'nothing was written for table "{plan.source_table}". Choose another --target, or pass '
+        "--replace-target (TDM_REPLACE_TARGET=true, replace_target=True) to replace it."
+    )
+
+
+def written_by_pipeline(con: duckdb.DuckDBPyConnection, target: str) -> bool:
+    """Whether a row of `tdm_lineage` names the table `target` as its target."""
+    if find_table(con, LINEAGE_TABLE, whole_name=False) is None:
+        return False
+    key = parse_table_name(target).key
+    rows = con.execute(f"SELECT DISTINCT target_table FROM {LINEAGE_TABLE}").fetchall()
+    return any(parse_table_name(row[0]).key == key for row in rows if row[0])
+
+
+@task(
+    name="check-target",
+    cache_policy=NO_CACHE,
+    retries=RETRIES,
+    retry_delay_seconds=RETRY_DELAY_SECONDS,
+    retry_condition_fn=retry_when_busy,
+)
+def check_target_writable(db_path: str, plan: ImputationPlan) -> bool:
+    """`check_target_table` on a read-only connection, before a table is imputed."""
+    with connect(db_path, read_only=True) as con:
+        return check_target_table(con, plan)
+
+
+@task(name="check-warehouse-targets", cache_policy=NO_CACHE)
+def check_warehouse_targets(db_path: str, config: WarehouseConfig, target_suffix: str) -> None:
+    """Refuse, naming the entries, a config where a target (explicit or default) names a
+    listed table, another entry's target, a `tdm_*` table or a view of the database."""
+    problems = config.target_clashes(target_suffix)
+    if Path(db_path).is_file():  # else every table fails on its own, saying the file is missing
+        with connect(db_path, read_only=True) as con:
+            for number, (entry, target) in enumerate(
+                zip(config.tables, config.targets(target_suffix), strict=True), 1
+            ):
+                view = find_view(con, target) if target else None
+                if view is not None:
+                    problems.append(
+                        f'entry {number} ("{entry.table}") writes to "{target}", which is a view'
+                    )
+    if problems:
+        raise PipelineInputError(
+            f"The warehouse config's targets clash, so nothing was run: {'; '.join(problems)}. "
+            "Give each entry a target of its own (`target:`) that names no listed table, view "
+            "or tdm_* table."
+        )

@@ -1,0 +1,301 @@
+"""What a user of `tdm` sees when something fails: one paragraph, no traceback, no noise after it;
+other tables still written; locks waited for; nothing left running after a SIGKILL.
+
+Each test runs `tdm` as a separate process, as a user would, against the harness's Prefect
+server unless it tests the temporary server itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TDM = [sys.executable, "-m", "cli.main"]
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tdm_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a `tdm` process: the harness's server, its own PREFECT_HOME."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "OMP_NUM_THREADS": "1"}
+    env["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
+    env["TDM_MAX_ITER"] = "20"
+    env["TDM_TORCH_THREADS"] = "1"
+    return {**env, **extra}
+
+
+def run_tdm(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*TDM, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=180
+    )
+
+
+def add_blob_keyed_table(db: Path) -> None:
+    """A table keyed by a BLOB column, which the pipeline does not foresee."""
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "CREATE TABLE blobs AS SELECT ('k' || i)::BLOB AS id, "
+            "CASE WHEN i % 5 = 0 THEN NULL ELSE i * 1.0 END AS x, i * 2.0 + i % 3 AS y "
+            "FROM range(40) t(i)"
+        )
+
+
+def tables_of(db: Path) -> set[str]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_an_unexpected_error_is_one_paragraph_with_the_log_path(
+    warehouse: Path, tmp_path: Path, take_snapshot: Callable[[Path], dict]
+) -> None:
+    """Bug: a table keyed by a BLOB column ended `tdm impute` with a 300-line traceback."""
+    add_blob_keyed_table(warehouse)
+    before, before_hash = take_snapshot(warehouse), file_hash(warehouse)
+
+    run = run_tdm(
+        ["impute", "--db", str(warehouse), "--table", "blobs", "--key", "id"], tdm_env(tmp_path)
+    )
+
+    output = run.stdout + run.stderr
+    assert run.returncode == 1
+    assert "Traceback" not in output and "nanobind" not in output
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("tdm impute: unexpected error: TypeError")
+    log = Path(re.search(r"the traceback is in (\S+) \(", last).group(1))
+    assert "Traceback" in log.read_text(encoding="utf-8")
+    assert take_snapshot(warehouse) == before and file_hash(warehouse) == before_hash
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_one_table_s_unexpected_error_does_not_stop_the_others(
+    warehouse: Path, tmp_path: Path
+) -> None:
+    """Bug: one table's unexpected error stopped `tdm warehouse`: no table was written."""
+    add_blob_keyed_table(warehouse)
+    config = tmp_path / "w.yaml"
+    config.write_text(
+        "tables:\n  - table: blobs\n    key: id\n  - table: readings\n    key: id\n",
+        encoding="utf-8",
+    )
+
+    run = run_tdm(["warehouse", "--config", str(config), "--db", str(warehouse)], tdm_env(tmp_path))
+
+    output = run.stdout + run.stderr
+    assert run.returncode == 1
+    assert "Traceback" not in output and "nanobind" not in output
+    assert "1 of 2 tables failed (the others were written): [blobs] unexpected error TypeError" in (
+        run.stderr
+    )
+    log = Path(re.search(r"The tracebacks are in (\S+)\.$", run.stderr.strip()).group(1))
+    assert "Traceback" in log.read_text(encoding="utf-8")
+    assert "readings_imputed" in tables_of(warehouse) and "blobs_imputed" not in tables_of(
+        warehouse
+    )
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_an_error_is_not_followed_by_leak_reports(warehouse: Path, tmp_path: Path) -> None:
+    """Bug: about 45 lines of "nanobind: leaked ..." followed a missing-table error."""
+    run = run_tdm(["impute", "--db", str(warehouse), "--table", "nowhere"], tdm_env(tmp_path))
+
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1].startswith('tdm impute: error: Table "nowhere"')
+    assert "nanobind" not in run.stdout + run.stderr
+    assert not list(tmp_path.glob("prefect-home/logs/tdm-*.log"))  # expected: no traceback log
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_convergence_warnings_are_printed_once(
+    tmp_path: Path, make_readings: Callable[..., pd.DataFrame]
+) -> None:
+    """Bug: scikit-learn's ConvergenceWarning (from the ICE start) was printed twice per run."""
+    db = tmp_path / "w.duckdb"
+    make_readings(db, n_rows=200, missing_rate=0.3)
+
+    run = run_tdm(
+        ["impute", "--db", str(db), "--table", "readings", "--key", "id"], tdm_env(tmp_path)
+    )
+
+    assert run.returncode == 0, run.stderr
+    assert (run.stdout + run.stderr).count("ConvergenceWarning") <= 1
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_first_step_waits_for_a_lock_released_seconds_later(
+    warehouse: Path, tmp_path: Path
+) -> None:
+    """Bug: count-rows, the first step, had no retry: a lock released seconds after it first
+    failed ended the run at once."""
+    code = textwrap.dedent(
+        f"""
+        import duckdb, time
+        con = duckdb.connect({str(warehouse)!r})
+        print("locked", flush=True)
+        time.sleep(120)
+        """
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    log = tmp_path / "tdm.log"
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with log.open("w") as out:
+            tdm = subprocess.Popen(
+                [*TDM, "impute", "--db", str(warehouse), "--table", "readings"],
+                cwd=REPO,
+                env=tdm_env(tmp_path),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 90
+        while "count-rows" not in log.read_text() and time.monotonic() < deadline:
+            assert tdm.poll() is None, log.read_text()
+            time.sleep(0.2)
+        assert "locked by another process" in log.read_text()  # the first try met the lock
+        time.sleep(1.0)
+    finally:
+        holder.kill()  # the lock is released a second after the first try failed
+        holder.wait()
+    assert tdm.wait(timeout=120) == 0, log.read_text()
+    assert "readings_imputed" in tables_of(warehouse)
+
+
+@pytest.fixture
+def read_only_copy(warehouse: Path, tmp_path: Path) -> Iterator[Path]:
+    """A copy of the warehouse on a read-only tmpfs (needs root and mount)."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        pytest.skip("mounting a read-only file system needs root on Linux")
+    where = tmp_path / "ro"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)]).returncode:
+        pytest.skip("mount is not permitted here")
+    try:
+        (where / "w.duckdb").write_bytes(warehouse.read_bytes())
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        yield where / "w.duckdb"
+    finally:
+        subprocess.run(["umount", "-l", str(where)])
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_read_only_file_system_is_refused_before_the_fit(
+    read_only_copy: Path, tmp_path: Path
+) -> None:
+    """Bug: a warehouse on a read-only file system was found only after the whole fit."""
+    run = run_tdm(["impute", "--db", str(read_only_copy), "--table", "readings"], tdm_env(tmp_path))
+
+    assert run.returncode == 2
+    assert "cannot be written: it is on a read-only file system" in run.stderr
+    assert "TDM fit" not in run.stderr and "Traceback" not in run.stderr
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        status = Path(f"/proc/{pid}/status")
+        if status.exists() and "\nState:\tZ" in status.read_text():
+            return True  # a zombie: dead, waiting for its new parent to reap it
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_temporary_prefect_server_dies_with_a_killed_tdm(
+    tmp_path: Path, make_readings: Callable[..., pd.DataFrame]
+) -> None:
+    """Bug: after `kill -9` of `tdm impute`, its temporary Prefect server (uvicorn) ran on."""
+    db = tmp_path / "w.duckdb"
+    make_readings(db)
+    env = tdm_env(tmp_path, TDM_MAX_ITER="100000")
+    del env["PREFECT_API_URL"]  # the temporary server of this process
+    log = tmp_path / "tdm.log"
+    with log.open("w") as out:
+        tdm = subprocess.Popen(
+            [*TDM, "impute", "--db", str(db), "--table", "readings"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    servers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while "Beginning flow run" not in log.read_text() and time.monotonic() < deadline:
+            assert tdm.poll() is None, log.read_text()
+            time.sleep(0.5)
+        servers = [
+            pid
+            for pid in _children(tdm.pid)
+            if b"uvicorn" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert servers, "no temporary server found"
+        os.kill(tdm.pid, signal.SIGKILL)
+        tdm.wait()
+        assert all(_gone(pid, within=10) for pid in servers)
+    finally:
+        tdm.kill()
+        tdm.wait()
+        for pid in servers:  # left running only if the test failed
+            if not _gone(pid, within=0.1):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_started_by_tdm_serve_dies_with_it() -> None:
+    """Bug: `tdm serve`'s Prefect server outlived a `kill -9` of `tdm serve`; the child it starts
+    now gets SIGKILL from the kernel when its parent dies."""
+    code = textwrap.dedent(
+        """
+        import subprocess, sys, time
+        from deployments.lifeline import die_with_parent
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            start_new_session=True, preexec_fn=die_with_parent(),
+        )
+        print(child.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    try:
+        assert _gone(child, within=10)
+    finally:
+        if not _gone(child, within=0.1):
+            os.kill(child, signal.SIGKILL)

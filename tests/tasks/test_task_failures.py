@@ -1,0 +1,229 @@
+"""Failures of the warehouse steps: the first error is the one shown, locks and read-only files
+are named for what they are, and staging folders of killed runs do not stay behind."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from tasks.access import check_writable
+from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
+from tasks.partitions import count_rows
+from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.scratch import STAGE_PREFIX, make_stage_dir, remove_stale_stages
+from tasks.staging import PartitionedWrite
+from tasks.validate import validate_input
+from tasks.warehouse import connect, register_frame
+from tasks.write import write_back
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def hold_lock(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start a process that opens a DuckDB file (read-only or not) and keeps it open."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(db: Path, *, read_only: bool, seconds: float = 60.0) -> subprocess.Popen[str]:
+        code = textwrap.dedent(
+            f"""
+            import duckdb, time
+            con = duckdb.connect({str(db)!r}, read_only={read_only!r})
+            print("open", flush=True)
+            time.sleep({seconds!r})
+            """
+        )
+        process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        started.append(process)
+        assert process.stdout is not None and process.stdout.readline().strip() == "open"
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def test_register_frame_raises_the_block_s_error_not_the_cleanup_s() -> None:
+    """Bug: inside an aborted transaction, unregistering the frame raised "transaction is
+    aborted" and replaced the statement's own error."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    con.execute("BEGIN TRANSACTION")
+    frame = pd.DataFrame({"id": [1, 1]})
+    with (
+        pytest.raises(duckdb.ConstraintException, match="duplicate key"),
+        register_frame(con, frame, "dupes") as view,
+    ):
+        con.execute(f"INSERT INTO t SELECT id FROM {view}")
+    con.execute("ROLLBACK")
+    assert not [r for r in con.execute("SHOW TABLES").fetchall() if r[0].startswith("dupes")]
+
+
+def test_write_back_shows_the_foreign_key_error_and_leaves_the_file_as_it_was(
+    tmp_path: Path,
+    steps_before_write: Callable[..., tuple],
+    take_snapshot: Callable[[Path], dict],
+) -> None:
+    """Bug: replacing a target that a FOREIGN KEY points at failed with "Current transaction is
+    aborted" (the cleanup's error) instead of the constraint error."""
+    db = tmp_path / "fk.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE p (id INTEGER PRIMARY KEY, x DOUBLE, y DOUBLE)")
+        con.execute(
+            "INSERT INTO p SELECT i, CASE WHEN i % 5 = 0 THEN NULL ELSE i END, i * 2 + i % 3 "
+            "FROM range(40) t(i)"
+        )
+        con.execute("CREATE TABLE p_imputed (id INTEGER PRIMARY KEY, x DOUBLE, y DOUBLE)")
+        con.execute("CREATE TABLE c (pid INTEGER REFERENCES p_imputed(id), note VARCHAR)")
+    source, _, imputed, lineage = steps_before_write(db, "p", key="id", max_iter=5)
+    plan = validate_input.fn(source, None, "id", replace_target=True)
+    before, before_hash = take_snapshot(db), file_hash(db)
+
+    with pytest.raises(PipelineError) as caught:
+        write_back.fn(source, plan, imputed, lineage)
+
+    message = str(caught.value)
+    assert "transaction is aborted" not in message
+    assert 'Writing table "p_imputed"' in message and '"c"' in message  # the referencing table
+    assert take_snapshot(db) == before and file_hash(db) == before_hash
+
+
+def test_count_rows_retries_when_the_file_is_locked() -> None:
+    """Bug: count-rows, the flows' first step, had no retry, so a lock released seconds later
+    failed the run at once."""
+    assert count_rows.retries == RETRIES and count_rows.retry_delay_seconds == RETRY_DELAY_SECONDS
+    assert count_rows.retry_condition_fn is retry_when_busy
+
+
+def test_a_read_only_holder_is_not_called_a_writer(
+    warehouse: Path, hold_lock: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """Bug: a process that only reads the file was reported as "writing to it"."""
+    reader = hold_lock(warehouse, read_only=True)
+    with pytest.raises(WarehouseBusyError) as caught, connect(warehouse, read_only=False):
+        pass
+    message = str(caught.value)
+    assert "writing" not in message and "reading it" in message
+    assert f"PID {reader.pid}" in message
+
+
+def test_a_writing_holder_is_called_a_writer(
+    warehouse: Path, hold_lock: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """A process holding the file read-write is named as writing, whether we read or write."""
+    writer = hold_lock(warehouse, read_only=False)
+    for read_only in (True, False):
+        expected = f"PID {writer.pid}\\), which is writing"
+        with (
+            pytest.raises(WarehouseBusyError, match=expected),
+            connect(warehouse, read_only=read_only),
+        ):
+            pass
+
+
+@pytest.fixture
+def read_only_mount(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a read-only tmpfs holding a copy of a DuckDB file (needs root and mount)."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        pytest.skip("mounting a read-only file system needs root on Linux")
+    where = tmp_path / "ro"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)]).returncode:
+        pytest.skip("mount is not permitted here")
+    try:
+        with duckdb.connect(str(where / "w.duckdb")) as con:
+            con.execute("CREATE TABLE t AS SELECT 1 AS x")
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        yield where / "w.duckdb"
+    finally:
+        subprocess.run(["umount", "-l", str(where)])
+
+
+def test_a_file_on_a_read_only_file_system_is_refused_before_any_work(
+    read_only_mount: Path,
+) -> None:
+    """Bug: a read-only file system was found only when the fitted result was written."""
+    with pytest.raises(PipelineInputError, match="read-only file system"):
+        check_writable(read_only_mount)
+    with (
+        pytest.raises(PipelineInputError, match="read-only file system"),
+        PartitionedWrite(str(read_only_mount)),
+    ):
+        pass
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="root may write a read-only file"
+)
+def test_a_read_only_file_is_refused_before_any_work(warehouse: Path) -> None:
+    """Bug: a read-only file was found only when the fitted result was written."""
+    warehouse.chmod(0o444)
+    try:
+        with pytest.raises(PipelineInputError, match="read-only for this user"):
+            check_writable(warehouse)
+    finally:
+        warehouse.chmod(0o644)
+
+
+def test_a_writable_file_passes_the_check(warehouse: Path) -> None:
+    """The check refuses nothing that can be written."""
+    check_writable(warehouse)
+
+
+def test_staging_folder_of_a_killed_run_is_removed_by_the_next(
+    warehouse: Path, take_snapshot: Callable[[Path], dict]
+) -> None:
+    """Bug: a partitioned run killed with SIGKILL left its .tdm-staging-* folder forever."""
+    code = textwrap.dedent(
+        f"""
+        import time
+        from tasks.staging import PartitionedWrite
+        with PartitionedWrite({str(warehouse)!r}):
+            print("staged", flush=True)
+            time.sleep(60)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    killed = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert killed.stdout is not None and killed.stdout.readline().strip() == "staged"
+    finally:
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+    (stale,) = warehouse.parent.glob(f"{STAGE_PREFIX}*")
+    live = make_stage_dir(warehouse.parent)  # owned by this process: not stale
+    before = take_snapshot(warehouse)
+
+    with PartitionedWrite(str(warehouse)):  # the next run
+        assert not stale.exists() and Path(live).is_dir()
+    assert set(warehouse.parent.glob(f"{STAGE_PREFIX}*")) == {Path(live)}
+    assert remove_stale_stages(warehouse.parent) == []
+    assert take_snapshot(warehouse) == before
+
+
+def test_a_partitioned_write_on_a_locked_file_says_so_and_leaves_nothing(
+    warehouse: Path, hold_lock: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """Bug: a lock met when a partitioned write opened the file was hidden by an AttributeError
+    from the cleanup."""
+    hold_lock(warehouse, read_only=True)
+    with pytest.raises(WarehouseBusyError, match="reading it"), PartitionedWrite(str(warehouse)):
+        pass
+    assert not list(warehouse.parent.glob(f"{STAGE_PREFIX}*"))

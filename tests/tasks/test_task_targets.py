@@ -1,0 +1,160 @@
+"""Targets: no run replaces a table it should not, and tables in other schemas can be imputed.
+
+Each test runs the real steps (`task.fn`) against a real DuckDB file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from schemas.warehouse import TableEntry, WarehouseConfig
+from tasks.errors import PipelineInputError
+from tasks.impute import impute
+from tasks.lineage import LineageRecord, current_run
+from tasks.load import load_table
+from tasks.params import ImputerParams
+from tasks.quality import check_quality
+from tasks.scaling import inverse_scale, standardise
+from tasks.targets import check_target_writable, check_warehouse_targets
+from tasks.validate import validate_input
+from tasks.write import write_back
+
+
+def _every_table(path: Path) -> dict[tuple[str, str], list[tuple]]:
+    """Every table of every schema with its rows, sorted (conftest's snapshot reads main only)."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        names = con.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall()
+        quote = lambda n: '"' + n.replace('"', '""') + '"'  # noqa: E731
+        return {
+            (s, t): sorted(map(str, con.execute(f"SELECT * FROM {quote(s)}.{quote(t)}").fetchall()))
+            for s, t in names
+        }
+
+
+def _bytes(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _run(db: Path, table: str, **kwargs: object) -> object:
+    """Every step of impute-table, without Prefect: load → ... → check target → write-back."""
+    params = ImputerParams(max_iter=20)
+    source = load_table.fn(str(db), table, "id")
+    plan = validate_input.fn(source, None, "id", **kwargs)
+    check_target_writable.fn(str(db), plan)
+    scaled = standardise.fn(source.frame, plan.columns)
+    outcome = impute.fn(scaled.frame, params, 0, table=table)
+    imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
+    quality = check_quality.fn(source, plan, imputed)
+    lineage = LineageRecord(
+        run=current_run(), source=source, plan=plan, outcome=outcome, quality=quality, seed=0,
+        hyperparameters=params.model_dump(),
+    )  # fmt: skip
+    return write_back.fn(source, plan, imputed, lineage)
+
+
+@pytest.mark.parametrize(
+    ("tables", "entries"),
+    [
+        ([{"table": "readings", "target": "B"}, {"table": "b"}], "entry 1"),
+        ([{"table": "readings"}, {"table": "readings_IMPUTED"}], "entry 1"),
+        ([{"table": "readings", "target": "x"}, {"table": "b", "target": "X"}], "entry 2"),
+        ([{"table": "readings", "target": "main.b"}, {"table": "b"}], "entry 1"),
+        ([{"table": "readings", "target": "tdm_stuff"}], "entry 1"),
+        ([{"table": "readings", "target": "v"}], "entry 1"),
+    ],
+    ids=["target-is-other-source", "default-target-listed", "same-target-twice",
+         "schema-qualified-source", "tdm-table", "view"],
+)  # fmt: skip
+def test_a_config_whose_targets_clash_is_refused_before_anything_runs(
+    warehouse: Path,
+    make_readings: Callable[..., object],
+    take_snapshot: Callable,
+    tables: list,
+    entries: str,
+) -> None:
+    """Bug: the warehouse config check compared explicit targets case-sensitively and ignored
+    default targets and views, so one entry's target could replace another entry's source."""
+    make_readings(warehouse, table="b", seed=1)
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE VIEW v AS SELECT * FROM readings")
+    # As the flow checks it, whether or not reading the config already refused it:
+    config = WarehouseConfig.model_construct(tables=[TableEntry(**t) for t in tables])
+    before, digest = take_snapshot(warehouse), _bytes(warehouse)
+    with pytest.raises(PipelineInputError, match=rf"nothing was run: .*{entries} ") as caught:
+        check_warehouse_targets.fn(str(warehouse), config, "_imputed")
+    assert "\n" not in str(caught.value)
+    assert take_snapshot(warehouse) == before
+    assert _bytes(warehouse) == digest
+
+
+def test_explicit_clashes_are_refused_when_the_config_is_read() -> None:
+    """Bug: `target: B` was not seen to clash with the listed table `b` (case-sensitive check)."""
+    with pytest.raises(ValueError, match=r'entry 1 \("a"\) writes to "B", which is the source'):
+        WarehouseConfig.model_validate({"tables": [{"table": "a", "target": "B"}, {"table": "b"}]})
+
+
+def test_a_target_the_pipeline_did_not_write_is_refused(
+    warehouse: Path, take_snapshot: Callable, one_torch_thread: None
+) -> None:
+    """Bug: --target silently replaced an unrelated existing table (only mentioned after)."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE TABLE Other AS SELECT 42 AS x")
+    before, digest = take_snapshot(warehouse), _bytes(warehouse)
+    with pytest.raises(PipelineInputError, match=r'"Other" already exists .*--replace-target'):
+        _run(warehouse, "readings", target="other")
+    assert take_snapshot(warehouse) == before
+    assert _bytes(warehouse) == digest
+
+
+def test_replace_target_replaces_and_own_targets_are_rewritten(
+    warehouse: Path, one_torch_thread: None
+) -> None:
+    """Bug guard: the --replace-target opt-in replaces an unrelated table, and a target the
+    pipeline wrote before (named in tdm_lineage) is rewritten without it."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE TABLE other AS SELECT 42 AS x")
+    first = _run(warehouse, "readings", target="other", replace_target=True)
+    assert first.replaced_existing
+    again = _run(warehouse, "readings", target="OTHER")
+    assert again.replaced_existing
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM other").fetchall()[0][0] == 80
+
+
+def test_a_table_in_another_schema_is_imputed_into_that_schema(
+    warehouse: Path, one_torch_thread: None
+) -> None:
+    """Bug: `--table s.t` said the table does not exist: schema-qualified names were unknown."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute('CREATE SCHEMA "My Schema"')
+        con.execute('CREATE TABLE "My Schema"."Odd ""T""" AS SELECT * FROM readings')
+    source = _every_table(warehouse)
+    result = _run(warehouse, 'my schema.odd "t"')
+    assert result.target_table == 'My Schema.Odd "T"_imputed'
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall()
+        assert ("My Schema", 'Odd "T"_imputed') in tables
+        assert ("main", "tdm_lineage") in tables and ("main", "tdm_imputed_cells") in tables
+        filled = con.execute(
+            'SELECT count(*) FROM "My Schema"."Odd ""T""_imputed" WHERE temperature IS NULL'
+        ).fetchall()[0][0]
+        lineage = con.execute("SELECT source_table, target_table FROM tdm_lineage").fetchall()
+    assert filled == 0
+    assert lineage == [('My Schema.Odd "T"', 'My Schema.Odd "T"_imputed')]
+    after = _every_table(warehouse)
+    assert {t: after[t] for t in source} == source
+
+
+def test_a_target_in_a_missing_schema_is_refused(warehouse: Path, take_snapshot: Callable) -> None:
+    """Bug guard: a `schema.table` target whose schema does not exist is refused by name."""
+    source = load_table.fn(str(warehouse), "readings", "id")
+    plan = validate_input.fn(source, None, "id", "nowhere.t")
+    before = take_snapshot(warehouse)
+    with pytest.raises(PipelineInputError, match=r'schema "nowhere", which does not exist'):
+        check_target_writable.fn(str(warehouse), plan)
+    assert take_snapshot(warehouse) == before
