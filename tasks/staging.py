@@ -18,11 +18,11 @@ from tasks.load import SourceTable
 from tasks.names import quote_table
 from tasks.results import WriteResult
 from tasks.scratch import make_stage_dir
+from tasks.targets import check_target_table
 from tasks.validate import ImputationPlan
 from tasks.warehouse import connect, quote_identifier, register_frame
 from tasks.write import (
     check_source_unchanged,
-    check_target,
     insert_lineage,
     record_imputed_cells,
     summarise_write,
@@ -86,7 +86,7 @@ class PartitionedWrite:
     def create_target(self, plan: ImputationPlan) -> None:
         """Check the target name, then create the empty staged target (the source's columns,
         imputed ones as DOUBLE) and the staged imputed-cells record."""
-        self.replaced_existing = check_target(self.con, plan)
+        self.replaced_existing = check_target_table(self.con, plan)
         doubles = ", ".join(f"NULL::DOUBLE AS {quote_identifier(c)}" for c in plan.columns)
         self.con.execute(
             f"CREATE TABLE {self.STAGE}.target AS SELECT * REPLACE ({doubles}) "
@@ -136,7 +136,7 @@ class PartitionedWrite:
             check_source_unchanged(self.con, source)
             self.con.execute(LINEAGE_DDL)
             self.con.execute(IMPUTED_CELLS_DDL)
-            self.replaced_existing = check_target(self.con, plan)
+            self.replaced_existing = check_target_table(self.con, plan)
             self.con.execute(
                 f"CREATE OR REPLACE TABLE {quote_table(plan.target_table)} AS "
                 f"SELECT * FROM {self.STAGE}.target"

@@ -53,7 +53,6 @@ from tasks.warehouse import (
 
 __all__ = [
     "check_source_unchanged",
-    "check_target",
     "insert_lineage",
     "record_imputed_cells",
     "summarise_write",
@@ -114,7 +113,7 @@ def _write(
     check_source_unchanged(con, source)
     con.execute(LINEAGE_DDL)
     con.execute(IMPUTED_CELLS_DDL)
-    replaced = check_target(con, plan)
+    replaced = check_target_table(con, plan)
     if plan.n_missing:
         lineage = _create_imputed_target(con, plan, source, imputed, lineage)
     elif not plan.replace_source:  # nothing to impute: a copy (or, in place, nothing to do)
@@ -135,12 +134,6 @@ def check_source_unchanged(con: duckdb.DuckDBPyConnection, source: SourceTable) 
             f'Table "{source.table.qualified}" changed while it was being imputed (its columns or '
             "contents differ from what was read), so nothing was written. Run again."
         )
-
-
-def check_target(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> bool:
-    """Whether the target table exists already; refuse a view, a missing schema, or a table the
-    pipeline did not write unless asked to (`tasks.targets.check_target_table`)."""
-    return check_target_table(con, plan)
 
 
 def _create_imputed_target(

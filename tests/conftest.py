@@ -8,6 +8,8 @@ module imports it: a throw-away PREFECT_HOME, no telemetry, a patient server sta
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -110,6 +112,23 @@ def warehouse(tmp_path: Path) -> Path:
     path = tmp_path / "warehouse.duckdb"
     build_readings(path)
     return path
+
+
+@pytest.fixture
+def read_only_warehouse(warehouse: Path, tmp_path: Path) -> Iterator[Path]:
+    """A copy of the `warehouse` file on a read-only tmpfs (skipped without root and mount)."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        pytest.skip("mounting a read-only file system needs root on Linux")
+    where = tmp_path / "ro"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)]).returncode:
+        pytest.skip("mount is not permitted here")
+    try:
+        (where / "w.duckdb").write_bytes(warehouse.read_bytes())
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        yield where / "w.duckdb"
+    finally:
+        subprocess.run(["umount", "-l", str(where)])
 
 
 def snapshot(path: Path) -> Snapshot:

@@ -136,33 +136,15 @@ def test_a_writing_holder_is_called_a_writer(
             pass
 
 
-@pytest.fixture
-def read_only_mount(tmp_path: Path) -> Iterator[Path]:
-    """A folder on a read-only tmpfs holding a copy of a DuckDB file (needs root and mount)."""
-    if sys.platform != "linux" or os.geteuid() != 0:
-        pytest.skip("mounting a read-only file system needs root on Linux")
-    where = tmp_path / "ro"
-    where.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)]).returncode:
-        pytest.skip("mount is not permitted here")
-    try:
-        with duckdb.connect(str(where / "w.duckdb")) as con:
-            con.execute("CREATE TABLE t AS SELECT 1 AS x")
-        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
-        yield where / "w.duckdb"
-    finally:
-        subprocess.run(["umount", "-l", str(where)])
-
-
 def test_a_file_on_a_read_only_file_system_is_refused_before_any_work(
-    read_only_mount: Path,
+    read_only_warehouse: Path,
 ) -> None:
     """Bug: a read-only file system was found only when the fitted result was written."""
     with pytest.raises(PipelineInputError, match="read-only file system"):
-        check_writable(read_only_mount)
+        check_writable(read_only_warehouse)
     with (
         pytest.raises(PipelineInputError, match="read-only file system"),
-        PartitionedWrite(str(read_only_mount)),
+        PartitionedWrite(str(read_only_warehouse)),
     ):
         pass
 
