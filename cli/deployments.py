@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.arguments import add_columns_flag, add_key_flag, parse_positive
+from cli.arguments import add_columns_flag, add_key_flag, add_replace_target_flag, parse_positive
 from deployments.server import DEFAULT_PORT, api_url_for
 
 __all__ = ["add_deployment_commands"]
@@ -53,6 +53,7 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--target", help="target table [TABLE + TDM_TARGET_SUFFIX (_imputed)]")
     add_columns_flag(run)
     add_key_flag(run)
+    add_replace_target_flag(run)
     run.add_argument(
         "--max-iter",
         type=parse_positive,
@@ -82,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         "target_table": args.target,
         "columns": args.columns,
         "key": args.key,
+        "replace_target": args.replace_target,
         "imputer": {"max_iter": args.max_iter} if args.max_iter is not None else None,
         "seed": args.seed,
     }

@@ -23,6 +23,7 @@ from flows.runners import gpu_annotation, runner_width
 from flows.settings import PipelineSettings
 from flows.steps import ImputeOptions, TableRequest, table_result
 from tasks.artifacts import publish_run_report
+from tasks.cells import add_checks
 from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
 from tasks.lineage import LineageRecord, current_run
 from tasks.partitions import count_rows, profile_table, read_partition, read_sample
@@ -32,6 +33,7 @@ from tasks.scaling import apply_scaling, inverse_scale, standardise
 from tasks.staging import PartitionedWrite
 from tasks.targets import check_target_table
 from tasks.validate import validate_input
+from tasks.write import log_type_notes
 
 __all__ = ["count_rows_to_partition", "impute_partitioned"]
 
@@ -78,7 +80,7 @@ def impute_partitioned(
         check_target_table(write.con, plan)  # refused before the fit; checked again at commit
         sample = profile.source(read_sample(write.con, profile, settings.max_fit_rows, seed))
         validate_input(sample, list(plan.columns), plan.key, plan.target_table)
-        scaled = standardise(sample.frame, plan.columns)
+        scaled = standardise(sample.frame, plan.columns, profile.moments)
         seconds["load-and-validate"] = time.perf_counter() - clock
         logger.info(
             "Table %r has %d rows: fitting on a sample of %d, then imputing %d partitions",
@@ -96,7 +98,7 @@ def impute_partitioned(
                 },
             ).result()
         seconds["fit"] = fitted.outcome.fit_seconds
-        write.create_target(plan)
+        write.create_target(sample, plan)
 
         clock = time.perf_counter()
         pending: deque[tuple[Any, Any]] = deque()
@@ -133,10 +135,11 @@ def impute_partitioned(
             source=sample,
             plan=plan,
             outcome=outcome,
-            quality=merge_reports(reports),
+            quality=add_checks(merge_reports(reports), write.checks),
             seed=seed,
             hyperparameters=params.model_dump(),
         )
+        log_type_notes(plan.target_table, write.checks)
         written = write.commit(sample, lineage)
     result = table_result(written, lineage, seconds)
     # The run's statistics artifact describes the fit sample, before and after its imputation.

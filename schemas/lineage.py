@@ -95,7 +95,9 @@ class LineageSchema(pa.DataFrameModel):
 
 
 class ImputedCellsSchema(pa.DataFrameModel):
-    """Rows of `tdm_imputed_cells`: one per cell the run filled in."""
+    """Rows of `tdm_imputed_cells`: one per cell the run filled in. `row_number` is the row's
+    0-based position in the source when it was read (storage order); `row_key` (the key's value
+    as text, when the run had a key) is what still finds the row after rows move."""
 
     run_id: Series[str]
     target_table: Series[str]

@@ -29,10 +29,11 @@ __all__ = [
     "check_alignment",
     "filled_columns",
     "imputed_frame",
+    "positional",
     "target_expression",
-    "type_notes",
     "update_in_place",
     "verify_cells",
+    "write_checks",
 ]
 
 # Types whose every value a double holds exactly: the `_imputed` target stores them as DOUBLE.
@@ -137,8 +138,16 @@ def target_expression(column: FilledColumn) -> str:
     return f"CASE WHEN i.m{column.j} THEN {_fill_value(column)} ELSE {observed} END"
 
 
-def type_notes(filled: Sequence[FilledColumn]) -> list[str]:
-    """One sentence per column whose imputed cells were rounded to its type."""
+def write_checks(filled: Sequence[FilledColumn], n_observed: int) -> list[CheckOutcome]:
+    """The checks a write made, for the lineage row: `n_observed` observed cells proved exact,
+    and which columns' imputed cells were rounded to their type (if any)."""
+    checks = [
+        CheckOutcome(
+            "observed_cells_exact",
+            True,
+            f"{n_observed} observed cells identical in their source types (checked in DuckDB)",
+        )
+    ]
     notes = []
     for column in filled:
         if not column.keeps_type or column.sql_type == "DOUBLE":
@@ -151,21 +160,26 @@ def type_notes(filled: Sequence[FilledColumn]) -> list[str]:
         else:
             how = f"rounded to the nearest {column.sql_type}"
         notes.append(f'"{column.name}" kept its type {column.sql_type}: imputed cells {how}')
-    return notes
+    if notes:
+        checks.append(CheckOutcome("imputed_cell_types", True, "; ".join(notes)))
+    return checks
+
+
+def positional(before: str, after: str, view: str) -> str:
+    """The FROM clause that lines up `before` (as `s`), `after` (`t`) and `view` (`i`) by
+    position, for `verify_cells`."""
+    return f"{before} AS s POSITIONAL JOIN {after} AS t POSITIONAL JOIN {view} AS i"
 
 
 def verify_cells(
-    con: duckdb.DuckDBPyConnection,
-    table: str,
-    before: str,
-    after: str,
-    view: str,
-    filled: Sequence[FilledColumn],
-) -> CheckOutcome:
-    """Every observed cell of `after` equals `before`'s in the source type, bit for bit (compared
-    as text, so that -0.0 differs from 0.0), and every imputed cell is set; raise if not.
+    con: duckdb.DuckDBPyConnection, table: str, rows: str, filled: Sequence[FilledColumn]
+) -> int:
+    """Every observed cell of the written rows `t` equals the source's `s` in the source type,
+    bit for bit (compared as text, so that -0.0 differs from 0.0), and every imputed cell is set;
+    raise if not. Returns how many observed cells were compared.
 
-    `before`, `after` and `view` are FROM items joined positionally, as `s`, `t` and `i`."""
+    `rows` is a FROM clause pairing each source row `s` with its written row `t` and its row
+    `i` of the registered frame (`positional`, or joins on rowid)."""
     sums = []
     for column in filled:
         name = column.quoted
@@ -175,10 +189,7 @@ def verify_cells(
         sums.append(f"count(*) FILTER (NOT i.m{column.j} AND {exact})")
         sums.append(f"count(*) FILTER (i.m{column.j} AND t.{name} IS NULL)")
         sums.append(f"count(*) FILTER (NOT i.m{column.j})")
-    counts = con.execute(
-        f"SELECT {', '.join(sums)} FROM {before} AS s POSITIONAL JOIN {after} AS t "
-        f"POSITIONAL JOIN {view} AS i"
-    ).fetchall()[0]
+    counts = con.execute(f"SELECT {', '.join(sums)} FROM {rows}").fetchall()[0]
     changed = [(c, counts[3 * n]) for n, c in enumerate(filled) if counts[3 * n]]
     unset = [(c, counts[3 * n + 1]) for n, c in enumerate(filled) if counts[3 * n + 1]]
     if changed:
@@ -193,24 +204,15 @@ def verify_cells(
             f'Imputed values of table "{table}" do not fit their column\'s type ({listed} out of '
             "its range), so nothing was written. Impute into another table, or widen the type."
         )
-    n_observed = sum(counts[3 * n + 2] for n in range(len(filled)))
-    return CheckOutcome(
-        "observed_cells_exact",
-        True,
-        f"{n_observed} observed cells identical in their source types (checked in DuckDB)",
-    )
+    return int(sum(counts[3 * n + 2] for n in range(len(filled))))
 
 
 def check_alignment(
-    con: duckdb.DuckDBPyConnection,
-    plan: ImputationPlan,
-    filled: Sequence[FilledColumn],
-    src: str,
-    view: str,
+    con: duckdb.DuckDBPyConnection, plan: ImputationPlan, filled: Sequence[FilledColumn], rows: str
 ) -> None:
     """Refuse to write if the imputed rows do not line up with the source rows: the same cells
     missing, observed values equal up to float rounding (the frame went through float64), and
-    the same keys."""
+    the same keys. `rows` pairs each source row `s` with its row `i` of the registered frame."""
     counts = []
     for column in filled:
         cell = f"s.{column.quoted}"
@@ -226,9 +228,7 @@ def check_alignment(
         counts.append(f"count(*) FILTER (s.{quote_identifier(plan.key)} IS DISTINCT FROM i.k)")
     if not counts:
         return
-    found = con.execute(
-        f"SELECT {', '.join(counts)} FROM {src} AS s POSITIONAL JOIN {view} AS i"
-    ).fetchall()[0]
+    found = con.execute(f"SELECT {', '.join(counts)} FROM {rows}").fetchall()[0]
     names = [c.name for c in filled] + ([plan.key] if plan.key is not None else [])
     off = [f'"{name}" ({n} rows)' for name, n in zip(names, found, strict=True) if n]
     if off:
@@ -244,13 +244,14 @@ def update_in_place(
     src: str,
     view: str,
     filled: Sequence[FilledColumn],
-) -> CheckOutcome:
+) -> int:
     """UPDATE the source's missing cells, matched by rowid, each cast to its column's type: the
     table's definition (constraints, defaults, indexes, types) stays as it was.
 
     The new values are computed and proved first (DuckDB moves a row whose indexed column is
     updated, so rows cannot be matched by position afterwards); after the UPDATE, each column's
-    values must be, as a multiset, the ones proved."""
+    values must be, as a multiset, the ones proved. Returns how many observed cells were proved
+    unchanged."""
     fill = f"tdm_fill_{view.rsplit('_', 1)[1]}"
     values = ", ".join(
         f"s.{c.quoted} AS o{c.j}, CASE WHEN i.m{c.j} THEN {_fill_value(c)} ELSE s.{c.quoted} END "
@@ -264,7 +265,7 @@ def update_in_place(
     try:
         before = f"(SELECT {', '.join(f'o{c.j} AS {c.quoted}' for c in filled)} FROM {fill})"
         after = f"(SELECT {', '.join(f'e{c.j} AS {c.quoted}' for c in filled)} FROM {fill})"
-        exact = verify_cells(con, plan.source_table, before, after, fill, filled)
+        n_observed = verify_cells(con, plan.source_table, positional(before, after, fill), filled)
         sets = ", ".join(f"{c.quoted} = i.e{c.j}" for c in filled)
         any_missing = " OR ".join(f"i.m{c.j}" for c in filled)
         try:
@@ -280,7 +281,7 @@ def update_in_place(
             ) from None
         for c in filled:
             _check_same_values(con, plan.source_table, f"(SELECT {c.quoted} FROM {src})", fill, c)
-        return exact
+        return n_observed
     finally:
         with contextlib.suppress(duckdb.Error):  # an aborted transaction drops it with itself
             con.execute(f"DROP TABLE IF EXISTS temp.{fill}")

@@ -74,7 +74,7 @@ def load_table(db_path: str, table: str, key: str | None = None) -> SourceTable:
         try:
             fingerprint = fingerprint_table(con, info)
             if wanted:
-                sql = f"SELECT {columns_sql(wanted)} FROM {info.sql}"
+                sql = f"SELECT {columns_sql(wanted, info)} FROM {info.sql}"
                 frame = con.execute(sql).df()
             else:
                 frame = pd.DataFrame(index=pd.RangeIndex(fingerprint.rows))

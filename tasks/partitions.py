@@ -46,6 +46,9 @@ class TableProfile:
     plan: ImputationPlan
     observed_range: dict[str, tuple[float, float]]
     """Each imputed column's observed (min, max) over the whole table."""
+    moments: tuple[np.ndarray, np.ndarray]
+    """Each imputed column's mean and standard deviation over the whole table (as
+    `tdm.scaling.fit_column_scaling` computes them, but in DuckDB)."""
     bounds: tuple[tuple[int, int], ...]
     """The partitions: rowid ranges [start, stop), in storage order."""
 
@@ -150,8 +153,33 @@ def profile_table(
         fingerprint=fingerprint_table(con, info),
         plan=plan,
         observed_range=observed_range,
+        moments=_moments(con, src, chosen, observed_range),
         bounds=partition_plan(con, src, n_rows, first, last, partition_rows),
     )
+
+
+def _moments(
+    con: duckdb.DuckDBPyConnection,
+    src: str,
+    columns: Sequence[str],
+    observed_range: dict[str, tuple[float, float]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation (ddof=0) of each column's observed values, computed on the
+    values divided by the column's largest magnitude so that no square overflows; a constant
+    column gets scale 1 (the rules of `tdm.scaling.fit_column_scaling`)."""
+    magnitude = np.array([max(abs(low), abs(high)) for low, high in observed_range.values()])
+    magnitude[~(magnitude > 0) | ~np.isfinite(magnitude)] = 1.0
+    sums = []
+    for name, top in zip(columns, magnitude, strict=True):
+        reduced = f"({quote_identifier(name)}::DOUBLE / {float(top)!r})"
+        seen = f"FILTER (WHERE NOT isnan({reduced}))"
+        sums.append(f"avg({reduced}) {seen}, stddev_pop({reduced}) {seen}")
+    row = con.execute(f"SELECT {', '.join(sums)} FROM {src}").fetchall()[0]
+    mean = np.array([row[2 * j] or 0.0 for j in range(len(columns))], dtype=np.float64)
+    std = np.array([row[2 * j + 1] or 0.0 for j in range(len(columns))], dtype=np.float64)
+    scale = std * magnitude
+    scale[~(scale > 0) | ~np.isfinite(scale)] = 1.0
+    return mean * magnitude, scale
 
 
 def partition_plan(
@@ -179,7 +207,7 @@ def read_sample(
     """A reproducible uniform sample of `rows` rows (reservoir sampling in DuckDB)."""
     wanted = _wanted(profile)
     return con.execute(
-        f"SELECT {columns_sql(wanted)} FROM {profile.table.sql} "
+        f"SELECT {columns_sql(wanted, profile.table)} FROM {profile.table.sql} "
         f"USING SAMPLE reservoir({int(rows)} ROWS) REPEATABLE ({int(seed)})"
     ).df()
 
@@ -190,7 +218,7 @@ def read_partition(
     """Rows with rowid in [start, stop), in storage order, indexed by rowid."""
     wanted = _wanted(profile)
     frame = con.execute(
-        f"SELECT rowid AS __tdm_rowid, {columns_sql(wanted)} "
+        f"SELECT rowid AS __tdm_rowid, {columns_sql(wanted, profile.table)} "
         f"FROM {profile.table.sql} "
         f"WHERE rowid >= {int(start)} AND rowid < {int(stop)} ORDER BY rowid"
     ).df()

@@ -39,11 +39,20 @@ class Standardised:
 
 
 @task(name="standardise", cache_policy=NO_CACHE)
-def standardise(frame: pd.DataFrame, columns: Sequence[str]) -> Standardised:
-    """Centre and scale each chosen column by the mean and std of its observed values."""
-    from tdm.scaling import fit_column_scaling  # imported here: `tdm --help` needs no torch
+def standardise(
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    moments: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Standardised:
+    """Centre and scale each chosen column by the mean and std of its observed values, or by
+    `moments` (mean, std per column) where given: a whole table's, when `frame` is a sample."""
+    # imported here: `tdm --help` needs no torch
+    from tdm.scaling import ColumnScaling, fit_column_scaling
 
-    statistics = fit_column_scaling(as_float_frame(frame, columns).to_numpy())
+    if moments is None:
+        statistics = fit_column_scaling(as_float_frame(frame, columns).to_numpy())
+    else:
+        statistics = ColumnScaling(mean=moments[0], scale=moments[1])
     scaling = Scaling(columns=tuple(columns), statistics=statistics)
     return Standardised(frame=apply_scaling(frame, scaling), scaling=scaling)
 

@@ -12,15 +12,25 @@ import pandas as pd
 
 from schemas.lineage import IMPUTED_CELLS_DDL, IMPUTED_CELLS_TABLE, LINEAGE_DDL
 from tasks.access import check_writable
+from tasks.cells import (
+    FilledColumn,
+    check_alignment,
+    filled_columns,
+    imputed_frame,
+    target_expression,
+    verify_cells,
+    write_checks,
+)
 from tasks.errors import PipelineError, QualityCheckError
 from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
 from tasks.names import quote_table
+from tasks.quality import CheckOutcome
 from tasks.results import WriteResult
 from tasks.scratch import make_stage_dir
 from tasks.targets import check_target_table
 from tasks.validate import ImputationPlan
-from tasks.warehouse import connect, quote_identifier, register_frame
+from tasks.warehouse import connect, register_frame
 from tasks.write import (
     check_source_unchanged,
     insert_lineage,
@@ -53,7 +63,8 @@ class PartitionedWrite:
         self.replaced_existing = False
         self._rows_before = 0
         self._stage_dir: str | None = None
-        self._plan: ImputationPlan | None = None
+        self._filled: list[FilledColumn] = []
+        self._observed_checked = 0
 
     def __enter__(self) -> PartitionedWrite:
         check_writable(self.db_path)  # before the staging folder and the fit
@@ -83,44 +94,66 @@ class PartitionedWrite:
         self._close_connection()
         self._open()
 
-    def create_target(self, plan: ImputationPlan) -> None:
-        """Check the target name, then create the empty staged target (the source's columns,
-        imputed ones as DOUBLE) and the staged imputed-cells record."""
+    def create_target(self, source: SourceTable, plan: ImputationPlan) -> None:
+        """Check the target name, then create the empty staged target and imputed-cells record.
+
+        The target has the source's columns and types, as a single fit writes them
+        (`tasks.cells.filled_columns`): an imputed column becomes DOUBLE only where a double
+        holds each of its values exactly. `source` is any part of the table (its column types)."""
         self.replaced_existing = check_target_table(self.con, plan)
-        doubles = ", ".join(f"NULL::DOUBLE AS {quote_identifier(c)}" for c in plan.columns)
+        self._filled = filled_columns(source, plan, in_place=False)
+        doubles = ", ".join(f"NULL::DOUBLE AS {c.quoted}" for c in self._filled if not c.keeps_type)
+        replace = f" REPLACE ({doubles})" if doubles else ""
         self.con.execute(
-            f"CREATE TABLE {self.STAGE}.target AS SELECT * REPLACE ({doubles}) "
+            f"CREATE TABLE {self.STAGE}.target AS SELECT *{replace} "
             f"FROM {quote_table(plan.source_table)} LIMIT 0"
         )
         self.con.execute(IMPUTED_CELLS_DDL.replace(IMPUTED_CELLS_TABLE, f"{self.STAGE}.cells", 1))
-        self._plan = plan
+
+    @property
+    def checks(self) -> list[CheckOutcome]:
+        """The checks the staged partitions passed, for the lineage row."""
+        return write_checks(self._filled, self._observed_checked)
 
     def append(
         self, plan: ImputationPlan, part: SourceTable, imputed: pd.DataFrame, run_id: str
     ) -> None:
-        """Stage one partition: `part.frame` and `imputed` are indexed by the source's rowid."""
+        """Stage one partition: `part.frame` and `imputed` are indexed by the source's rowid.
+
+        Its rows are matched to the source by rowid; observed cells are copied by DuckDB and
+        proved unchanged in their own type before the partition is staged."""
         rowids = part.frame.index.to_numpy(dtype=np.int64)
-        frame = pd.DataFrame(
-            {
-                f"c{j}": imputed[name].to_numpy(dtype=np.float64)
-                for j, name in enumerate(plan.columns)
-            }
-        )
+        frame = imputed_frame(part, plan, imputed, self._filled)
         frame["r"] = rowids
         src = quote_table(plan.source_table)
-        replacements = ", ".join(
-            f"i.c{j} AS {quote_identifier(name)}" for j, name in enumerate(plan.columns)
-        )
+        out = "temp.tdm_part_out"
         with register_frame(self.con, frame, "tdm_part") as view:
-            written = self.con.execute(
-                f"INSERT INTO {self.STAGE}.target SELECT s.* REPLACE ({replacements}) "
-                f"FROM {src} AS s JOIN {view} AS i ON s.rowid = i.r ORDER BY s.rowid"
-            ).fetchall()[0][0]
-        if written != len(frame):
-            raise QualityCheckError(
-                f'Partition of "{plan.source_table}" at rows {rowids[0]}-{rowids[-1]} matched '
-                f"{written} of its {len(frame)} rows when written, so nothing was written."
+            rows = f"{src} AS s JOIN {view} AS i ON s.rowid = i.r"
+            check_alignment(self.con, plan, self._filled, rows)
+            replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in self._filled)
+            replace = f" REPLACE ({replacements})" if replacements else ""
+            self.con.execute(
+                "CREATE OR REPLACE TEMP TABLE tdm_part_out AS "
+                f"SELECT s.rowid AS tdm_row, s.*{replace} FROM {rows} ORDER BY s.rowid"
             )
+            try:
+                written = self.con.execute(f"SELECT count(*) FROM {out}").fetchall()[0][0]
+                if written != len(frame):
+                    raise QualityCheckError(
+                        f'Partition of "{plan.source_table}" at rows {rowids[0]}-{rowids[-1]} '
+                        f"matched {written} of its {len(frame)} rows when written, so nothing "
+                        "was written."
+                    )
+                self._observed_checked += verify_cells(
+                    self.con, plan.target_table, f"{rows} JOIN {out} AS t ON t.tdm_row = s.rowid",
+                    self._filled,
+                )  # fmt: skip
+                self.con.execute(
+                    f"INSERT INTO {self.STAGE}.target SELECT * EXCLUDE (tdm_row) FROM {out} "
+                    "ORDER BY tdm_row"
+                )
+            finally:
+                self.con.execute(f"DROP TABLE IF EXISTS {out}")
         offset = self._rows_before
         self._rows_before += len(frame)
         record_imputed_cells(

@@ -111,7 +111,20 @@ def _resolve_key(table: TableInfo, key: str | None) -> str | None:
             f'The key column "{key}" does not exist in table "{table.qualified}". '
             f"Its columns are: {_names(c.name for c in table.columns)}."
         )
+    kind = column.sql_type.upper()
+    if kind.startswith(_NOT_KEY_TYPES) or kind.endswith("]"):
+        raise PipelineInputError(
+            f'The key column "{column.name}" of table "{table.qualified}" is {column.sql_type}, '
+            "which cannot serve as a key: a key must hold single values that can be compared "
+            "exactly (integers up to HUGEINT, text, dates, UUIDs). Choose another --key, or "
+            "leave it out. Nothing was written."
+        )
     return column.name
+
+
+# Binary and nested types: their values cannot be compared as keys or written as row keys.
+# UHUGEINT: DuckDB cannot hand its values to pandas exactly.
+_NOT_KEY_TYPES = ("BLOB", "BYTEA", "BIT", "STRUCT", "MAP", "UNION", "UHUGEINT")
 
 
 def _resolve_columns(table: TableInfo, columns: Sequence[str] | None, key: str | None) -> list[str]:

@@ -245,6 +245,15 @@ def fingerprint_table(con: duckdb.DuckDBPyConnection, table: TableInfo) -> Finge
     return Fingerprint(rows=int(rows), content_hash=digest[:32])
 
 
-def columns_sql(names: Sequence[str]) -> str:
-    """A comma-separated list of quoted identifiers."""
-    return ", ".join(quote_identifier(n) for n in names)
+def columns_sql(names: Sequence[str], table: TableInfo | None = None) -> str:
+    """A comma-separated list of quoted identifiers, to read into pandas: with `table`, a
+    UHUGEINT column (which DuckDB cannot hand to NumPy) is read as DOUBLE, under its name. The
+    frame's values only guide the imputer; observed cells are copied in their own type."""
+
+    def read(name: str) -> str:
+        column = table.column(name) if table is not None else None
+        if column is not None and column.sql_type.upper() == "UHUGEINT":
+            return f"{quote_identifier(name)}::DOUBLE AS {quote_identifier(name)}"
+        return quote_identifier(name)
+
+    return ", ".join(read(n) for n in names)

@@ -29,10 +29,11 @@ from tasks.cells import (
     check_alignment,
     filled_columns,
     imputed_frame,
+    positional,
     target_expression,
-    type_notes,
     update_in_place,
     verify_cells,
+    write_checks,
 )
 from tasks.errors import PipelineError, PipelineInputError
 from tasks.frames import as_float_frame
@@ -54,6 +55,7 @@ from tasks.warehouse import (
 __all__ = [
     "check_source_unchanged",
     "insert_lineage",
+    "log_type_notes",
     "record_imputed_cells",
     "summarise_write",
     "write_back",
@@ -153,9 +155,9 @@ def _create_imputed_target(
     frame = imputed_frame(source, plan, imputed, filled)
     src = quote_table(plan.source_table)
     with register_frame(con, frame, "tdm_imputed") as view:
-        check_alignment(con, plan, filled, src, view)
+        check_alignment(con, plan, filled, f"{src} AS s POSITIONAL JOIN {view} AS i")
         if plan.replace_source:
-            exact = update_in_place(con, plan, src, view, filled)
+            n_observed = update_in_place(con, plan, src, view, filled)
         else:
             target = quote_table(plan.target_table)
             replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
@@ -163,13 +165,18 @@ def _create_imputed_target(
                 f"CREATE OR REPLACE TABLE {target} AS "
                 f"SELECT s.* REPLACE ({replacements}) FROM {src} AS s POSITIONAL JOIN {view} AS i"
             )
-            exact = verify_cells(con, plan.target_table, src, target, view, filled)
-    notes = type_notes(filled)
-    checks = [exact]
-    if notes:
-        get_logger("tdm.write").info("%s: %s", plan.target_table, "; ".join(notes))
-        checks.append(CheckOutcome("imputed_cell_types", True, "; ".join(notes)))
+            rows = positional(src, target, view)
+            n_observed = verify_cells(con, plan.target_table, rows, filled)
+    checks = write_checks(filled, n_observed)
+    log_type_notes(plan.target_table, checks)
     return replace(lineage, quality=add_checks(lineage.quality, checks))
+
+
+def log_type_notes(table: str, checks: list[CheckOutcome]) -> None:
+    """Log, once per write, which columns' imputed cells were rounded to their type."""
+    for check in checks:
+        if check.name == "imputed_cell_types":
+            get_logger("tdm.write").info("%s: %s", table, check.detail)
 
 
 def record_imputed_cells(

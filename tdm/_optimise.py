@@ -180,7 +180,10 @@ def run_steps(
     started = time.perf_counter()
     done = 0
     for it in range(n_iter):
-        loss = step(it)
+        try:
+            loss = step(it)
+        except FloatingPointError:  # non-finite transport costs, found before the loss
+            raise _diverged(stage, owner, lr, it + 1) from None
         if optimizer is not None:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -215,7 +218,11 @@ def run_steps(
 def _check_finite(history: Tensor, stage: str, owner: str, lr: float) -> None:
     if not bool(torch.isfinite(history).all()):
         first = int((~torch.isfinite(history)).nonzero()[0, 0]) + 1
-        raise FloatingPointError(
-            f"{owner} {stage}: the loss became non-finite at iteration {first}; lower "
-            f"lr (now {lr}) or use dtype='float64'."
-        )
+        raise _diverged(stage, owner, lr, first)
+
+
+def _diverged(stage: str, owner: str, lr: float, iteration: int) -> FloatingPointError:
+    return FloatingPointError(
+        f"{owner} {stage}: the loss became non-finite at iteration {iteration}; lower "
+        f"lr (now {lr}) or use dtype='float64'."
+    )

@@ -107,9 +107,16 @@ def assignment(C: np.ndarray) -> np.ndarray:
     -------
     ndarray of shape (n,)
         ``perm`` with row ``i`` matched to column ``perm[i]``; it minimises ``C[i, perm[i]].sum()``.
+
+    Raises
+    ------
+    FloatingPointError
+        If a cost is NaN or infinite (a diverged fit); no solver is called with it.
     """
     if C.ndim != 2 or C.shape[0] != C.shape[1]:
         raise ValueError(f"assignment needs a square cost matrix; got shape {C.shape}")
+    if C.size and not np.isfinite(C).all():  # LAPJV corrupts the heap on NaN or inf costs
+        raise FloatingPointError("the transport costs became non-finite (NaN or inf)")
     if _lapjv is not None:
         row_to_col, _, _ = _lapjv(quantise(C))
         return np.asarray(row_to_col, dtype=np.int64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from uuid import uuid4
 
 import pytest
 
@@ -50,3 +51,30 @@ def test_run_refuses_a_max_iter_that_is_not_a_positive_number(
     assert f"argument --max-iter: expected a positive whole number; got '{flags[1]}'" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [([], None), (["--replace-target"], True), (["--no-replace-target"], False)],
+    ids=["unset", "replace", "no-replace"],
+)
+def test_run_passes_replace_target_only_when_given(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], expected: bool | None
+) -> None:
+    """`tdm run --replace-target` reaches the deployment's `replace_target` parameter; left out,
+    the parameter is not sent, so the serving process's TDM_REPLACE_TARGET applies."""
+    import deployments.trigger as trigger
+
+    sent: list[dict] = []
+
+    def fake_trigger(name: str, parameters: dict, **kwargs: object) -> trigger.TriggeredRun:
+        sent.append(parameters)
+        return trigger.TriggeredRun(
+            id=uuid4(), name="r", deployment=name, state="Scheduled", message=None,
+            final=False, succeeded=False, url="u", reports=(),
+        )  # fmt: skip
+
+    monkeypatch.setattr(trigger, "trigger_deployment", fake_trigger)
+    assert main(["run", "readings", "--no-wait", *flags]) == 0
+    assert sent[0].get("replace_target") == expected
+    assert ("replace_target" in sent[0]) == (expected is not None)

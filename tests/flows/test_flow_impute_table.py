@@ -301,3 +301,52 @@ def test_a_partial_imputer_override_keeps_the_other_settings(
     assert (used["n_blocks"], used["max_iter"]) == (1, 4)
     with pytest.raises(PipelineInputError, match=r'table "readings" are invalid: max_iter: '):
         impute_table("readings", db_path=str(warehouse), imputer={"max_iter": 0})
+
+
+def test_a_table_in_a_schema_is_imputed_into_a_table_in_a_schema(
+    warehouse: Path, take_snapshot: Callable[[Path], dict]
+) -> None:
+    """`schema.table` works for source and target (each part quoted for SQL, so a schema name
+    may hold a space); tables of the same name in other schemas are untouched."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute('CREATE SCHEMA "Sales Data"; CREATE SCHEMA out')
+        con.execute('CREATE TABLE "Sales Data".readings AS SELECT * FROM readings')
+        con.execute(
+            "CREATE TABLE out.readings_imputed AS SELECT 1 AS decoy"
+        )  # same name, other schema
+    before = take_snapshot(warehouse)
+    result = impute_table(
+        "Sales Data.readings",
+        db_path=warehouse,
+        key="id",
+        target_table="out.filled",
+        imputer=FAST,
+    )
+    assert result.target_table == "out.filled"
+    filled = _query(warehouse, "SELECT * FROM out.filled ORDER BY id")
+    source = _query(warehouse, 'SELECT * FROM "Sales Data".readings ORDER BY id')
+    assert len(filled) == len(source) and not filled["temperature"].isna().any()
+    after = take_snapshot(warehouse)
+    assert {name: after[name] for name in before} == before
+    lineage = _query(warehouse, "SELECT source_table, target_table FROM tdm_lineage")
+    assert lineage.values.tolist() == [["Sales Data.readings", "out.filled"]]
+
+
+def test_an_unrelated_table_is_replaced_only_with_replace_target(
+    warehouse: Path, take_snapshot: Callable[[Path], dict]
+) -> None:
+    """A target this pipeline did not write is refused (the file unchanged) until the run says
+    replace_target; the table it wrote is then its own, rewritten without the flag."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE TABLE report AS SELECT 42 AS answer")
+    before = take_snapshot(warehouse)
+    state = impute_table(
+        "readings", db_path=warehouse, target_table="report", imputer=FAST, return_state=True
+    )
+    assert "replace-target" in _failed(state) and '"report"' in _failed(state)
+    assert take_snapshot(warehouse) == before
+    impute_table("readings", db_path=warehouse, target_table="report", imputer=FAST,
+                 replace_target=True)  # fmt: skip
+    assert "temperature" in _query(warehouse, "SELECT * FROM report").columns
+    impute_table("readings", db_path=warehouse, target_table="report", imputer=FAST)
+    assert _query(warehouse, "SELECT count(*) AS n FROM tdm_lineage")["n"][0] == 2

@@ -14,6 +14,7 @@ import flows.partitioned as partitioned
 from flows.impute_table import impute_table
 from tasks.errors import PipelineInputError, QualityCheckError
 from tasks.staging import PartitionedWrite
+from tests.tables import AS_DOUBLE, column_types, differing_cells, file_hash, random_table
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -136,3 +137,46 @@ def test_bad_values_anywhere_in_a_large_table_are_named(large: Path) -> None:
         con.execute("UPDATE readings SET pressure = 'inf'::DOUBLE WHERE id = 200")
     with pytest.raises(PipelineInputError, match=r'"readings".*"pressure" has 1 infinite'):
         impute_table("readings", db_path=str(large), key="id")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 5])  # 3: refused (a value beyond the range)
+def test_every_column_type_keeps_its_observed_cells_in_partitions(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    take_snapshot: Callable[[Path], dict],
+    seed: int,
+) -> None:
+    """Property, as for a single fit (`tests/tasks/test_task_exactness.py`): over a random table
+    of every column type imputed in partitions, every observed cell comes back identical in its
+    own type, types a double cannot hold are kept, every imputed cell is set, and no other table
+    changes; or the run is refused (an imputed value beyond its type) and the file is as it was."""
+    db = tmp_path / "w.duckdb"
+    random_table(db, seed, n_rows=90)
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE original AS SELECT * FROM every_type")
+    monkeypatch.setenv("TDM_MAX_FIT_ROWS", "40")
+    monkeypatch.setenv("TDM_PARTITION_ROWS", "30")
+    monkeypatch.setenv("TDM_MAX_ITER", "10")
+    source_types = column_types(db, "every_type")
+    before, digest = take_snapshot(db), file_hash(db)
+    try:
+        result = impute_table("every_type", db_path=str(db), key="id")
+    except QualityCheckError as error:  # refused: an imputed value beyond its type or range
+        assert "nothing was written" in str(error)
+        assert take_snapshot(db) == before and file_hash(db) == digest
+        return
+    after = take_snapshot(db)
+    assert {n: after[n] for n in before} == before  # the source and every other table
+    lineage = read(db, "SELECT hyperparameters, quality_report FROM tdm_lineage").iloc[0]
+    assert json.loads(lineage["hyperparameters"])["partitions"] == 3
+    assert "observed cells identical in their source types" in lineage["quality_report"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert set(differing_cells(con, "original", "every_type_imputed").values()) == {0}
+        for name in result.cells_imputed:
+            unset = f'SELECT count(*) FROM every_type_imputed WHERE "{name}" IS NULL'
+            assert con.execute(unset).fetchall()[0][0] == 0, name
+    expected = dict(source_types)
+    for name, count in result.cells_imputed.items():
+        if count and source_types[name] in AS_DOUBLE:
+            expected[name] = "DOUBLE"
+    assert column_types(db, "every_type_imputed") == expected

@@ -3,9 +3,8 @@ target and in place (`--replace-source`, which keeps the table's definition), ch
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -21,14 +20,18 @@ from tasks.quality import check_quality
 from tasks.scaling import inverse_scale, standardise
 from tasks.validate import validate_input
 from tasks.write import write_back
+from tests.tables import (
+    AS_DOUBLE,
+    column_types,
+    differing_cells,
+    file_hash,
+    random_table,
+    write_table,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 TWO_53 = 2**53
-
-
-def _file_hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _prepare(
@@ -46,15 +49,6 @@ def _prepare(
     return source, plan, imputed, lineage
 
 
-def _write_table(db: Path, table: str, columns: dict[str, str], rows: Sequence[tuple]) -> None:
-    """CREATE TABLE `table` with `columns` (name: SQL type or definition) and insert `rows`."""
-    with duckdb.connect(str(db)) as con:
-        body = ", ".join(f'"{name}" {kind}' for name, kind in columns.items())
-        con.execute(f'CREATE TABLE "{table}" ({body})')
-        marks = ", ".join("?" for _ in columns)
-        con.executemany(f'INSERT INTO "{table}" VALUES ({marks})', [list(r) for r in rows])
-
-
 def _changed_observed(db: Path, source: str, target: str, column: str, sql_type: str) -> int:
     """Observed cells of `source` whose value in `target`, cast back to `sql_type`, differs."""
     with duckdb.connect(str(db), read_only=True) as con:
@@ -63,11 +57,6 @@ def _changed_observed(db: Path, source: str, target: str, column: str, sql_type:
             f'WHERE s."{column}" IS NOT NULL AND '
             f's."{column}"::VARCHAR IS DISTINCT FROM TRY_CAST(t."{column}" AS {sql_type})::VARCHAR'
         ).fetchall()[0][0]
-
-
-def _types(db: Path, table: str) -> dict[str, str]:
-    with duckdb.connect(str(db), read_only=True) as con:
-        return {row[0]: row[1] for row in con.execute(f'DESCRIBE "{table}"').fetchall()}
 
 
 def _wide_rows(sql_type: str, n_rows: int = 40) -> list[tuple]:
@@ -82,24 +71,27 @@ def _wide_rows(sql_type: str, n_rows: int = 40) -> list[tuple]:
             wide = 2**100 + 7 * i + 1
         elif sql_type == "UBIGINT":
             wide = 2**64 - 1 - 3 * (n_rows - i)
+        elif sql_type == "UHUGEINT":  # as text: DuckDB casts it on insert
+            wide = str(2**128 - 1 - 5 * (n_rows - i))
         else:  # DECIMAL(38,10), 18 significant digits
             wide = f"{rng.uniform(-1e7, 1e7):.10f}"
         rows.append((i, None if i % 6 == 2 else x, None if i % 5 == 0 else wide))
     return rows
 
 
-@pytest.mark.parametrize("sql_type", ["BIGINT", "HUGEINT", "UBIGINT", "DECIMAL(38,10)"])
+@pytest.mark.parametrize("sql_type", ["BIGINT", "HUGEINT", "UBIGINT", "UHUGEINT", "DECIMAL(38,10)"])
 def test_wide_observed_values_come_back_exactly_in_their_type(
     tmp_path: Path, sql_type: str
 ) -> None:
     """Bug: BIGINT above 2**53 (and HUGEINT, UBIGINT, DECIMAL(38,10)) went through float64 into
-    a DOUBLE target, every observed cell rounded, and the float-based check passed."""
+    a DOUBLE target, every observed cell rounded, and the float-based check passed; UHUGEINT
+    could not be read at all."""
     db = tmp_path / "w.duckdb"
-    _write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "wide": sql_type}, _wide_rows(sql_type))
+    write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "wide": sql_type}, _wide_rows(sql_type))
     source, plan, imputed, lineage = _prepare(db, "t")
     write_back.fn(source, plan, imputed, lineage)
     assert _changed_observed(db, "t", "t_imputed", "wide", sql_type) == 0
-    assert _types(db, "t_imputed")["wide"] == sql_type
+    assert column_types(db, "t_imputed")["wide"] == sql_type
     with duckdb.connect(str(db), read_only=True) as con:
         assert (
             con.execute("SELECT count(*) FROM t_imputed WHERE wide IS NULL").fetchall()[0][0] == 0
@@ -115,7 +107,7 @@ def test_decimal_38_10_is_not_refused_as_misaligned(tmp_path: Path) -> None:
     column, because the pandas export was compared with a `::DOUBLE` cast."""
     db = tmp_path / "w.duckdb"
     rows = [(i, x, d if i % 4 else None) for i, x, d in _wide_rows("DECIMAL(38,10)", 60)]
-    _write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "d": "DECIMAL(38,10)"}, rows)
+    write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "d": "DECIMAL(38,10)"}, rows)
     source, plan, imputed, lineage = _prepare(db, "t", key="id")
     result = write_back.fn(source, plan, imputed, lineage)
     assert result.cells_imputed == plan.n_missing
@@ -128,13 +120,13 @@ def test_misaligned_rows_are_refused_naming_the_column(
     """Rows that really do not line up are still refused, now naming the column; nothing is
     written."""
     db = tmp_path / "w.duckdb"
-    _write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "b": "BIGINT"}, _wide_rows("BIGINT"))
+    write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "b": "BIGINT"}, _wide_rows("BIGINT"))
     source, plan, imputed, lineage = _prepare(db, "t")
     shuffled = imputed.iloc[::-1].reset_index(drop=True)
-    before, digest = take_snapshot(db), _file_hash(db)
+    before, digest = take_snapshot(db), file_hash(db)
     with pytest.raises(QualityCheckError, match=r'do not line up.*"x" \(\d+ rows\)'):
         write_back.fn(source, plan, shuffled, lineage)
-    assert take_snapshot(db) == before and _file_hash(db) == digest
+    assert take_snapshot(db) == before and file_hash(db) == digest
 
 
 def test_an_imputed_value_outside_the_kept_type_is_refused(
@@ -145,13 +137,13 @@ def test_an_imputed_value_outside_the_kept_type_is_refused(
     db = tmp_path / "w.duckdb"
     rng = np.random.default_rng(2)
     rows = [(i, float(rng.normal()), None if i % 5 == 0 else 90 + i / 10) for i in range(40)]
-    _write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "p": "DECIMAL(4,2)"}, rows)
+    write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "p": "DECIMAL(4,2)"}, rows)
     source, plan, imputed, lineage = _prepare(db, "t")
     imputed.loc[source.frame["p"].isna().to_numpy(), "p"] = 150.0  # as if the imputer overshot
-    before, digest = take_snapshot(db), _file_hash(db)
+    before, digest = take_snapshot(db), file_hash(db)
     with pytest.raises(QualityCheckError, match=r'"p" \(DECIMAL\(4,2\)\): 8 cells out of'):
         write_back.fn(source, plan, imputed, lineage)
-    assert take_snapshot(db) == before and _file_hash(db) == digest
+    assert take_snapshot(db) == before and file_hash(db) == digest
 
 
 STRICT_COLUMNS = {
@@ -188,7 +180,7 @@ def test_replace_source_updates_missing_cells_and_keeps_the_definition(tmp_path:
     """Bug: --replace-source rebuilt the table with CREATE TABLE AS, dropping PRIMARY KEY,
     NOT NULL, CHECK, DEFAULT and indexes and turning INTEGER into DOUBLE."""
     db = tmp_path / "w.duckdb"
-    _write_table(db, "strict", STRICT_COLUMNS, _strict_rows())
+    write_table(db, "strict", STRICT_COLUMNS, _strict_rows())
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE INDEX strict_y ON strict (y)")
         con.execute("CREATE TABLE original AS SELECT * FROM strict")
@@ -197,7 +189,7 @@ def test_replace_source_updates_missing_cells_and_keeps_the_definition(tmp_path:
     result = write_back.fn(source, plan, imputed, lineage)
     assert result.target_table == "strict" and result.cells_imputed == plan.n_missing
     assert _definition(db, "strict") == definition
-    assert _types(db, "strict") == _types(db, "original")
+    assert column_types(db, "strict") == column_types(db, "original")
     with duckdb.connect(str(db), read_only=True) as con:
         changed = con.execute(
             "SELECT count(*) FROM original o JOIN strict s USING (id) WHERE "
@@ -225,13 +217,13 @@ def test_replace_source_refuses_values_that_break_a_constraint(
     """In place, an imputed value that breaks a CHECK constraint is refused with the reason;
     the file is left byte for byte as it was."""
     db = tmp_path / "w.duckdb"
-    _write_table(db, "strict", STRICT_COLUMNS, _strict_rows())
+    write_table(db, "strict", STRICT_COLUMNS, _strict_rows())
     source, plan, imputed, lineage = _prepare(db, "strict", replace_source=True)
     imputed.loc[source.frame["n"].isna().to_numpy(), "n"] = -5.0  # CHECK (n >= 0) fails
-    before, digest = take_snapshot(db), _file_hash(db)
+    before, digest = take_snapshot(db), file_hash(db)
     with pytest.raises(PipelineError, match=r'constraint of table "strict".*CHECK'):
         write_back.fn(source, plan, imputed, lineage)
-    assert take_snapshot(db) == before and _file_hash(db) == digest
+    assert take_snapshot(db) == before and file_hash(db) == digest
 
 
 def test_replace_source_refuses_values_outside_the_column_type(
@@ -242,106 +234,16 @@ def test_replace_source_refuses_values_outside_the_column_type(
     db = tmp_path / "w.duckdb"
     rng = np.random.default_rng(4)
     rows = [(float(rng.normal()), None if i % 5 == 0 else 120 + i % 7) for i in range(40)]
-    _write_table(db, "t", {"x": "DOUBLE", "small": "TINYINT"}, rows)
+    write_table(db, "t", {"x": "DOUBLE", "small": "TINYINT"}, rows)
     source, plan, imputed, lineage = _prepare(db, "t", replace_source=True)
     imputed.loc[source.frame["small"].isna().to_numpy(), "small"] = 300.0
-    before, digest = take_snapshot(db), _file_hash(db)
+    before, digest = take_snapshot(db), file_hash(db)
     with pytest.raises(QualityCheckError, match=r'"small" \(TINYINT\): 8 cells out of'):
         write_back.fn(source, plan, imputed, lineage)
-    assert take_snapshot(db) == before and _file_hash(db) == digest
+    assert take_snapshot(db) == before and file_hash(db) == digest
 
 
 # The property test: random tables of every column type the pipeline imputes or passes through.
-INTEGER_RANGES = {
-    "TINYINT": (-(2**7), 2**7 - 1),
-    "SMALLINT": (-(2**15), 2**15 - 1),
-    "INTEGER": (-(2**31), 2**31 - 1),
-    "BIGINT": (-(2**63), 2**63 - 1),
-    "HUGEINT": (-(2**127), 2**127 - 1),
-    "UTINYINT": (0, 2**8 - 1),
-    "USMALLINT": (0, 2**16 - 1),
-    "UINTEGER": (0, 2**32 - 1),
-    "UBIGINT": (0, 2**64 - 1),
-}
-DECIMALS = {"DECIMAL(4,2)": (4, 2), "DECIMAL(18,6)": (18, 6), "DECIMAL(38,10)": (38, 10)}
-NUMERIC_TYPES = [*INTEGER_RANGES, "FLOAT", "DOUBLE", *DECIMALS]
-PASS_THROUGH = {"s": "VARCHAR", "day": "DATE", "ts": "TIMESTAMP", "ok": "BOOLEAN", "raw": "BLOB"}
-# A new target stores these as DOUBLE (exact: every value of theirs is a double).
-AS_DOUBLE = {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER", "FLOAT"}
-FLOAT_EXTREMES = [-0.0, 1e-45, -1.1754942e-38, 3.4028235e38, -3.4028235e38]
-EXTREME_RATE = 0.1
-DOUBLE_EXTREMES = [-0.0, 5e-324, -2.2250738585072014e-308, 1e300, -1e300]
-
-
-def _random_value(rng: np.random.Generator, sql_type: str, forced: int | None = None) -> object:
-    """A value of `sql_type`: one of its extremes (-0.0 and subnormals for floats) at times, or
-    always its extreme number `forced` (0: 2**63 - 1 or the greatest value, -0.0; 1: the least
-    value, a subnormal, the smallest positive decimal)."""
-    extreme = forced is not None or rng.random() < EXTREME_RATE
-    if sql_type in INTEGER_RANGES:
-        low, high = INTEGER_RANGES[sql_type]
-        choices = [min(high, 2**63 - 1), low, high, 0]
-    elif sql_type in ("FLOAT", "DOUBLE"):
-        choices = FLOAT_EXTREMES if sql_type == "FLOAT" else DOUBLE_EXTREMES
-    else:
-        digits, scale = DECIMALS[sql_type]
-        top = "9" * (digits - scale) + "." + "9" * scale
-        choices = [top, "0." + "0" * (scale - 1) + "1", "-" + top]
-    if extreme:
-        return choices[forced if forced is not None else rng.integers(len(choices))]
-    if sql_type in INTEGER_RANGES:
-        span = min(high - low, 2**62)
-        return low + (high - low) // 2 - span // 4 + int(rng.integers(0, span // 2 + 1))
-    if sql_type in ("FLOAT", "DOUBLE"):
-        value = rng.normal(0, 1e3)
-        return float(np.float32(value)) if sql_type == "FLOAT" else float(value)
-    whole = "".join(str(d) for d in rng.integers(0, 10, digits - scale))
-    part = "".join(str(d) for d in rng.integers(0, 10, scale))
-    return ("-" if rng.random() < 0.5 else "") + str(int(whole)) + "." + part
-
-
-def _random_table(db: Path, seed: int, n_rows: int = 24) -> None:
-    """Table `every_type` (key id, each numeric type, each pass-through type; a quarter NULL,
-    the first two rows complete) and an unrelated table `other`."""
-    rng = np.random.default_rng(seed)
-    columns = {"id": "INTEGER PRIMARY KEY"}
-    columns |= {f"n{j}": kind for j, kind in enumerate(NUMERIC_TYPES)}
-    columns |= PASS_THROUGH
-    rows = []
-    for i in range(n_rows):
-        row: list[object] = [i]
-        for kind in NUMERIC_TYPES:
-            forced = {0: 0, 1: 1}.get(i)  # rows 0 and 1: 2**63 - 1, -0.0, subnormals, ...
-            row.append(None if i >= 2 and rng.random() < 0.25 else _random_value(rng, kind, forced))
-        passed = [
-            f"text {rng.integers(1000)}",
-            f"2024-0{rng.integers(1, 10)}-1{rng.integers(0, 10)}",
-            f"2024-01-01 0{rng.integers(0, 10)}:00:00",
-            bool(rng.random() < 0.5),
-            bytes(rng.integers(0, 256, 4).astype(np.uint8)),
-        ]
-        row += [None if rng.random() < 0.25 else v for v in passed]
-        rows.append(tuple(row))
-    _write_table(db, "every_type", columns, rows)
-    with duckdb.connect(str(db)) as con:
-        con.execute("CREATE TABLE other AS SELECT range AS r, range * 0.5 AS half FROM range(5)")
-
-
-def _differing_cells(con: duckdb.DuckDBPyConnection, before: str, after: str) -> dict[str, int]:
-    """Per column of `before`: its non-NULL cells that differ in `after` (joined on id), compared
-    as text in `before`'s type, so -0.0 differs from 0.0."""
-    types = dict(
-        con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {before})").fetchall()
-    )
-    found = {}
-    for name, kind in types.items():
-        found[name] = con.execute(
-            f'SELECT count(*) FROM {before} b JOIN {after} a USING (id) WHERE b."{name}" IS NOT '
-            f'NULL AND b."{name}"::VARCHAR IS DISTINCT FROM TRY_CAST(a."{name}" AS {kind})::VARCHAR'
-        ).fetchall()[0][0]
-    return found
-
-
 @pytest.mark.parametrize("in_place", [False, True], ids=["new-target", "replace-source"])
 @pytest.mark.parametrize("seed", [0, 1, 4, 5])
 def test_every_column_type_keeps_its_observed_cells(
@@ -352,24 +254,24 @@ def test_every_column_type_keeps_its_observed_cells(
     every imputed cell is set, and no other table changes; or, where an imputed value does not
     fit its column's type, the run is refused and the file is left byte for byte as it was."""
     db = tmp_path / "w.duckdb"
-    _random_table(db, seed)
+    random_table(db, seed)
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE original AS SELECT * FROM every_type")
-    source_types = _types(db, "every_type")
-    before, digest = take_snapshot(db), _file_hash(db)
+    source_types = column_types(db, "every_type")
+    before, digest = take_snapshot(db), file_hash(db)
     source, plan, imputed, lineage = _prepare(db, "every_type", key="id", replace_source=in_place)
     try:
         write_back.fn(source, plan, imputed, lineage)
     except QualityCheckError as error:  # an imputed value beyond its type's range (seed 1)
         assert "do not fit their column's type" in str(error)
-        assert take_snapshot(db) == before and _file_hash(db) == digest
+        assert take_snapshot(db) == before and file_hash(db) == digest
         return
     target = "every_type" if in_place else "every_type_imputed"
     after = take_snapshot(db)
     kept = {"other", "original"} | ({"every_type"} if not in_place else set())
     assert {name: after[name] for name in kept} == {name: before[name] for name in kept}
     with duckdb.connect(str(db), read_only=True) as con:
-        assert set(_differing_cells(con, "original", target).values()) == {0}
+        assert set(differing_cells(con, "original", target).values()) == {0}
         unset = [
             name for name in plan.columns
             if con.execute(f'SELECT count(*) FROM {target} WHERE "{name}" IS NULL').fetchall()[0][0]
@@ -380,4 +282,4 @@ def test_every_column_type_keeps_its_observed_cells(
         for name in plan.columns:
             if plan.missing[name] and source_types[name] in AS_DOUBLE:
                 expected[name] = "DOUBLE"
-    assert _types(db, target) == expected
+    assert column_types(db, target) == expected

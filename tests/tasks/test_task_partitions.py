@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -67,6 +68,23 @@ def test_profile_plans_the_columns_counts_the_missing_cells_and_the_observed_ran
     values = whole[list(COLUMNS)].astype(float)
     assert profile.observed_range == {c: (values[c].min(), values[c].max()) for c in COLUMNS}
     assert profile.fingerprint.rows == 120
+
+
+def test_profile_moments_are_the_whole_table_s_as_the_imputer_computes_them(
+    readings: Path,
+) -> None:
+    """The mean and std the partitions are scaled by are the whole table's, equal to
+    `fit_column_scaling` on the table read whole (not the fit sample's)."""
+    from tdm.scaling import fit_column_scaling
+
+    with duckdb.connect(str(readings)) as con:
+        con.execute("UPDATE readings SET pressure = 1e300 WHERE id = 7")  # squares overflow
+        profile = _profile(con, readings)
+        whole = con.execute("SELECT * FROM readings").df()
+    expected = fit_column_scaling(whole[list(COLUMNS)].astype(float).to_numpy())
+    np.testing.assert_allclose(profile.moments[0], expected.mean, rtol=1e-9)
+    np.testing.assert_allclose(profile.moments[1], expected.scale, rtol=1e-9)
+    assert np.isfinite(profile.moments[1]).all()
 
 
 def test_partitions_are_equal_shares_that_cover_every_row_once(readings: Path) -> None:

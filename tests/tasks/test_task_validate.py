@@ -84,6 +84,21 @@ def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
             r'key column "nope" does not exist in table "t"',
         ),
         (
+            "SELECT ('k' || i)::BLOB AS k, i * 1.0 AS x FROM range(10) r(i)",
+            {"key": "k"},
+            r'key column "k" of table "t" is BLOB, which cannot serve as a key',
+        ),
+        (
+            "SELECT [i] AS k, i * 1.0 AS x FROM range(10) r(i)",
+            {"key": "k"},
+            r'key column "k" of table "t" is BIGINT\[\], which cannot serve as a key',
+        ),
+        (
+            "SELECT {'a': i} AS k, i * 1.0 AS x FROM range(10) r(i)",
+            {"key": "k"},
+            r'key column "k" of table "t" is STRUCT\(a BIGINT\), which cannot serve as a key',
+        ),
+        (
             "SELECT i AS k, i * 1.0 AS x FROM range(10) r(i)",
             {"key": "k", "columns": ["k", "x"]},
             r'key column "k" of table "t" cannot also be imputed',
@@ -111,8 +126,8 @@ def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
     ],
     ids=[
         "unknown-column", "non-numeric", "all-missing", "inf", "too-few-rows", "duplicate-key",
-        "null-key", "unknown-key", "key-in-columns", "target-is-source", "replace-and-target",
-        "reserved-target", "no-numeric-column",
+        "null-key", "unknown-key", "blob-key", "list-key", "struct-key", "key-in-columns",
+        "target-is-source", "replace-and-target", "reserved-target", "no-numeric-column",
     ],
 )  # fmt: skip
 def test_bad_input_is_refused_with_a_clear_message(

@@ -56,3 +56,24 @@ def test_run_steps_names_the_first_non_finite_step() -> None:
             owner="X",
             lr=0.5,
         )
+
+
+def test_run_steps_names_the_step_whose_transport_costs_are_non_finite() -> None:
+    """Non-finite costs found by the solver at step 3 stop the fit naming step 3 and lr."""
+
+    def step(it: int) -> torch.Tensor:
+        if it == 2:
+            raise FloatingPointError("the transport costs became non-finite (NaN or inf)")
+        return torch.tensor(1.0)
+
+    with pytest.raises(FloatingPointError, match=r"iteration 3; lower lr \(now 0.5\)"):
+        run_steps(
+            step,
+            None,
+            20,
+            device=torch.device("cpu"),
+            dtype=torch.float32,
+            stage="fit",
+            owner="X",
+            lr=0.5,
+        )

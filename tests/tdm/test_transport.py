@@ -76,6 +76,16 @@ def test_contracted_cloud_far_from_origin_is_matched_exactly(cost: str) -> None:
     assert ours == pytest.approx(ot.emd2(uniform, uniform, M), rel=1e-3)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_assignment_refuses_non_finite_costs_before_the_solver(bad: float) -> None:
+    """A NaN or infinite cost (a diverged fit) is an error; LAPJV is never called with it (it
+    corrupts the process's heap, seen as an abort later)."""
+    C = np.random.default_rng(0).random((64, 64)).astype(np.float32)
+    C[3, 4] = bad
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        assignment(C)
+
+
 def test_assignment_rejects_non_square() -> None:
     with pytest.raises(ValueError, match="square"):
         assignment(np.zeros((3, 4)))

@@ -1,0 +1,122 @@
+"""Warehouse tables for the exactness tests: every numeric column type DuckDB has, with its
+extremes (2**63 - 1, -0.0, subnormals, the widest decimals) and NULLs, beside pass-through
+columns; and the comparisons that prove observed cells unchanged in their own type."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+
+def file_hash(path: Path) -> str:
+    """The SHA-256 of a file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_table(db: Path, table: str, columns: dict[str, str], rows: Sequence[tuple]) -> None:
+    """CREATE TABLE `table` with `columns` (name: SQL type or definition) and insert `rows`."""
+    with duckdb.connect(str(db)) as con:
+        body = ", ".join(f'"{name}" {kind}' for name, kind in columns.items())
+        con.execute(f'CREATE TABLE "{table}" ({body})')
+        marks = ", ".join("?" for _ in columns)
+        con.executemany(f'INSERT INTO "{table}" VALUES ({marks})', [list(r) for r in rows])
+
+
+def column_types(db: Path, table: str) -> dict[str, str]:
+    """Column name to SQL type."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        return {row[0]: row[1] for row in con.execute(f'DESCRIBE "{table}"').fetchall()}
+
+
+INTEGER_RANGES = {
+    "TINYINT": (-(2**7), 2**7 - 1),
+    "SMALLINT": (-(2**15), 2**15 - 1),
+    "INTEGER": (-(2**31), 2**31 - 1),
+    "BIGINT": (-(2**63), 2**63 - 1),
+    "HUGEINT": (-(2**127), 2**127 - 1),
+    "UTINYINT": (0, 2**8 - 1),
+    "USMALLINT": (0, 2**16 - 1),
+    "UINTEGER": (0, 2**32 - 1),
+    "UBIGINT": (0, 2**64 - 1),
+}
+DECIMALS = {"DECIMAL(4,2)": (4, 2), "DECIMAL(18,6)": (18, 6), "DECIMAL(38,10)": (38, 10)}
+NUMERIC_TYPES = [*INTEGER_RANGES, "FLOAT", "DOUBLE", *DECIMALS]
+PASS_THROUGH = {"s": "VARCHAR", "day": "DATE", "ts": "TIMESTAMP", "ok": "BOOLEAN", "raw": "BLOB"}
+# A new target stores these as DOUBLE (exact: every value of theirs is a double).
+AS_DOUBLE = {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER", "FLOAT"}
+FLOAT_EXTREMES = [-0.0, 1e-45, -1.1754942e-38, 3.4028235e38, -3.4028235e38]
+EXTREME_RATE = 0.1
+DOUBLE_EXTREMES = [-0.0, 5e-324, -2.2250738585072014e-308, 1e300, -1e300]
+
+
+def random_value(rng: np.random.Generator, sql_type: str, forced: int | None = None) -> object:
+    """A value of `sql_type`: one of its extremes (-0.0 and subnormals for floats) at times, or
+    always its extreme number `forced` (0: 2**63 - 1 or the greatest value, -0.0; 1: the least
+    value, a subnormal, the smallest positive decimal)."""
+    extreme = forced is not None or rng.random() < EXTREME_RATE
+    if sql_type in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[sql_type]
+        choices = [min(high, 2**63 - 1), low, high, 0]
+    elif sql_type in ("FLOAT", "DOUBLE"):
+        choices = FLOAT_EXTREMES if sql_type == "FLOAT" else DOUBLE_EXTREMES
+    else:
+        digits, scale = DECIMALS[sql_type]
+        top = "9" * (digits - scale) + "." + "9" * scale
+        choices = [top, "0." + "0" * (scale - 1) + "1", "-" + top]
+    if extreme:
+        return choices[forced if forced is not None else rng.integers(len(choices))]
+    if sql_type in INTEGER_RANGES:
+        span = min(high - low, 2**62)
+        return low + (high - low) // 2 - span // 4 + int(rng.integers(0, span // 2 + 1))
+    if sql_type in ("FLOAT", "DOUBLE"):
+        value = rng.normal(0, 1e3)
+        return float(np.float32(value)) if sql_type == "FLOAT" else float(value)
+    whole = "".join(str(d) for d in rng.integers(0, 10, digits - scale))
+    part = "".join(str(d) for d in rng.integers(0, 10, scale))
+    return ("-" if rng.random() < 0.5 else "") + str(int(whole)) + "." + part
+
+
+def random_table(db: Path, seed: int, n_rows: int = 24) -> None:
+    """Table `every_type` (key id, each numeric type, each pass-through type; a quarter NULL,
+    the first two rows complete) and an unrelated table `other`."""
+    rng = np.random.default_rng(seed)
+    columns = {"id": "INTEGER PRIMARY KEY"}
+    columns |= {f"n{j}": kind for j, kind in enumerate(NUMERIC_TYPES)}
+    columns |= PASS_THROUGH
+    rows = []
+    for i in range(n_rows):
+        row: list[object] = [i]
+        for kind in NUMERIC_TYPES:
+            forced = {0: 0, 1: 1}.get(i)  # rows 0 and 1: 2**63 - 1, -0.0, subnormals, ...
+            row.append(None if i >= 2 and rng.random() < 0.25 else random_value(rng, kind, forced))
+        passed = [
+            f"text {rng.integers(1000)}",
+            f"2024-0{rng.integers(1, 10)}-1{rng.integers(0, 10)}",
+            f"2024-01-01 0{rng.integers(0, 10)}:00:00",
+            bool(rng.random() < 0.5),
+            bytes(rng.integers(0, 256, 4).astype(np.uint8)),
+        ]
+        row += [None if rng.random() < 0.25 else v for v in passed]
+        rows.append(tuple(row))
+    write_table(db, "every_type", columns, rows)
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE other AS SELECT range AS r, range * 0.5 AS half FROM range(5)")
+
+
+def differing_cells(con: duckdb.DuckDBPyConnection, before: str, after: str) -> dict[str, int]:
+    """Per column of `before`: its non-NULL cells that differ in `after` (joined on id), compared
+    as text in `before`'s type, so -0.0 differs from 0.0."""
+    types = dict(
+        con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {before})").fetchall()
+    )
+    found = {}
+    for name, kind in types.items():
+        found[name] = con.execute(
+            f'SELECT count(*) FROM {before} b JOIN {after} a USING (id) WHERE b."{name}" IS NOT '
+            f'NULL AND b."{name}"::VARCHAR IS DISTINCT FROM TRY_CAST(a."{name}" AS {kind})::VARCHAR'
+        ).fetchall()[0][0]
+    return found
