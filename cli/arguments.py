@@ -1,4 +1,5 @@
-"""What the `tdm` sub-commands share: the usage-error exit status, argument types, table flags."""
+"""What the `tdm` sub-commands share: the usage-error exit status, argument types, table flags,
+and the one torch thread setting every command honours."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ __all__ = [
     "add_columns_flag",
     "add_key_flag",
     "add_replace_target_flag",
+    "add_torch_threads_flag",
+    "limit_torch_threads",
     "parse_positive",
+    "parse_seconds",
     "split_names",
     "split_required_names",
+    "torch_threads_setting",
 ]
 
 EXIT_USAGE = 2
@@ -40,6 +45,53 @@ def parse_positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number; got {text!r}")
     return value
+
+
+def parse_seconds(text: str) -> float:
+    """A positive number of seconds; anything else is a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds; got {text!r}")
+    return value
+
+
+def add_torch_threads_flag(parser: argparse.ArgumentParser, *, what: str = "") -> None:
+    """`--torch-threads N`: the CPU threads torch may use (`TDM_TORCH_THREADS`)."""
+    from flows.settings import PipelineSettings
+
+    field = PipelineSettings.model_fields["torch_threads"]
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        metavar="N",
+        help=f"{field.description}{what} [env TDM_TORCH_THREADS; {field.default}]".replace(
+            "%", "%%"
+        ),
+    )
+
+
+def torch_threads_setting(flag: int | None) -> int:
+    """The torch thread count: the flag when given, else TDM_TORCH_THREADS, else the default.
+
+    Raises pydantic's `ValidationError` for a negative count (or an invalid TDM_* variable).
+    """
+    from flows.settings import PipelineSettings
+
+    if flag is not None:
+        return PipelineSettings(torch_threads=flag).torch_threads
+    return PipelineSettings().torch_threads
+
+
+def limit_torch_threads(threads: int | None) -> None:
+    """Cap torch's CPU threads for this process (the command owns it; the library never does);
+    0 or None leaves torch's default (one thread per core)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def add_columns_flag(parser: argparse.ArgumentParser) -> None:

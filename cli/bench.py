@@ -11,7 +11,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from cli.arguments import EXIT_USAGE, split_required_names
+from cli.arguments import (
+    EXIT_USAGE,
+    add_torch_threads_flag,
+    limit_torch_threads,
+    split_required_names,
+    torch_threads_setting,
+)
 
 __all__ = ["add_bench_command", "main", "parse_seeds", "run_bench"]
 
@@ -130,15 +136,13 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--trace-seeds", type=_seed_list, default=[0], help="seeds of the MAE traces, e.g. 0,1 [0]"
     )
-    bench.add_argument("--torch-threads", type=int, default=1, help="torch CPU threads [1]")
+    add_torch_threads_flag(bench)
     bench.set_defaults(handler=run_bench)
 
 
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `tdm bench`: run the flow (or only the report); returns the exit status."""
-    import torch
-
-    torch.set_num_threads(args.torch_threads)  # the command owns the process, not the library
+    limit_torch_threads(torch_threads_setting(args.torch_threads))
     from flows.benchmark import benchmark, benchmark_merge, benchmark_report
 
     report_dir = args.report_dir or os.path.dirname(args.db) or "."

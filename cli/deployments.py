@@ -8,11 +8,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from cli.arguments import add_columns_flag, add_key_flag, add_replace_target_flag, parse_positive
+from cli.arguments import (
+    add_columns_flag,
+    add_key_flag,
+    add_replace_target_flag,
+    add_torch_threads_flag,
+    parse_positive,
+    parse_seconds,
+    torch_threads_setting,
+)
 from deployments.server import DEFAULT_PORT, api_url_for
 
-__all__ = ["add_deployment_commands"]
+__all__ = ["EXIT_TIMEOUT", "add_deployment_commands"]
+
+EXIT_TIMEOUT = 124
+"""Exit status of `tdm run` when its --timeout passed (as timeout(1)'s)."""
 
 
 def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -22,12 +34,39 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
         help="serve the deployments (nightly impute-warehouse, ad-hoc impute-table)",
         description="Serve the deployments of deployments/prefect.yaml from this process until "
         "Ctrl-C, against PREFECT_API_URL or, when it is unset, against a Prefect server (and "
-        "UI) started on 127.0.0.1:PORT for as long as this runs. Run it from the repository "
-        "root: relative paths in parameters are taken from the working directory.",
+        "UI) started on 127.0.0.1:PORT for as long as this runs. The runs execute in "
+        "subprocesses with this process's environment and working directory: relative paths "
+        "are taken from here. Settings: flag > TDM_* variable > prefect.yaml.",
     )
     serve.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port of that server [{DEFAULT_PORT}]"
+        "--port",
+        type=parse_positive,
+        help=f"port of that server [env PREFECT_SERVER_API_PORT; {DEFAULT_PORT}]",
     )
+    serve.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="warehouse config (tables, optionally db_path) of the nightly run "
+        "[env TDM_WAREHOUSE_CONFIG; deployments/warehouse.yaml]",
+    )
+    serve.add_argument(
+        "--db",
+        type=Path,
+        help="DuckDB file of every served run; beats the config's db_path "
+        "[env TDM_DB_PATH; the config's db_path, else warehouse.duckdb]",
+    )
+    serve.add_argument(
+        "--schedule-cron",
+        metavar="CRON",
+        help="when the nightly run starts, e.g. '30 3 * * *' [env TDM_SCHEDULE_CRON; '0 2 * * *']",
+    )
+    serve.add_argument(
+        "--schedule-timezone",
+        metavar="ZONE",
+        help="time zone of that cron, e.g. Europe/Berlin [env TDM_SCHEDULE_TIMEZONE; UTC]",
+    )
+    add_torch_threads_flag(serve)
     serve.add_argument(
         "--gpu-slots",
         type=parse_positive,
@@ -44,9 +83,12 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="impute a table with the served impute-table deployment",
         description="Create a run of the impute-table deployment that `tdm serve` (or a worker) "
-        f"serves, on PREFECT_API_URL or else {api_url_for(DEFAULT_PORT)}, and wait for it: "
-        "exit 0 when it completes, 1 when it fails. Settings not given are the serving "
-        "process's (its TDM_* variables, then the defaults).",
+        f"serves, on PREFECT_API_URL or else {api_url_for(DEFAULT_PORT)} (the port: "
+        "PREFECT_SERVER_API_PORT), print its address in the UI and its state changes, and wait "
+        "for it: exit 0 when it completes, 1 when it fails, 2 when nothing serves it, "
+        f"{EXIT_TIMEOUT} when --timeout passes. A run nobody takes up within "
+        "30 s, or still going at --timeout, is cancelled: it never starts later. Settings not "
+        "given are the serving process's (its TDM_* variables, then the defaults).",
     )
     run.add_argument("table", metavar="TABLE", help="source table")
     run.add_argument("--db", help="DuckDB file, as the serving process sees it [its TDM_DB_PATH]")
@@ -62,20 +104,42 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--seed", type=int, help="random seed [its TDM_SEED]")
     run.add_argument(
-        "--no-wait", dest="wait", action="store_false", help="return once the run is created"
+        "--timeout",
+        type=parse_seconds,
+        metavar="SECONDS",
+        help="stop waiting after this long and cancel the run [no limit]",
+    )
+    run.add_argument(
+        "--no-wait",
+        dest="wait",
+        action="store_false",
+        help="return once a runner has taken the run (or queued it)",
     )
     run.set_defaults(handler=_run)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from deployments.serve import serve_here
+    from deployments.serve import ServeSettings, serve_here
 
-    serve_here(port=args.port, gpu_slots=args.gpu_slots, limit=args.limit)
+    given = {
+        "warehouse_config": args.config,
+        "schedule_cron": args.schedule_cron,
+        "schedule_timezone": args.schedule_timezone,
+    }
+    settings = ServeSettings(**{k: v for k, v in given.items() if v is not None})
+    serve_here(
+        port=args.port,
+        gpu_slots=args.gpu_slots,
+        limit=args.limit,
+        settings=settings,
+        torch_threads=torch_threads_setting(args.torch_threads),
+        db_path=args.db.resolve() if args.db is not None else None,
+    )
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
-    from deployments.trigger import TABLE_DEPLOYMENT, trigger_deployment
+    from deployments.trigger import TABLE_DEPLOYMENT, CreatedRun, trigger_deployment
 
     given = {
         "source_table": args.table,
@@ -88,12 +152,34 @@ def _run(args: argparse.Namespace) -> int:
         "seed": args.seed,
     }
     parameters = {name: value for name, value in given.items() if value is not None}
+    created: list[CreatedRun] = []
+
+    def show_created(run: CreatedRun) -> None:
+        created.append(run)
+        print(f"Flow run {run.name!r} of {run.deployment}: {run.url}", flush=True)
+
     try:
-        run = trigger_deployment(TABLE_DEPLOYMENT, parameters, wait=args.wait)
+        run = trigger_deployment(
+            TABLE_DEPLOYMENT,
+            parameters,
+            wait=args.wait,
+            timeout=args.timeout,
+            on_created=show_created,
+            progress=lambda line: print(f"  {line}", flush=True),
+        )
     except KeyboardInterrupt:
-        print("tdm run: stopped waiting; the run goes on (see the Prefect UI).", file=sys.stderr)
+        cancel = f" (to cancel it: prefect flow-run cancel {created[0].id})" if created else ""
+        print(f"tdm run: stopped waiting; the run goes on{cancel}.", file=sys.stderr)
         return 130
     print(f"Flow run {run.name!r} of {run.deployment}: {run.state}. {run.url}", flush=True)
+    if run.timed_out:
+        print(
+            f"tdm run: stopped waiting after {args.timeout:g} s (--timeout) and cancelled the "
+            f"run (now {run.state}), so that it cannot start later; a cancelled run writes "
+            "nothing (each table is written in one transaction).",
+            file=sys.stderr,
+        )
+        return EXIT_TIMEOUT
     if not run.final:
         return 0
     if not run.succeeded:

@@ -102,8 +102,9 @@ class ErrorLog:
         )
 
 
-def configure_warnings() -> Callable[[], None]:
-    """The command's own warning display: each warning (category and text) once per run.
+def configure_warnings(*, quiet: bool = False) -> Callable[[], None]:
+    """The command's own warning display: each warning (category and text) once per run, or
+    none at all when `quiet`.
 
     scikit-learn's ConvergenceWarning, for one, came twice: TDM's start runs IterativeImputer
     more than once. A "once" filter cannot do this (Python forgets what it showed whenever a
@@ -121,7 +122,7 @@ def configure_warnings() -> Callable[[], None]:
         line: str | None = None,
     ) -> None:
         key = (category.__qualname__, str(message))
-        if key not in shown:
+        if not quiet and key not in shown:
             shown.add(key)
             show(message, category, filename, lineno, file, line)
 

@@ -5,7 +5,6 @@ registered from their own modules (`cli.bench`, `cli.deployments`)."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import types
@@ -14,7 +13,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cli.arguments import EXIT_USAGE, add_columns_flag, add_key_flag, add_replace_target_flag
+from cli.arguments import (
+    EXIT_USAGE,
+    add_columns_flag,
+    add_key_flag,
+    add_replace_target_flag,
+    add_torch_threads_flag,
+    limit_torch_threads,
+    torch_threads_setting,
+)
+from cli.console import DEFAULT, QUIET, add_verbosity_flags, show_logs
 
 __all__ = ["build_parser", "main"]
 
@@ -39,14 +47,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cli.errors import EXIT_UNEXPECTED, ErrorLog, configure_warnings, release_error
     from tasks.errors import PipelineError, validation_problems
 
-    restore_warnings = configure_warnings()
+    verbosity = getattr(args, "verbosity", DEFAULT)
+    restore_warnings = configure_warnings(quiet=verbosity == QUIET)
     if args.command in _RUNS_FLOWS_HERE:
         from deployments.lifeline import tie_ephemeral_server
 
         tie_ephemeral_server()  # Prefect's temporary server dies with this process, even on KILL
     log = ErrorLog(args.command)
     log.attach(expected=PipelineError)  # tracebacks go to the log file, never the console
-    _hide_tracebacks_of(BaseException)
+    show_logs(verbosity)
     try:
         return int(args.handler(args))
     except PipelineError as error:
@@ -105,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the imputed table over the source table itself",
     )
     add_replace_target_flag(impute)
+    _add_dry_run_flag(impute)
+    add_verbosity_flags(impute)
     _add_run_flags(impute)
     impute.set_defaults(handler=_run_impute)
 
@@ -122,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--missing-rate", type=float, default=0.25, help="share of numeric cells removed [0.25]"
     )
+    add_verbosity_flags(demo)
     _add_run_flags(demo, max_iter=f"{DEMO_MAX_ITER} for the demo", torch_threads="1 for the demo")
     demo.set_defaults(handler=_run_demo)
 
@@ -134,8 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from deployments.files import WAREHOUSE_CONFIG
 
-    warehouse.add_argument("--config", default=WAREHOUSE_CONFIG, help=f"[{WAREHOUSE_CONFIG}]")
-    warehouse.add_argument("--db", type=Path, help="DuckDB file [the config's db_path, env]")
+    warehouse.add_argument(
+        "--config",
+        default=os.environ.get("TDM_WAREHOUSE_CONFIG") or WAREHOUSE_CONFIG,
+        help=f"[env TDM_WAREHOUSE_CONFIG; {WAREHOUSE_CONFIG}]",
+    )
+    warehouse.add_argument(
+        "--db", type=Path, help="DuckDB file [env TDM_DB_PATH; the config's db_path]"
+    )
     warehouse.add_argument(
         "--task-runner", choices=["threads", "dask"], help="[env TDM_TASK_RUNNER; threads]"
     )
@@ -143,15 +161,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--dask-address", help="scheduler of an existing Dask cluster [a local cluster]"
     )
     add_replace_target_flag(warehouse)
+    add_torch_threads_flag(warehouse)
+    _add_dry_run_flag(warehouse)
+    add_verbosity_flags(warehouse)
     warehouse.set_defaults(handler=_run_warehouse)
 
     from cli.bench import add_bench_command
 
     add_bench_command(commands)
+    add_verbosity_flags(commands.choices["bench"])
     from cli.deployments import add_deployment_commands
 
     add_deployment_commands(commands)
     return parser
+
+
+def _add_dry_run_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="fit and check as a run would, report what it would write, and write nothing "
+        "(the DuckDB file is opened read-only)",
+    )
 
 
 def _add_run_flags(parser: argparse.ArgumentParser, **shown_defaults: str) -> None:
@@ -217,7 +248,7 @@ def _run_impute(args: argparse.Namespace) -> int:
     from flows.impute_table import impute_table
 
     settings = _settings(args)
-    _limit_torch_threads(settings.torch_threads)
+    limit_torch_threads(settings.torch_threads)
     result = impute_table(
         source_table=args.table,
         db_path=str(settings.db_path),
@@ -229,6 +260,7 @@ def _run_impute(args: argparse.Namespace) -> int:
         imputer=settings.imputer_params(),
         seed=settings.seed,
         range_factor=settings.range_factor,
+        dry_run=args.dry_run,
     )
     _print_result(result)
     return 0
@@ -239,7 +271,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     from flows.impute_table import impute_table
 
     settings = _settings(args, max_iter=DEMO_MAX_ITER, torch_threads=1)
-    _limit_torch_threads(settings.torch_threads)
+    limit_torch_threads(settings.torch_threads)
     demo = build_demo_warehouse(
         settings.db_path, missing_rate=args.missing_rate, seed=settings.seed
     )
@@ -274,27 +306,35 @@ def _run_warehouse(args: argparse.Namespace) -> int:
             os.environ[name] = getattr(args, flag)
     from flows.impute_warehouse import impute_warehouse
 
+    limit_torch_threads(torch_threads_setting(args.torch_threads))
     result = impute_warehouse(
         args.config,
         db_path=str(args.db) if args.db else None,
         replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
+        dry_run=args.dry_run,
     )
-    print(f"Imputed {len(result.tables)} tables in {result.db_path} on {result.runner}:")
+    if result.dry_run:
+        print(
+            f"Dry run, nothing written to {result.db_path}: a run would impute "
+            f"{len(result.tables)} tables on {result.runner} (the quality checks passed):"
+        )
+    else:
+        print(f"Imputed {len(result.tables)} tables in {result.db_path} on {result.runner}:")
     for table, done in result.tables.items():
         cells = sum(done.cells_imputed.values())
-        print(f"  {table} -> {done.target_table}: {done.rows} rows, {cells} cells imputed")
+        replaced = " (replacing the existing table)" if done.replaced_existing else ""
+        print(
+            f"  {table} -> {done.target_table}{replaced}: {done.rows} rows, {cells} cells imputed"
+        )
     return 0
 
 
-def _limit_torch_threads(threads: int | None) -> None:
-    """Cap torch's CPU threads for this process (the command owns it; the library never does)."""
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
-
-
 def _print_result(result: Any) -> None:
+    from flows.steps import DRY_RUN, describe_dry_run
+
+    if result.status == DRY_RUN:
+        print(describe_dry_run(result))
+        return
     cells = sum(result.cells_imputed.values())
     replaced = " (it replaced the existing table of that name)" if result.replaced_existing else ""
     if result.target_table == result.source_table:  # --replace-source: an UPDATE in place
@@ -332,42 +372,6 @@ def _print_where_to_look(db_path: str, target: str, run_id: str) -> None:
         "Prefect UI: run `prefect server start` and open http://127.0.0.1:4200 "
         "(flow impute-table)."
     )
-
-
-class _QuietFormatter(logging.Formatter):
-    """Wraps a handler's formatter to drop the traceback of expected pipeline errors."""
-
-    def __init__(self, inner: logging.Formatter, quiet: type[BaseException]) -> None:
-        super().__init__()
-        self.inner = inner
-        self.quiet = quiet
-
-    def format(self, record: logging.LogRecord) -> str:
-        """Format as the wrapped formatter would, without the traceback of a quiet error."""
-        if record.exc_info and isinstance(record.exc_info[1], self.quiet):
-            saved = record.exc_info, record.exc_text
-            record.exc_info, record.exc_text = None, None
-            try:
-                return self.inner.format(record)
-            finally:
-                record.exc_info, record.exc_text = saved
-        return self.inner.format(record)
-
-
-def _hide_tracebacks_of(error: type[BaseException]) -> None:
-    """Keep the terminal free of tracebacks for `error` (the Prefect API still gets them)."""
-    from prefect.logging.configuration import ensure_logging_setup
-    from prefect.logging.handlers import PrefectConsoleHandler
-
-    ensure_logging_setup()
-    for handler in logging.getLogger().handlers:
-        formatter = handler.formatter
-        if (
-            isinstance(handler, PrefectConsoleHandler)
-            and formatter is not None
-            and not isinstance(formatter, _QuietFormatter)
-        ):
-            handler.setFormatter(_QuietFormatter(formatter, error))
 
 
 if __name__ == "__main__":

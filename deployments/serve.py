@@ -1,8 +1,9 @@
 """Serve the deployments of `deployments/prefect.yaml` from one process (`tdm serve`).
 
 The schedules, parameters, descriptions and tags are read from prefect.yaml, so that the served
-deployments and the ones `prefect deploy` creates for a work pool are the same. Run it from the
-repository root: relative paths in parameters are taken from the working directory.
+deployments and the ones `prefect deploy` creates for a work pool are the same; the nightly
+deployment's config and schedule can be changed by settings (`deployments.settings`) instead of
+editing it. Relative paths in parameters are taken from the working directory.
 """
 
 from __future__ import annotations
@@ -16,25 +17,30 @@ import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from deployments.files import PREFECT_FILE
-from deployments.server import DEFAULT_PORT, api_url_for, local_server, server_answers
+from deployments.nightly import nightly_spec, served_environment, with_settings
+from deployments.server import (
+    DEFAULT_PORT,
+    api_url_for,
+    default_port,
+    local_server,
+    server_answers,
+)
+from deployments.settings import ServeSettings
+from deployments.specs import DeploymentSpec, read_deployment_specs
 from tasks.errors import PipelineError
 
 if TYPE_CHECKING:
     from prefect import Flow
     from prefect.deployments.runner import RunnerDeployment
-    from prefect.schedules import Schedule
 
 __all__ = [
     "PREFECT_FILE",
     "DeploymentSpec",
+    "ServeSettings",
     "TagLimit",
     "build_deployments",
     "ensure_tag_limit",
@@ -43,53 +49,6 @@ __all__ = [
     "serve_deployments",
     "serve_here",
 ]
-
-
-class DeploymentSpec(BaseModel):
-    """One entry of prefect.yaml's `deployments`, the fields a served deployment takes."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    name: str = Field(min_length=1)
-    entrypoint: str = Field(pattern=r"^[\w./-]+\.py:\w+$")
-    description: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    parameters: dict[str, Any] = Field(default_factory=dict)
-    schedules: list[dict[str, Any]] = Field(default_factory=list)
-    concurrency_limit: int | None = Field(default=None, ge=1)
-
-    def schedule_objects(self) -> list[Schedule]:
-        """The schedules as Prefect `Schedule`s (cron, interval in seconds, or rrule)."""
-        from prefect.schedules import Schedule
-
-        built = []
-        for item in self.schedules:
-            fields = {k: v for k, v in item.items() if k != "replaces"}
-            if isinstance(fields.get("interval"), int | float):
-                fields["interval"] = timedelta(seconds=fields["interval"])
-            try:
-                built.append(Schedule(**fields))
-            except (TypeError, ValueError) as error:
-                raise PipelineError(
-                    f"Deployment {self.name!r}: invalid schedule {item}: {error}"
-                ) from None
-        return built
-
-
-def read_deployment_specs(path: str | Path = PREFECT_FILE) -> list[DeploymentSpec]:
-    """The deployments listed in a prefect.yaml; errors name the file and the entry."""
-    where = Path(path)
-    try:
-        raw = yaml.safe_load(where.read_text(encoding="utf-8")) or {}
-        entries = raw.get("deployments") or []
-        return [DeploymentSpec.model_validate(entry) for entry in entries]
-    except (OSError, yaml.YAMLError, AttributeError) as error:
-        raise PipelineError(f"Cannot read the deployments in '{where}': {error}") from None
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-        )
-        raise PipelineError(f"Invalid deployment in '{where}': {problems}.") from None
 
 
 def load_flow(entrypoint: str) -> Flow[..., Any]:
@@ -107,8 +66,11 @@ def load_flow(entrypoint: str) -> Flow[..., Any]:
     return found
 
 
-def build_deployments(path: str | Path = PREFECT_FILE) -> list[RunnerDeployment]:
-    """One runner deployment per prefect.yaml entry, with its schedules and parameters.
+def build_deployments(
+    path: str | Path = PREFECT_FILE, *, specs: list[DeploymentSpec] | None = None
+) -> list[RunnerDeployment]:
+    """One runner deployment per prefect.yaml entry (or per spec of `specs`), with its schedules
+    and parameters.
 
     The entrypoint is recorded as a module path, so that runs find the flow from any working
     directory of the serving process.
@@ -116,10 +78,10 @@ def build_deployments(path: str | Path = PREFECT_FILE) -> list[RunnerDeployment]
     from prefect.deployments.runner import EntrypointType
 
     deployments = []
-    for spec in read_deployment_specs(path):
+    for spec in read_deployment_specs(path) if specs is None else specs:
         deployment = load_flow(spec.entrypoint).to_deployment(
             # name, description, tags, parameters, concurrency_limit: named as `to_deployment`'s
-            **spec.model_dump(exclude={"entrypoint", "schedules"}),
+            **spec.model_dump(exclude={"entrypoint", "schedules", "work_pool"}),
             schedules=spec.schedule_objects(),
             entrypoint_type=EntrypointType.MODULE_PATH,
         )
@@ -127,15 +89,15 @@ def build_deployments(path: str | Path = PREFECT_FILE) -> list[RunnerDeployment]
     return deployments
 
 
-def serve_deployments(path: str | Path = PREFECT_FILE, *, limit: int | None = None) -> None:
-    """Serve every deployment of prefect.yaml until interrupted (Ctrl-C or SIGTERM).
+def serve_deployments(specs: list[DeploymentSpec], *, limit: int | None = None) -> None:
+    """Serve the deployments until interrupted (Ctrl-C or SIGTERM).
 
     Needs a Prefect server that outlives this process (PREFECT_API_URL): `serve_here` starts one
     when none is set. `limit` caps the flow runs executing at once (unset: no cap).
     """
     from prefect import serve
 
-    deployments = build_deployments(path)
+    deployments = build_deployments(specs=specs)
     with warnings.catch_warnings():
         # Prefect's runner calls its async stop() without awaiting it on SIGTERM; the shutdown
         # (pausing the schedules) happens anyway when the runner's context exits.
@@ -145,41 +107,56 @@ def serve_deployments(path: str | Path = PREFECT_FILE, *, limit: int | None = No
 
 def serve_here(
     *,
-    port: int = DEFAULT_PORT,
+    port: int | None = None,
     gpu_slots: int | None = None,
     limit: int | None = None,
     path: str | Path = PREFECT_FILE,
+    settings: ServeSettings | None = None,
+    torch_threads: int | None = None,
+    db_path: Path | None = None,
 ) -> None:
     """`tdm serve`: serve the deployments against PREFECT_API_URL or, when it is unset, against a
-    Prefect server started on 127.0.0.1:`port` for as long as this runs.
+    Prefect server started on 127.0.0.1:`port` (default PREFECT_SERVER_API_PORT, 4200) for as
+    long as this runs.
+
+    The nightly deployment takes its config and schedule from `settings` (default: the TDM_*
+    variables, else prefect.yaml). The runs inherit this process's environment, with the
+    variables of `deployments.nightly.served_environment`: prefect.yaml's run-level retries,
+    `torch_threads` (default TDM_TORCH_THREADS, else its default) and `db_path` (TDM_DB_PATH).
 
     Creates the tag concurrency limit `gpu` (`gpu_slots`, default 1) unless it exists; an existing
     one is changed only when `gpu_slots` is given.
     """
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
+    from flows.settings import PipelineSettings
     from tasks.impute import GPU_TAG
 
-    read_deployment_specs(path)  # a bad prefect.yaml fails before a server is started
-    settings = get_current_settings()
-    url = settings.api.url
+    # A bad prefect.yaml, config or schedule fails before a server is started.
+    specs = with_settings(read_deployment_specs(path), settings or ServeSettings())
+    threads = PipelineSettings().torch_threads if torch_threads is None else torch_threads
+    run_env = served_environment(specs, torch_threads=threads, db_path=db_path, environ=os.environ)
+    port = port or default_port()
+    prefect_settings = get_current_settings()
+    url = prefect_settings.api.url
     started_server = url is None
     with contextlib.ExitStack() as stack, contextlib.suppress(KeyboardInterrupt):
         stack.enter_context(_exit_on_sigterm())
+        stack.enter_context(_environment(run_env))  # the runs' processes inherit it
         if url is None:
-            log = Path(settings.home).expanduser() / f"tdm-server-{port}.log"
+            log = Path(prefect_settings.home).expanduser() / f"tdm-server-{port}.log"
             print(f"Starting a Prefect server on 127.0.0.1:{port} (its log: {log}) ...", flush=True)
             url = stack.enter_context(local_server(port, log_path=log))
             stack.enter_context(temporary_settings({PREFECT_API_URL: url}))
-            stack.enter_context(_environment("PREFECT_API_URL", url))  # for the runs' processes
+            stack.enter_context(_environment({"PREFECT_API_URL": url}))
         elif not server_answers(url):
             raise PipelineError(
                 f"No Prefect server answers at PREFECT_API_URL={url}: start it, or unset "
                 "PREFECT_API_URL to let `tdm serve` start one."
             )
         gpu = ensure_tag_limit(GPU_TAG, gpu_slots)
-        _print_banner(url, gpu, started_server=started_server)
-        serve_deployments(path, limit=limit)
+        _print_banner(url, gpu, specs, started_server=started_server)
+        serve_deployments(specs, limit=limit)
 
 
 @dataclass(frozen=True)
@@ -210,12 +187,21 @@ def ensure_tag_limit(tag: str, slots: int | None = None) -> TagLimit:
         return TagLimit(tag, slots, created=False, changed=True)
 
 
-def _print_banner(url: str, gpu: TagLimit, *, started_server: bool) -> None:
+def _print_banner(
+    url: str, gpu: TagLimit, specs: list[DeploymentSpec], *, started_server: bool
+) -> None:
     ui = url.rstrip("/").removesuffix("/api")
     how = "created" if gpu.created else "changed" if gpu.changed else "already set"
     env = "" if url == api_url_for(DEFAULT_PORT) else f"PREFECT_API_URL={url} "
+    threads = os.environ.get("TDM_TORCH_THREADS", "")
+    retries = os.environ.get("PREFECT_FLOWS_DEFAULT_RETRIES", "0")
+    delay = os.environ.get("PREFECT_FLOWS_DEFAULT_RETRY_DELAY_SECONDS", "0")
     print(
         f"Prefect UI: {ui}\n"
+        f"Nightly {nightly_spec(specs).name}: {nightly_spec(specs).description}\n"
+        f"Served runs: torch threads {threads if threads != '0' else 'torch default'} "
+        f"(TDM_TORCH_THREADS); a failed run is retried {retries} times, {delay} s apart "
+        "(PREFECT_FLOWS_DEFAULT_RETRIES).\n"
         f"GPU imputations: at most {gpu.slots} at once (tag concurrency limit {gpu.tag!r}, "
         f"{how}).\n"
         f"Trigger a run from another terminal: {env}tdm run TABLE, or {env}prefect deployment "
@@ -242,16 +228,18 @@ def _exit_on_sigterm() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    before = os.environ.get(name)
-    os.environ[name] = value
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """Within it, `values` are set in this process's environment; restored on the way out."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 if __name__ == "__main__":

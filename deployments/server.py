@@ -14,18 +14,35 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from deployments.lifeline import die_with_parent
 from tasks.errors import PipelineError
 
-__all__ = ["DEFAULT_PORT", "api_url_for", "local_server", "server_answers"]
+__all__ = [
+    "DEFAULT_PORT",
+    "api_url_for",
+    "default_port",
+    "local_server",
+    "server_answers",
+    "server_environment",
+]
 
 DEFAULT_PORT = 4200
 """The port `tdm serve` starts its server on and `tdm run` looks for it on (Prefect's default)."""
 
 HOST = "127.0.0.1"
+
+_UI_API_URL_VARIABLES = ("PREFECT_UI_API_URL", "PREFECT_SERVER_UI_API_URL")
+
+
+def default_port() -> int:
+    """The port of the server `tdm serve` starts and `tdm run` looks for: Prefect's setting
+    PREFECT_SERVER_API_PORT (default 4200)."""
+    from prefect.settings import get_current_settings
+
+    return int(get_current_settings().server.api.port)
 
 
 def api_url_for(port: int, host: str = HOST) -> str:
@@ -49,9 +66,11 @@ def local_server(
 ) -> Iterator[str]:
     """Start `prefect server start` on 127.0.0.1:`port`, yield its API URL once it answers.
 
-    The server's output goes to `log_path`. It runs in its own process group, so that a Ctrl-C
-    reaches the serving process first, which stops the server last (terminate, then kill); if
-    the serving process is killed outright (SIGKILL), the kernel kills the server (Linux).
+    The server's output goes to `log_path`. Its UI talks to the API on the same port (unless
+    PREFECT_UI_API_URL is set, e.g. for a proxy). It runs in its own process group, so that a
+    Ctrl-C reaches the serving process first, which stops the server last (terminate, then
+    kill); if the serving process is killed outright (SIGKILL), the kernel kills the server
+    (Linux).
     """
     _check_port_free(port)
     url = api_url_for(port)
@@ -63,6 +82,7 @@ def local_server(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=server_environment(port),
             start_new_session=True,
             preexec_fn=die_with_parent(),  # dies with `tdm serve`, even on SIGKILL (Linux)
         )
@@ -71,6 +91,23 @@ def local_server(
             yield url
         finally:
             _stop(process)
+
+
+def server_environment(port: int, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of `prefect server start` on 127.0.0.1:`port`.
+
+    `prefect server start --port` tells uvicorn where to listen but not the UI, which builds its
+    API address from PREFECT_SERVER_API_HOST and PREFECT_SERVER_API_PORT (default 4200): set
+    here, with PREFECT_UI_API_URL, so that the UI talks to this server. A PREFECT_UI_API_URL the
+    user set is kept.
+    """
+    env = dict(os.environ if environ is None else environ)
+    env.pop("PREFECT_API_URL", None)  # the server is the API; it needs no client address
+    env["PREFECT_SERVER_API_HOST"] = HOST
+    env["PREFECT_SERVER_API_PORT"] = str(port)
+    if not any(name in env for name in _UI_API_URL_VARIABLES):
+        env["PREFECT_UI_API_URL"] = api_url_for(port)
+    return env
 
 
 def _check_port_free(port: int) -> None:

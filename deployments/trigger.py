@@ -1,27 +1,55 @@
-"""Trigger a run of a served deployment from any terminal (`tdm run`), and wait for it.
+"""Trigger a run of a served deployment from any terminal (`tdm run`), and watch it.
 
 It talks to PREFECT_API_URL or, when unset, to the server `tdm serve` starts on this machine;
-never to an ephemeral API, which would know no deployment.
+never to an ephemeral API, which would know no deployment. A run that no runner or worker takes
+up is cancelled rather than left to start whenever something serves the deployment again, and
+so is a run still going when the caller's time limit passes.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from deployments.server import DEFAULT_PORT, api_url_for, server_answers
+from deployments.server import api_url_for, default_port, server_answers
 from tasks.errors import PipelineError
 
 if TYPE_CHECKING:
-    from prefect.client.schemas.objects import FlowRun
+    from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.objects import FlowRun, State
 
-__all__ = ["TABLE_DEPLOYMENT", "TriggeredRun", "target_api_url", "trigger_deployment"]
+__all__ = [
+    "PICKUP_TIMEOUT",
+    "TABLE_DEPLOYMENT",
+    "CreatedRun",
+    "TriggeredRun",
+    "target_api_url",
+    "trigger_deployment",
+]
 
 TABLE_DEPLOYMENT = "impute-table/impute-table"
 """The ad-hoc deployment: `<flow name>/<deployment name>`."""
 
+PICKUP_TIMEOUT = 30.0
+"""Seconds a waiting run may go without its deployment being polled by a runner or worker
+(`tdm serve` polls every PREFECT_RUNNER_POLL_FREQUENCY seconds, 10 by default)."""
+
 REPORT_KEY_PREFIX = "tdm-report-"  # the run report artifacts the impute flows publish
+
+
+@dataclass(frozen=True)
+class CreatedRun:
+    """A flow run just created from a deployment: what to show before waiting for it."""
+
+    id: UUID
+    name: str
+    deployment: str
+    url: str
+    """Its page in the Prefect UI."""
 
 
 @dataclass(frozen=True)
@@ -38,13 +66,15 @@ class TriggeredRun:
     url: str
     reports: tuple[str, ...]
     """Summaries (markdown) of the run's report artifacts, one per table."""
+    timed_out: bool = False
+    """Whether the time limit passed first (the run was then cancelled)."""
 
 
 def target_api_url() -> str:
     """PREFECT_API_URL, else the API of the server `tdm serve` starts on this machine."""
     from prefect.settings import get_current_settings
 
-    return get_current_settings().api.url or api_url_for(DEFAULT_PORT)
+    return get_current_settings().api.url or api_url_for(default_port())
 
 
 def trigger_deployment(
@@ -54,13 +84,23 @@ def trigger_deployment(
     wait: bool = True,
     api_url: str | None = None,
     poll_interval: float = 1.0,
+    timeout: float | None = None,
+    pickup_timeout: float = PICKUP_TIMEOUT,
+    on_created: Callable[[CreatedRun], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> TriggeredRun:
-    """Create a run of deployment `name` with `parameters`; with `wait`, until it ends.
+    """Create a run of deployment `name` with `parameters` and watch it.
+
+    With `wait`, until it ends; without, until a runner or worker has taken it (or has seen it
+    and queued it). `on_created` gets the run as soon as it exists; `progress` gets one line per
+    state change (and when the run is queued). After `timeout` seconds the run is cancelled and
+    returned with `timed_out`: a run in progress stops, one not yet started never will.
 
     Errors (`PipelineError`) when no server answers, when the deployment does not exist or nothing
-    serves it now, or when the server refuses the parameters.
+    serves it (no runner or worker polls it within `pickup_timeout` seconds while the run waits:
+    the run is then cancelled, so that it cannot start later), or when the server refuses the
+    parameters.
     """
-    from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -82,26 +122,32 @@ def trigger_deployment(
                     f"The Prefect server at {url} has no deployment {name!r}: start `tdm serve` "
                     "(or deploy deployments/prefect.yaml to a work pool)."
                 ) from None
-        if deployment.status != DeploymentStatus.READY:
-            raise PipelineError(
-                f"Nothing serves deployment {name!r} on {url} now (no runner or worker has "
-                "polled it for a minute): start `tdm serve`, or a worker on its work pool."
+            if deployment.status != DeploymentStatus.READY:
+                raise PipelineError(
+                    f"Nothing serves deployment {name!r} on {url} now (no runner or worker has "
+                    "polled it for a minute): start `tdm serve`, or a worker on its work pool."
+                )
+            try:
+                flow_run = client.create_flow_run_from_deployment(
+                    deployment.id, parameters=parameters
+                )
+            except PrefectHTTPStatusError as error:
+                raise PipelineError(
+                    f"The Prefect server refused a run of {name!r} with {parameters}: "
+                    f"{_detail(error)}"
+                ) from None
+            created = CreatedRun(
+                flow_run.id,
+                flow_run.name,
+                name,
+                f"{url.rstrip('/').removesuffix('/api')}/runs/flow-run/{flow_run.id}",
             )
-        try:
-            flow_run = cast(
-                "FlowRun",  # the sync call returns the run itself
-                run_deployment(
-                    name,
-                    parameters=parameters,
-                    timeout=None if wait else 0,
-                    poll_interval=poll_interval,
-                    as_subflow=False,
-                ),
+            if on_created is not None:
+                on_created(created)
+            watch = _Watch(client, created, deployment.id, deployment.last_polled, progress)
+            flow_run, timed_out = watch.follow(
+                wait=wait, timeout=timeout, pickup_timeout=pickup_timeout, poll=poll_interval
             )
-        except PrefectHTTPStatusError as error:
-            raise PipelineError(
-                f"The Prefect server refused a run of {name!r} with {parameters}: {_detail(error)}"
-            ) from None
         state = flow_run.state
         final = state is not None and state.is_final()
         succeeded = state is not None and state.is_completed()
@@ -110,13 +156,105 @@ def trigger_deployment(
         id=flow_run.id,
         name=flow_run.name,
         deployment=name,
-        state=(state.name or state.type.value) if state is not None else "Unknown",
+        state=_state_name(state),
         message=state.message if state is not None else None,
         final=final,
         succeeded=succeeded,
-        url=f"{url.rstrip('/').removesuffix('/api')}/runs/flow-run/{flow_run.id}",
+        url=created.url,
         reports=reports,
+        timed_out=timed_out,
     )
+
+
+class _Watch:
+    """Follows one flow run's states, cancelling it when nothing serves it or time is up."""
+
+    def __init__(
+        self,
+        client: SyncPrefectClient,
+        run: CreatedRun,
+        deployment_id: UUID,
+        last_polled: datetime | None,
+        progress: Callable[[str], None] | None,
+    ) -> None:
+        self.client = client
+        self.run = run
+        self.deployment_id = deployment_id
+        self.last_polled = last_polled
+        self.progress = progress or (lambda line: None)
+        self.seen: tuple[str, str] | None = None
+
+    def follow(
+        self, *, wait: bool, timeout: float | None, pickup_timeout: float, poll: float
+    ) -> tuple[FlowRun, bool]:
+        """Poll until the run ends (or, without `wait`, is taken up); (last run, timed out)."""
+        started = time.monotonic()
+        polled_at = started  # when the deployment was last seen polled (as good as now)
+        taken = queued = False
+        while True:
+            flow_run = self.client.read_flow_run(self.run.id)
+            self._report(flow_run.state)
+            state = flow_run.state
+            if state is not None and state.is_final():
+                return flow_run, False
+            now = time.monotonic()
+            waiting = state is None or state.is_scheduled()
+            taken = taken or not waiting
+            if waiting and not taken and now - polled_at >= pickup_timeout:
+                if not self._polled_again():
+                    self._cancel("nothing serves its deployment")
+                    raise PipelineError(
+                        f"Nothing serves deployment {self.run.deployment!r}: no runner or worker "
+                        f"polled it within {pickup_timeout:.0f} s, so run {self.run.name!r} was "
+                        "cancelled (it will not start later). Start `tdm serve` (or a worker on "
+                        "its work pool) and try again."
+                    )
+                polled_at = now
+                if not queued:
+                    queued = True
+                    self.progress(f"{_clock()} queued: served, waiting for a free slot")
+            if not wait and (taken or queued):
+                return flow_run, False
+            if timeout is not None and now - started >= timeout:
+                self._cancel(f"tdm run: --timeout {timeout:g} s passed")
+                flow_run = self.client.read_flow_run(self.run.id)
+                done = flow_run.state is not None and flow_run.state.is_completed()
+                return flow_run, not done  # it may have completed in the meantime
+            time.sleep(poll)
+
+    def _report(self, state: State | None) -> None:
+        key = (state.type.value, _state_name(state)) if state is not None else ("", "Unknown")
+        if key == self.seen:
+            return
+        self.seen = key
+        detail = f": {state.message}" if state is not None and state.message else ""
+        self.progress(f"{_clock()} {key[1]}{detail}")
+
+    def _polled_again(self) -> bool:
+        """Whether a runner or worker polled the deployment since last checked."""
+        polled = self.client.read_deployment(self.deployment_id).last_polled
+        if polled is None or (self.last_polled is not None and polled <= self.last_polled):
+            return False
+        self.last_polled = polled
+        return True
+
+    def _cancel(self, reason: str) -> None:
+        """Cancel the run: one not started goes to Cancelled, a running one is stopped by its
+        runner (Cancelling, then Cancelled)."""
+        from prefect.client.schemas.objects import State, StateType
+
+        self.client.set_flow_run_state(
+            self.run.id, State(type=StateType.CANCELLING, message=reason)
+        )
+        self._report(self.client.read_flow_run(self.run.id).state)
+
+
+def _state_name(state: State | None) -> str:
+    return (state.name or state.type.value) if state is not None else "Unknown"
+
+
+def _clock() -> str:
+    return datetime.now().strftime("%H:%M:%S")
 
 
 def _report_summaries(flow_run_id: UUID) -> tuple[str, ...]:

@@ -8,11 +8,26 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows.notify import notify_failure
 from flows.partitioned import count_rows_to_partition, impute_partitioned
 from flows.runners import task_runner
+from flows.runs import (
+    OUTCOME,
+    fail_run,
+    for_table,
+    foreseen_tracebacks_left_out,
+    run_tags,
+    tag_flow_run,
+)
 from flows.settings import PipelineSettings
-from flows.steps import ImputeOptions, TableRequest, finish_table, prepare_table
-from tasks.errors import PipelineInputError
+from flows.steps import (
+    ImputeOptions,
+    TableRequest,
+    describe_dry_run,
+    finish_table,
+    prepare_table,
+)
+from tasks.errors import PipelineError, PipelineInputError
 from tasks.impute import impute_task_for
 from tasks.params import ImputerParams, override_params
 from tasks.results import ImputeTableResult
@@ -20,7 +35,12 @@ from tasks.results import ImputeTableResult
 __all__ = ["ImputeTableResult", "impute_table"]
 
 
-@flow(name="impute-table")
+@flow(
+    name="impute-table",
+    flow_run_name="impute-{source_table}",
+    on_failure=[notify_failure],
+    on_crashed=[notify_failure],
+)
 def impute_table(
     source_table: str,
     db_path: str | Path | None = None,
@@ -32,21 +52,73 @@ def impute_table(
     imputer: dict[str, Any] | ImputerParams | None = None,
     seed: int | None = None,
     range_factor: float | None = None,
+    dry_run: bool = False,
 ) -> ImputeTableResult:
     """Impute the missing cells of a DuckDB table into a new table, with lineage.
 
-    `replace_target`: replace an existing target the pipeline did not write (None: the
-    `TDM_REPLACE_TARGET` setting); without it such a target is refused before anything runs.
-
-    `imputer`: all the imputer settings, or a dict of some of them that overrides the `TDM_*`
-    settings of the process that runs the flow (what `tdm run --max-iter` sends).
-
     A table of more than `TDM_MAX_FIT_ROWS` rows is fitted on a sample of that many rows and
     imputed in partitions of `TDM_PARTITION_ROWS` over the task runner (`flows.partitioned`).
+    A foreseen failure ends the run Failed with its one-paragraph reason as the state message.
+
+    Args:
+        source_table: The table to impute: `table` (schema main) or `schema.table`.
+        db_path: The DuckDB file. Empty: the TDM_DB_PATH setting of the process that runs the
+            flow (default warehouse.duckdb); a relative path is taken from its directory.
+        target_table: The table to write. Empty: the source's name plus `_imputed`
+            (TDM_TARGET_SUFFIX), in the source's schema.
+        columns: The columns to impute. Empty: every numeric column but the key; other columns
+            pass through unchanged.
+        key: A column that identifies each row (unique, not null); the record of imputed cells
+            names rows by it. Empty: rows are named by their position.
+        replace_source: Update the source table's missing cells in place instead of writing a
+            new table.
+        replace_target: Replace an existing target table the pipeline did not write; without
+            it such a target is refused before anything runs. Empty: TDM_REPLACE_TARGET.
+        imputer: Imputer settings that override the TDM_* settings of the process that runs
+            the flow, e.g. {"max_iter": 2000}; the others are kept.
+        seed: Random seed: the same table, settings and seed give the same imputed table.
+            Empty: TDM_SEED (default 0).
+        range_factor: Quality check: each imputed value must lie within this many observed
+            ranges of the column's observed minimum and maximum. Empty: TDM_RANGE_FACTOR.
+        dry_run: Fit and check as a run would, then stop: nothing is written (the file is
+            opened read-only) and the result says what a run would write.
     """
+    with foreseen_tracebacks_left_out():
+        try:
+            return _impute_table(
+                source_table,
+                db_path,
+                target_table,
+                columns,
+                key,
+                replace_source,
+                replace_target,
+                imputer,
+                seed,
+                range_factor,
+                dry_run,
+            )
+        except PipelineError as error:
+            return fail_run(error)
+
+
+def _impute_table(
+    source_table: str,
+    db_path: str | Path | None,
+    target_table: str | None,
+    columns: list[str] | None,
+    key: str | None,
+    replace_source: bool,
+    replace_target: bool | None,
+    imputer: dict[str, Any] | ImputerParams | None,
+    seed: int | None,
+    range_factor: float | None,
+    dry_run: bool,
+) -> ImputeTableResult:
     started = datetime.now(UTC)
     settings = PipelineSettings()
     db = str(db_path if db_path is not None else settings.db_path)
+    tag_flow_run(run_tags([source_table], db))
     if isinstance(imputer, ImputerParams):
         params = imputer
     else:  # a partial override (an ad-hoc run's parameters) on top of the TDM_* settings
@@ -80,7 +152,12 @@ def impute_table(
                 "which read the source while writing the target: write to another table."
             )
         with task_runner(settings) as runner:
-            return impute_partitioned(db, request, options, settings=settings, runner=runner)
+            result = impute_partitioned(
+                db, request, options, settings=settings, runner=runner, dry_run=dry_run
+            )
+        if dry_run:
+            logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
+        return result
     prepared = prepare_table(db, request, target_suffix=settings.target_suffix)
     plan = prepared.plan
     outcome = None
@@ -89,9 +166,11 @@ def impute_table(
             "Imputing %d cells in %d columns of %r (%d rows)",
             plan.n_missing, len(plan.columns), plan.source_table, plan.n_rows,
         )  # fmt: skip
-        outcome = impute_task_for(params)(
-            prepared.scaled.frame, params, options.seed, table=plan.source_table
-        )
+        task = for_table(impute_task_for(params), plan.source_table, db)
+        outcome = task(prepared.scaled.frame, params, options.seed, table=plan.source_table)
     else:
         logger.info("Table %r has no missing value: it is copied through", plan.source_table)
-    return finish_table(prepared, outcome, options)
+    result = finish_table(prepared, outcome, options, dry_run=dry_run)
+    if dry_run:
+        logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
+    return result

@@ -10,10 +10,27 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows.notify import notify_failure
 from flows.partitioned import count_rows_to_partition, impute_partitioned
 from flows.runners import describe_runner, gpu_annotation, task_runner
+from flows.runs import (
+    OUTCOME,
+    fail_run,
+    for_table,
+    foreseen_tracebacks_left_out,
+    run_tags,
+    tag_flow_run,
+    warehouse_run_name,
+)
 from flows.settings import PipelineSettings
-from flows.steps import ImputeOptions, PreparedTable, TableRequest, finish_table, prepare_table
+from flows.steps import (
+    ImputeOptions,
+    PreparedTable,
+    TableRequest,
+    describe_dry_run,
+    finish_table,
+    prepare_table,
+)
 from schemas.warehouse import WarehouseConfigError, load_warehouse_config
 from tasks.errors import PipelineError, PipelineInputError
 from tasks.impute import impute_task_for
@@ -38,24 +55,53 @@ class WarehouseRunError(PipelineError):
 
 @dataclass(frozen=True)
 class WarehouseResult:
-    """Per table, what was written."""
+    """Per table, what was written (with `dry_run`: what would have been)."""
 
     db_path: str
     runner: str
     tables: dict[str, ImputeTableResult]
+    dry_run: bool = False
 
 
-@flow(name="impute-warehouse")
+@flow(
+    name="impute-warehouse",
+    flow_run_name=warehouse_run_name,
+    on_failure=[notify_failure],
+    on_crashed=[notify_failure],
+)
 def impute_warehouse(
-    config: str, db_path: str | None = None, replace_target: bool | None = None
+    config: str,
+    db_path: str | None = None,
+    replace_target: bool | None = None,
+    dry_run: bool = False,
 ) -> WarehouseResult:
     """Impute every table listed in the YAML file `config` (see `schemas.warehouse`).
 
     Fails, after finishing every other table, with a message naming each failed table and why.
     A config whose targets clash (`tasks.targets.check_warehouse_targets`) is refused before any
-    table is read. `replace_target` (None: `TDM_REPLACE_TARGET`): replace existing targets the
-    pipeline did not write.
+    table is read.
+
+    Args:
+        config: The YAML file that lists the tables to impute (table, and optionally key,
+            columns, target, imputer settings) and optionally the DuckDB file (db_path); a
+            relative path is taken from the directory of the process that runs the flow.
+        db_path: The DuckDB file. Empty: the TDM_DB_PATH setting when set, else the config's
+            db_path, else warehouse.duckdb (a setting beats the file, as for every setting).
+        replace_target: Replace existing target tables the pipeline did not write; without it
+            such a target is refused. Empty: TDM_REPLACE_TARGET.
+        dry_run: Fit and check every table as a run would, then stop: nothing is written (the
+            file is opened read-only) and the result says what a run would write.
     """
+    with foreseen_tracebacks_left_out():
+        try:
+            return _impute_warehouse(config, db_path, replace_target, dry_run)
+        except PipelineError as error:
+            return fail_run(error)
+
+
+def _impute_warehouse(
+    config: str, db_path: str | None, replace_target: bool | None, dry_run: bool
+) -> WarehouseResult:
     started = datetime.now(UTC)
     settings = PipelineSettings()
     logger = get_run_logger()
@@ -63,8 +109,14 @@ def impute_warehouse(
         spec = load_warehouse_config(config)
     except WarehouseConfigError as error:
         raise PipelineInputError(str(error)) from None
-    db = str(db_path or spec.db_path or settings.db_path)
-    check_warehouse_targets(db, spec, settings.target_suffix)
+    from_env = settings.db_path if "db_path" in settings.model_fields_set else None
+    db = str(db_path or from_env or spec.db_path or settings.db_path)
+    tables = [entry.table for entry in spec.tables]
+    tag_flow_run(run_tags(tables, db))
+    check_targets = check_warehouse_targets.with_options(
+        task_run_name="check-warehouse-targets", tags=run_tags(tables, db)
+    )
+    check_targets(db, spec, settings.target_suffix)
     replace = settings.replace_target if replace_target is None else replace_target
     failures: dict[str, str] = {}
     unexpected: set[str] = set()  # tables that failed with an error not foreseen
@@ -98,7 +150,9 @@ def impute_warehouse(
         for table, ready in prepared.items():
             if ready.scaled is None:
                 continue
-            task = impute_task_for(options[table].params, gpu=settings.dask_gpu or None)
+            task = for_table(
+                impute_task_for(options[table].params, gpu=settings.dask_gpu or None), table, db
+            )
             with gpu_annotation(settings):
                 futures[table] = runner.submit(
                     task,
@@ -113,14 +167,14 @@ def impute_warehouse(
         for table, ready in prepared.items():  # written one at a time, in config order
             try:
                 outcome = futures[table].result() if table in futures else None
-                results[table] = finish_table(ready, outcome, options[table])
+                results[table] = finish_table(ready, outcome, options[table], dry_run=dry_run)
             except Exception as error:
                 failures[table] = _reason(error, table, unexpected)
         for request in large:
             table = request.source_table
             try:
                 results[table] = impute_partitioned(
-                    db, request, options[table], settings=settings, runner=runner
+                    db, request, options[table], settings=settings, runner=runner, dry_run=dry_run
                 )
             except Exception as error:
                 failures[table] = _reason(error, table, unexpected)
@@ -131,7 +185,10 @@ def impute_warehouse(
             f"{listed}",
             unexpected=bool(unexpected),
         )
-    return WarehouseResult(db_path=db, runner=runner_name, tables=results)
+    if dry_run:
+        for done in results.values():
+            logger.info("%s", describe_dry_run(done), extra={OUTCOME: True})
+    return WarehouseResult(db_path=db, runner=runner_name, tables=results, dry_run=dry_run)
 
 
 def _reason(error: Exception, table: str, unexpected: set[str]) -> str:

@@ -8,6 +8,9 @@ At most one more partition than the runner runs at once is read and not yet writ
 is bounded by the partition size, not by the table. The per-partition inverse scaling and
 checks run as plain functions (one merged report), so a table of hundreds of partitions does
 not flood the UI with task runs; the partition imputations are the tasks.
+
+A dry run opens the file read-only: it fits on the sample and checks the sample's imputation
+(against the whole table's observed range), and imputes no partition.
 """
 
 from __future__ import annotations
@@ -20,19 +23,29 @@ from typing import Any
 from prefect import get_run_logger
 
 from flows.runners import gpu_annotation, runner_width
+from flows.runs import for_table
 from flows.settings import PipelineSettings
-from flows.steps import ImputeOptions, TableRequest, table_result
+from flows.steps import ImputeOptions, TableRequest, dry_run_result, table_result
+from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.cells import add_checks
 from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
 from tasks.lineage import LineageRecord, current_run
-from tasks.partitions import count_rows, profile_table, read_partition, read_sample
+from tasks.load import SourceTable
+from tasks.partitions import (
+    TableProfile,
+    count_rows,
+    profile_table,
+    read_partition,
+    read_sample,
+)
 from tasks.quality import check_quality, merge_reports
-from tasks.results import ImputationOutcome, ImputeTableResult
-from tasks.scaling import apply_scaling, inverse_scale, standardise
+from tasks.results import FittedModel, ImputationOutcome, ImputeTableResult
+from tasks.scaling import Standardised, apply_scaling, inverse_scale, standardise
 from tasks.staging import PartitionedWrite
 from tasks.targets import check_target_table
 from tasks.validate import validate_input
+from tasks.warehouse import connect
 from tasks.write import log_type_notes
 
 __all__ = ["count_rows_to_partition", "impute_partitioned"]
@@ -45,7 +58,7 @@ check_partition = check_quality.fn
 def count_rows_to_partition(db_path: str, table: str, settings: PipelineSettings) -> int | None:
     """The rows of `table` when one fit does not take them all (`settings.max_fit_rows`), so
     that it is imputed in partitions; None when it does, or when there is no such table."""
-    rows = count_rows(db_path, table)
+    rows = for_table(count_rows, table, db_path)(db_path, table)
     return rows if rows is not None and rows > settings.max_fit_rows else None
 
 
@@ -56,58 +69,41 @@ def impute_partitioned(
     *,
     settings: PipelineSettings,
     runner: Any,
+    dry_run: bool = False,
 ) -> ImputeTableResult:
-    """Fit on a sample, impute partition by partition over `runner`, write in one transaction."""
+    """Fit on a sample, impute partition by partition over `runner`, write in one transaction;
+    with `dry_run`, check the sample's imputation only and write nothing."""
+    if dry_run:
+        return _dry_run(db_path, request, options, settings=settings, runner=runner)
     logger = get_run_logger()
-    params, seed = options.params, options.seed
+    table = request.source_table
     in_flight = runner_width(settings) + 1
     seconds: dict[str, float] = {}
     run = current_run(options.started)
     clock = time.perf_counter()
     with PartitionedWrite(db_path, memory_limit=settings.duckdb_memory_limit) as write:
-        profile = profile_table(
-            write.con,
-            db_path,
-            request.source_table,
-            columns=request.columns,
-            key=request.key,
-            target=request.target_table,
-            target_suffix=settings.target_suffix,
-            partition_rows=settings.partition_rows,
-            replace_target=request.replace_target,
-        )
+        profile = _profile(write.con, db_path, request, settings)
         plan = profile.plan
         check_target_table(write.con, plan)  # refused before the fit; checked again at commit
-        sample = profile.source(read_sample(write.con, profile, settings.max_fit_rows, seed))
-        validate_input(sample, list(plan.columns), plan.key, plan.target_table)
-        scaled = standardise(sample.frame, plan.columns, profile.moments)
+        sample, scaled = _sample(write.con, db_path, profile, options.seed, settings)
         seconds["load-and-validate"] = time.perf_counter() - clock
         logger.info(
             "Table %r has %d rows: fitting on a sample of %d, then imputing %d partitions",
             plan.source_table, plan.n_rows, len(sample.frame), len(profile.bounds),
         )  # fmt: skip
-        tags = [GPU_TAG] if settings.dask_gpu or uses_gpu(params.device) else []
-        with gpu_annotation(settings):
-            fitted = runner.submit(
-                fit_model.with_options(tags=tags),
-                parameters={
-                    "frame": scaled.frame,
-                    "params": params,
-                    "seed": seed,
-                    "table": request.source_table,
-                },
-            ).result()
+        fitted = _fit(db_path, request, options, scaled.frame, settings=settings, runner=runner)
         seconds["fit"] = fitted.outcome.fit_seconds
         write.create_target(sample, plan)
 
         clock = time.perf_counter()
         pending: deque[tuple[Any, Any]] = deque()
         reports = []
-        transform = impute_partition.with_options(tags=tags)
+        tags = _gpu_tags(options, settings)
         for index, (start, stop) in enumerate(profile.bounds):
             part = profile.source(read_partition(write.con, profile, start, stop))
             frame = apply_scaling(part.frame, scaled.scaling)
-            parameters = {"imputer": fitted.imputer, "frame": frame, "table": request.source_table}
+            parameters = {"imputer": fitted.imputer, "frame": frame, "table": table}
+            transform = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
             with gpu_annotation(settings):
                 future = runner.submit(transform, parameters={**parameters, "partition": index})
             pending.append((part, future))
@@ -136,18 +132,103 @@ def impute_partitioned(
             plan=plan,
             outcome=outcome,
             quality=add_checks(merge_reports(reports), write.checks),
-            seed=seed,
-            hyperparameters=params.model_dump(),
+            seed=options.seed,
+            hyperparameters=options.params.model_dump(),
         )
         log_type_notes(plan.target_table, write.checks)
         written = write.commit(sample, lineage)
     result = table_result(written, lineage, seconds)
     # The run's statistics artifact describes the fit sample, before and after its imputation.
-    sample_imputed = inverse_scale(fitted.outcome.frame, scaled.scaling, sample.frame)
+    unscale_sample = for_table(inverse_scale, table, db_path)
+    sample_imputed = unscale_sample(fitted.outcome.frame, scaled.scaling, sample.frame)
     publish_run_report(
         result, source=sample, imputed=sample_imputed, quality=lineage.quality, outcome=outcome
     )
     return result
+
+
+def _dry_run(
+    db_path: str,
+    request: TableRequest,
+    options: ImputeOptions,
+    *,
+    settings: PipelineSettings,
+    runner: Any,
+) -> ImputeTableResult:
+    """Profile, fit on the sample and check its imputation, all read-only: what a run would do
+    short of imputing the partitions and writing."""
+    started = time.perf_counter()
+    check_writable(db_path)  # as a run would, before the fit
+    with connect(db_path, read_only=True) as con:
+        profile = _profile(con, db_path, request, settings)
+        replaces = check_target_table(con, profile.plan)
+        sample, scaled = _sample(con, db_path, profile, options.seed, settings)
+    seconds = {"load-and-validate": time.perf_counter() - started}
+    fitted = _fit(db_path, request, options, scaled.frame, settings=settings, runner=runner)
+    seconds["fit"] = fitted.outcome.fit_seconds
+    plan = profile.plan
+    sample_plan = replace(
+        plan,
+        n_rows=len(sample.frame),
+        missing={c: int(sample.frame[c].isna().sum()) for c in plan.columns},
+    )
+    imputed = unscale(fitted.outcome.frame, scaled.scaling, sample.frame)
+    check_partition(
+        sample, sample_plan, imputed, options.range_factor, observed_range=profile.observed_range
+    )
+    outcome = _with_partitioning(fitted.outcome, settings, len(sample.frame), len(profile.bounds))
+    return dry_run_result(db_path, plan, outcome, seconds, replaces=replaces)
+
+
+def _profile(
+    con: Any, db_path: str, request: TableRequest, settings: PipelineSettings
+) -> TableProfile:
+    """The table's profile: resolved columns, key and target, value checks, partitions."""
+    return profile_table(
+        con,
+        db_path,
+        request.source_table,
+        columns=request.columns,
+        key=request.key,
+        target=request.target_table,
+        target_suffix=settings.target_suffix,
+        partition_rows=settings.partition_rows,
+        replace_target=request.replace_target,
+    )
+
+
+def _sample(
+    con: Any, db_path: str, profile: TableProfile, seed: int, settings: PipelineSettings
+) -> tuple[SourceTable, Standardised]:
+    """The fit sample, validated, and its columns scaled by the whole table's moments."""
+    plan = profile.plan
+    table = plan.source_table
+    sample = profile.source(read_sample(con, profile, settings.max_fit_rows, seed))
+    validate = for_table(validate_input, table, db_path)
+    validate(sample, list(plan.columns), plan.key, plan.target_table)
+    scale = for_table(standardise, table, db_path)
+    return sample, scale(sample.frame, plan.columns, profile.moments)
+
+
+def _gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:
+    return [GPU_TAG] if settings.dask_gpu or uses_gpu(options.params.device) else []
+
+
+def _fit(
+    db_path: str,
+    request: TableRequest,
+    options: ImputeOptions,
+    frame: Any,
+    *,
+    settings: PipelineSettings,
+    runner: Any,
+) -> FittedModel:
+    """Fit the model on the scaled sample `frame`, over `runner`."""
+    table = request.source_table
+    task = for_table(fit_model, table, db_path, tags=_gpu_tags(options, settings))
+    parameters = {"frame": frame, "params": options.params, "seed": options.seed, "table": table}
+    with gpu_annotation(settings):
+        return runner.submit(task, parameters=parameters).result()  # type: ignore[no-any-return]
 
 
 def _with_partitioning(

@@ -33,11 +33,12 @@ class PipelineSettings(ImputerParams, BaseSettings):
         description="Sane-range check: imputed values must lie within k observed ranges of the "
         "observed [min, max].",
     )
-    torch_threads: int | None = Field(
-        default=None,
-        ge=1,
-        description="CPU threads torch may use, set by the tdm command for its process "
-        "(unset: torch's default; 1 is fastest for small tables on a busy CPU).",
+    torch_threads: int = Field(
+        default=1,
+        ge=0,
+        description="CPU threads torch may use in a tdm command's process and in the runs "
+        "`tdm serve` serves (0: torch's default, one per core; see BENCHMARKS.md, Torch "
+        "threads).",
     )
     target_suffix: str = Field(
         default=DEFAULT_TARGET_SUFFIX,
@@ -89,3 +90,9 @@ class PipelineSettings(ImputerParams, BaseSettings):
         """The imputer hyperparameters alone."""
         fields = set(ImputerParams.model_fields)
         return ImputerParams.model_validate(self.model_dump(include=fields))
+
+    notify_url: str | None = Field(
+        default=None,
+        description="Webhook that gets a JSON POST (flow run, tables, reason, UI link) when an "
+        "impute-table or impute-warehouse run fails or crashes (unset: no notification).",
+    )

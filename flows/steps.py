@@ -2,7 +2,10 @@
 
 `prepare_table` (load, validate, standardise) and `finish_table` (inverse scale, quality checks,
 write-back with lineage, run report) run in the flow's own process: DuckDB allows one writing
-process per file, so only the imputation between them is ever sent to a task runner.
+process per file, so only the imputation between them is ever sent to a task runner. Each task
+run is named after its task and table and tagged with them (`flows.runs.for_table`). A dry run
+stops before the write: the file is only ever opened read-only, and the result says what a run
+would have written.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ParamSpec, TypeVar
 
+from flows.runs import for_table
 from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.frames import as_float_frame
@@ -27,9 +31,12 @@ from tasks.validate import ImputationPlan, validate_input
 from tasks.write import write_back
 
 __all__ = [
+    "DRY_RUN",
     "ImputeOptions",
     "PreparedTable",
     "TableRequest",
+    "describe_dry_run",
+    "dry_run_result",
     "finish_table",
     "prepare_table",
     "table_result",
@@ -64,12 +71,14 @@ class ImputeOptions:
 
 @dataclass(frozen=True, eq=False)
 class PreparedTable:
-    """A loaded, validated table and, when it has missing cells, its standardised columns."""
+    """A loaded, validated table and, when it has missing cells, its standardised columns;
+    `target_exists`: whether writing it replaces an existing table."""
 
     source: SourceTable
     plan: ImputationPlan
     scaled: Standardised | None
     seconds: dict[str, float]
+    target_exists: bool = False
 
 
 def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) -> PreparedTable:
@@ -77,10 +86,11 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
     standardise one table."""
     check_writable(db_path)
     clock = _Clock()
-    source = clock("load", load_table, db_path, request.source_table, request.key)
+    table = request.source_table
+    source = clock("load", for_table(load_table, table, db_path), db_path, table, request.key)
     plan = clock(
         "validate",
-        validate_input,
+        for_table(validate_input, table, db_path),
         source,
         request.columns,
         request.key,
@@ -89,29 +99,54 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
         target_suffix,
         request.replace_target,
     )
-    clock("validate", check_target_writable, db_path, plan)  # refused before any fit
+    exists = clock(
+        "validate", for_table(check_target_writable, table, db_path), db_path, plan
+    )  # refused before any fit
     scaled = (
-        clock("standardise", standardise, source.frame, plan.columns) if plan.n_missing else None
+        clock("standardise", for_table(standardise, table, db_path), source.frame, plan.columns)
+        if plan.n_missing
+        else None
     )
-    return PreparedTable(source=source, plan=plan, scaled=scaled, seconds=clock.seconds)
+    return PreparedTable(
+        source=source, plan=plan, scaled=scaled, seconds=clock.seconds, target_exists=exists
+    )
 
 
 def finish_table(
     prepared: PreparedTable,
     outcome: ImputationOutcome | None,
     options: ImputeOptions,
+    *,
+    dry_run: bool = False,
 ) -> ImputeTableResult:
-    """Map back to the original units, check, write target + record + lineage, report."""
+    """Map back to the original units, check, write target + record + lineage, report; with
+    `dry_run`, stop after the checks and say what would have been written."""
     source, plan = prepared.source, prepared.plan
+    table, db_path = plan.source_table, source.db_path
     clock = _Clock(prepared.seconds)
     if outcome is not None and prepared.scaled is not None:
         clock.seconds["impute"] = outcome.fit_seconds
         imputed = clock(
-            "inverse-scale", inverse_scale, outcome.frame, prepared.scaled.scaling, source.frame
+            "inverse-scale",
+            for_table(inverse_scale, table, db_path),
+            outcome.frame,
+            prepared.scaled.scaling,
+            source.frame,
         )
     else:
         imputed = as_float_frame(source.frame, plan.columns)
-    quality = clock("check-quality", check_quality, source, plan, imputed, options.range_factor)
+    quality = clock(
+        "check-quality",
+        for_table(check_quality, table, db_path),
+        source,
+        plan,
+        imputed,
+        options.range_factor,
+    )
+    if dry_run:
+        return dry_run_result(
+            db_path, plan, outcome, clock.seconds, replaces=prepared.target_exists
+        )
     lineage = LineageRecord(
         run=current_run(options.started),
         source=source,
@@ -121,7 +156,9 @@ def finish_table(
         seed=options.seed,
         hyperparameters=options.params.model_dump(),
     )
-    written = clock("write-back", write_back, source, plan, imputed, lineage)
+    written = clock(
+        "write-back", for_table(write_back, table, db_path), source, plan, imputed, lineage
+    )
     result = table_result(written, lineage, clock.seconds)
     publish_run_report(result, source=source, imputed=imputed, quality=quality, outcome=outcome)
     return result
@@ -146,6 +183,60 @@ def table_result(
         final_loss=outcome.final_loss if outcome else None,
         fit_seconds=outcome.fit_seconds if outcome else 0.0,
         seconds=dict(seconds),
+    )
+
+
+DRY_RUN = "dry-run"
+"""The `status` of a dry run's result: checked, nothing written."""
+
+
+def dry_run_result(
+    db_path: str,
+    plan: ImputationPlan,
+    outcome: ImputationOutcome | None,
+    seconds: dict[str, float],
+    *,
+    replaces: bool,
+) -> ImputeTableResult:
+    """What a run would have written (`status` "dry-run"; `replaced_existing`: whether it would
+    replace an existing table); the run id is the flow run's, which has no lineage row."""
+    return ImputeTableResult(
+        run_id=current_run().run_id,
+        db_path=db_path,
+        source_table=plan.source_table,
+        target_table=plan.target_table,
+        replaced_existing=replaces,
+        status=DRY_RUN,
+        rows=plan.n_rows,
+        cells_imputed=dict(plan.missing),
+        device=outcome.device if outcome else None,
+        n_iter=outcome.n_iter if outcome else None,
+        final_loss=outcome.final_loss if outcome else None,
+        fit_seconds=outcome.fit_seconds if outcome else 0.0,
+        seconds=dict(seconds),
+    )
+
+
+def describe_dry_run(result: ImputeTableResult) -> str:
+    """One paragraph: what the dry run `result` checked and what a run would write."""
+    cells = sum(result.cells_imputed.values())
+    per_column = ", ".join(f"{c} {n}" for c, n in result.cells_imputed.items() if n)
+    if result.target_table == result.source_table:
+        where = f"update {result.target_table!r} in place"
+    elif result.replaced_existing:
+        where = f"replace the existing table {result.target_table!r}"
+    else:
+        where = f"create the table {result.target_table!r}"
+    what = f"{cells} cells imputed ({per_column})" if cells else "no missing value, a copy"
+    fit = (
+        f"; fit {result.fit_seconds:.1f} s on {result.device}, {result.n_iter} iterations"
+        if result.n_iter is not None
+        else ""
+    )
+    return (
+        f"Dry run of {result.source_table!r}, nothing written to {result.db_path}: a run would "
+        f"{where} with {result.rows} rows, {what}, and add its tdm_lineage row; the quality "
+        f"checks passed{fit}."
     )
 
 

@@ -2,7 +2,7 @@
 
 A YAML file (example: `deployments/warehouse.yaml`)::
 
-    db_path: warehouse.duckdb            # optional; else TDM_DB_PATH, else warehouse.duckdb
+    db_path: warehouse.duckdb            # optional; --db / db_path and TDM_DB_PATH beat it
     tables:
       - table: sensors                   # required
         key: id                          # optional

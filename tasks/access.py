@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, setting
 
 __all__ = ["busy_message", "check_writable"]
 
@@ -63,7 +63,7 @@ def check_writable(db_path: str | Path) -> None:
     raise PipelineInputError(
         f"Database file '{path}' cannot be written: {reason}. The imputed table could not be "
         "saved, so nothing was imputed; make it writable, or copy it somewhere writable and "
-        "pass that path with --db (or TDM_DB_PATH)."
+        f"give that path ({setting('db_path')})."
     )
 
 

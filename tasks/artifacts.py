@@ -1,9 +1,13 @@
-"""What a run shows in the Prefect UI: a report, per-column statistics and the training loss.
+"""What a run shows in the Prefect UI: a report, per-column statistics and the training plot.
 
-Three keyed artifacts per table and run (the impute task adds a fourth, the fit's progress):
-`tdm-report-<table>` (markdown), `tdm-statistics-<table>` (table) and `tdm-loss-<table>`
-(markdown with the loss curve as an embedded PNG: both Prefect UIs render a markdown image with a
-`data:image/png;base64` address, while the V2 UI drops inline SVG). They are published from the
+Three keyed markdown artifacts per table and run (the impute task adds a fourth, the fit's
+progress): `tdm-report-<table>` (the verdict first, then failures, checks collapsed by kind, the
+bounds of the sane-range check, the lineage and the time split), `tdm-statistics-<table>` (one row
+per column, before and after side by side) and `tdm-loss-<table>` (the relative transport cost
+per iteration as an embedded PNG: both Prefect UIs render a markdown image with a
+`data:image/png;base64` address, while the V2 UI drops inline SVG; see `tasks.loss_plot`). The
+statistics are a markdown table, not a Prefect table artifact: a table artifact cannot align or
+format numbers, and the UIs clip its columns and page its rows. They are published from the
 flow's process after the write-back; outside a Prefect run (unit tests calling steps directly)
 nothing is published. The functions that build their content are pure, for tests.
 """
@@ -11,42 +15,49 @@ nothing is published. The functions that build their content are pure, for tests
 from __future__ import annotations
 
 import base64
-import io
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from prefect import get_run_logger
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
 
 from tasks.frames import as_float_frame
+from tasks.loss_plot import loss_plot_markdown
+from tasks.markdown import code_span, format_number, table_cell
 
 if TYPE_CHECKING:
     from tasks.load import SourceTable
-    from tasks.quality import QualityReport
+    from tasks.quality import CheckOutcome, QualityReport
     from tasks.results import ImputationOutcome, ImputeTableResult
 
 __all__ = [
-    "LossCurve",
+    "CHECK_KINDS",
     "artifact_key",
     "column_statistics",
-    "downsample_loss",
     "figure_markdown",
-    "loss_plot_markdown",
-    "loss_plot_png",
     "publish_run_report",
     "run_report_markdown",
+    "statistics_markdown",
 ]
 
-#: Points drawn of a loss curve: longer histories are averaged in this many bins.
-MAX_LOSS_POINTS = 300
-#: Significant digits of the numbers in the statistics table.
-STAT_DIGITS = 6
+#: Short names of the checks a run makes, by the name of the check (before any `["column"]`).
+CHECK_KINDS: Mapping[str, str] = {
+    "expect_table_row_count_to_equal": "row count",
+    "expect_column_values_to_not_be_null": "not null",
+    "expect_column_values_to_be_between": "sane range",
+    "expect_column_values_to_be_unique": "unique key",
+    "output_schema": "output schema",
+    "observed_cells_identical": "observed cells unchanged",
+    "observed_cells_exact": "observed cells exact in their types",
+    "imputed_cell_types": "imputed cell types",
+}
+_RANGE_KIND = "sane range"
+_CHECK_NAME = re.compile(r'(?P<kind>[^\[]+)(?:\["(?P<column>.*)"\])?', re.DOTALL)
 
 
 def artifact_key(kind: str, table: str) -> str:
@@ -61,38 +72,55 @@ def run_report_markdown(
     quality: QualityReport,
     outcome: ImputationOutcome | None,
 ) -> str:
-    """The markdown report: table, rows, cells per column, checks, lineage id, time split."""
-    n_cells = sum(result.cells_imputed.values())
+    """The markdown report: the verdict, any failed check, the checks by kind, each column's
+    cells and sane range, the fit, the lineage and the time split."""
+    failed = [c for c in quality.checks if not c.passed]
+    verdict = "passed" if not failed else "FAILED"
+    source, target = code_span(result.source_table), code_span(result.target_table)
     lines = [
-        f"# Imputation of {_code(result.source_table)} → {_code(result.target_table)}",
+        f"# Imputation of {source} → {target}: {verdict}",
         "",
-        f"- status: **{result.status}**; rows: {result.rows}; cells imputed: {n_cells} "
-        f"in {sum(1 for n in result.cells_imputed.values() if n)} of "
-        f"{len(result.cells_imputed)} columns",
-        f"- quality checks: **{'passed' if quality.passed else 'FAILED'}** "
-        f"(range factor {quality.range_factor:g})",
-        f"- lineage: run {_code(result.run_id)} in `tdm_lineage` (database "
-        f"{_code(result.db_path)}): `SELECT * FROM tdm_lineage WHERE run_id = '{result.run_id}'`",
+        f"**{'Passed' if not failed else 'FAILED'}**: {_what_was_done(result, passed=not failed)}; "
+        + (
+            f"all {len(quality.checks)} quality checks passed."
+            if not failed
+            else f"{len(failed)} of {len(quality.checks)} quality checks failed."
+        ),
     ]
+    if failed:
+        lines += ["", "## Failed checks", ""]
+        lines += [f"- {_failure(check, quality)}" for check in failed]
+    lines += ["", "## Checks", ""]
+    lines += [f"- {line}" for line in _passed_by_kind(quality.checks)]
+    if quality.bounds:
+        k = f"{quality.range_factor:g}"
+        lines += [
+            "",
+            f"Sane range: each value of an imputed column must lie within its observed [min, "
+            f"max] widened on both sides by {k} times the observed range (max - min; for a "
+            "constant column, its absolute value, at least 1); the factor is the "
+            "`range_factor` setting, and each column's [low, high] is in the table below.",
+        ]
+    lines += ["", *_columns_table(result, quality), "", "## Run", ""]
     if outcome is not None:
+        ratios = outcome.cost_ratio_history[np.isfinite(outcome.cost_ratio_history)]
+        tail = (
+            f"; relative transport cost {format_number(float(np.median(ratios[-100:])), 3)} "
+            f"(median of the last {ratios[-100:].size} iterations; 1 = random pairs)"
+            if ratios.size
+            else ""
+        )
         lines.append(
             f"- imputer: {outcome.imputer} on `{outcome.device}`, {outcome.n_iter} iterations in "
-            f"{outcome.fit_seconds:.2f} s, final loss {outcome.final_loss:.4g}"
+            f"{outcome.fit_seconds:.2f} s, final loss {outcome.final_loss:.4g}{tail}"
         )
     else:
         lines.append("- imputer: none (the table has no missing value: it was copied through)")
-    lines += ["", "| column | cells imputed | share of rows |", "|---|---:|---:|"]
-    lines += [
-        f"| {_cell(_code(c))} | {n} | {n / result.rows:.1%} |"
-        if result.rows
-        else f"| {_cell(_code(c))} | {n} | |"
-        for c, n in result.cells_imputed.items()
-    ]
-    lines += ["", "| quality check | passed | detail |", "|---|---|---|"]
-    lines += [
-        f"| {_cell(c.name)} | {'yes' if c.passed else '**no**'} | {_cell(c.detail)} |"
-        for c in quality.checks
-    ]
+    lines.append(
+        f"- lineage: run {code_span(result.run_id)} in `tdm_lineage` (database "
+        f"{code_span(result.db_path)}): "
+        f"`SELECT * FROM tdm_lineage WHERE run_id = '{result.run_id}'`"
+    )
     total = sum(result.seconds.values())
     lines += ["", "| step | seconds | share |", "|---|---:|---:|"]
     lines += [
@@ -103,14 +131,84 @@ def run_report_markdown(
     return "\n".join(lines)
 
 
+def _what_was_done(result: ImputeTableResult, *, passed: bool) -> str:
+    n_cells = sum(result.cells_imputed.values())
+    n_columns = sum(1 for n in result.cells_imputed.values() if n)
+    source, target = code_span(result.source_table), code_span(result.target_table)
+    if not passed:
+        where = f"target {target}"
+    elif result.target_table == result.source_table:
+        where = f"{source} updated in place"
+    else:
+        where = f"written to {target}"
+    if result.status == "copied":
+        return f"{source} ({result.rows} rows) has no missing value: copied, {where}"
+    return (
+        f"{n_cells} cells imputed in {n_columns} of {len(result.cells_imputed)} columns of "
+        f"{source} ({result.rows} rows), {where}"
+    )
+
+
+def _kind(check: CheckOutcome) -> tuple[str, str | None]:
+    """A check's short kind and its column (None for a check of the whole table)."""
+    match = _CHECK_NAME.fullmatch(check.name)
+    name, column = (match["kind"], match["column"]) if match else (check.name, None)
+    return CHECK_KINDS.get(name, name), column
+
+
+def _failure(check: CheckOutcome, quality: QualityReport) -> str:
+    kind, column = _kind(check)
+    line = f"{kind}" + (f" of {code_span(column)}" if column is not None else "")
+    line += f": {check.detail}"
+    if kind == _RANGE_KIND and column is not None and column in quality.bounds:
+        low, high = quality.bounds[column]
+        line += f" (allowed [{format_number(low)}, {format_number(high)}])"
+    return line
+
+
+def _passed_by_kind(checks: tuple[CheckOutcome, ...]) -> list[str]:
+    """One line per kind of passed check, in the order the kinds first appear."""
+    by_kind: dict[str, list[CheckOutcome]] = {}
+    for check in checks:
+        if check.passed:
+            by_kind.setdefault(_kind(check)[0], []).append(check)
+    lines = []
+    for kind, passed in by_kind.items():
+        if len(passed) == 1 and _kind(passed[0])[1] is None:
+            lines.append(f"{kind}: passed ({passed[0].detail})")
+        else:
+            noun = "column" if len(passed) == 1 else "columns"
+            lines.append(f"{kind}: {len(passed)} {noun} passed")
+    return lines
+
+
+def _columns_table(result: ImputeTableResult, quality: QualityReport) -> list[str]:
+    with_bounds = bool(quality.bounds)
+    header = "| column | cells imputed | share of rows |" + (
+        " sane range [low, high] |" if with_bounds else ""
+    )
+    lines = [header, "|---|---:|---:|" + ("---:|" if with_bounds else "")]
+    for column, n in result.cells_imputed.items():
+        share = f"{n / result.rows:.1%}" if result.rows else ""
+        row = f"| {table_cell(code_span(column))} | {n} | {share} |"
+        if with_bounds:
+            bounds = quality.bounds.get(column)
+            row += (
+                f" [{format_number(bounds[0])}, {format_number(bounds[1])}] |" if bounds else " |"
+            )
+        lines.append(row)
+    return lines
+
+
 def column_statistics(
     source: pd.DataFrame, imputed: pd.DataFrame, cells_imputed: Mapping[str, int]
 ) -> list[dict[str, Any]]:
-    """One row per imputed column: counts, and mean, std, min, max before and after imputation.
+    """One row per imputed column: counts; mean, std, min and max before and after imputation;
+    the mean's shift in observed standard deviations and the std's relative change.
 
     "Before" describes the observed values of the source column (NULL left out), "after" the
-    whole imputed column. `std` is the sample standard deviation (n - 1); a statistic without
-    enough values (the std of one value) is None. Numbers keep `STAT_DIGITS` significant digits.
+    whole imputed column. `std` is the sample standard deviation (n - 1). A statistic that is
+    not defined (the std of one value; a shift relative to a std of 0) is None.
     """
     columns = list(cells_imputed)
     before, after = as_float_frame(source, columns), as_float_frame(imputed, columns)
@@ -124,92 +222,66 @@ def column_statistics(
             "imputed": int(cells_imputed[name]),
         }
         for when, values in (("before", observed), ("after", filled)):
-            row[f"mean {when}"] = _rounded(values.mean())
-            row[f"std {when}"] = _rounded(values.std())
-            row[f"min {when}"] = _rounded(values.min())
-            row[f"max {when}"] = _rounded(values.max())
+            row[f"mean {when}"] = _number(values.mean())
+            row[f"std {when}"] = _number(values.std())
+            row[f"min {when}"] = _number(values.min())
+            row[f"max {when}"] = _number(values.max())
+        std, mean_before, mean_after = row["std before"], row["mean before"], row["mean after"]
+        row["mean shift"] = (
+            (mean_after - mean_before) / std
+            if std and mean_before is not None and mean_after is not None
+            else None
+        )
+        row["std change"] = (
+            row["std after"] / std - 1 if std and row["std after"] is not None else None
+        )
         rows.append(row)
     return rows
 
 
-@dataclass(frozen=True, eq=False)
-class LossCurve:
-    """A loss history cut to at most `MAX_LOSS_POINTS` bins of consecutive iterations.
-
-    `iteration` is each bin's middle iteration (1-based), `mean`, `low` and `high` the mean,
-    minimum and maximum loss in it; non-finite losses are left out.
-    """
-
-    iteration: np.ndarray
-    mean: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    n_iter: int
-
-
-def downsample_loss(loss: np.ndarray, max_points: int = MAX_LOSS_POINTS) -> LossCurve:
-    """Average a loss history of shape (n_iter,) in at most `max_points` equal bins."""
-    if max_points < 1:
-        raise ValueError(f"max_points must be at least 1, got {max_points}")
-    values = np.asarray(loss, dtype=float).ravel()
-    iterations = np.arange(1, values.size + 1, dtype=float)
-    finite = np.isfinite(values)
-    values, iterations = values[finite], iterations[finite]
-    n_bins = min(max_points, values.size)
-    bins = np.array_split(np.arange(values.size), n_bins) if n_bins else []
-    return LossCurve(
-        iteration=np.array([iterations[b].mean() for b in bins]),
-        mean=np.array([values[b].mean() for b in bins]),
-        low=np.array([values[b].min() for b in bins]),
-        high=np.array([values[b].max() for b in bins]),
-        n_iter=int(finite.size),
-    )
-
-
-def loss_plot_png(curve: LossCurve, *, title: str = "TDM training loss") -> bytes:
-    """A small PNG (480 x 200 pixels) of the loss curve, its min-max band shaded."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(6.0, 2.5), dpi=80, layout="constrained")
-    FigureCanvasAgg(figure)  # no pyplot: nothing global is touched
-    axes = figure.add_subplot()
-    if curve.iteration.size:
-        axes.fill_between(curve.iteration, curve.low, curve.high, alpha=0.25, linewidth=0)
-        axes.plot(curve.iteration, curve.mean, linewidth=1.5)
-    axes.set(title=title, xlabel="iteration", ylabel="loss")
-    axes.grid(alpha=0.3)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", metadata={"Software": None})  # reproducible bytes
-    return buffer.getvalue()
-
-
-def loss_plot_markdown(loss: np.ndarray, table: str) -> str:
-    """Markdown with the loss curve of `table` as an embedded PNG and a one-line summary."""
-    curve = downsample_loss(loss)
-    lines = [f"# Training loss of {_code(table)}", ""]
-    if not curve.iteration.size:
-        lines.append("No loss was recorded in this run (no fit, or no finite loss).")
-        return "\n".join(lines)
-    png = base64.b64encode(loss_plot_png(curve, title=f"TDM training loss: {table}")).decode()
-    values = np.asarray(loss, dtype=float)
-    best = int(np.nanargmin(np.where(np.isfinite(values), values, np.nan)))
-    finite = values[np.isfinite(values)]
-    per_bin = math.ceil(finite.size / curve.iteration.size)
-    lines += [
-        f"![TDM training loss over {curve.n_iter} iterations](data:image/png;base64,{png})",
+def statistics_markdown(rows: list[dict[str, Any]], table: str) -> str:
+    """The rows of :func:`column_statistics` as one markdown table, numbers right-aligned."""
+    lines = [
+        f"# Column statistics of {code_span(table)}",
         "",
-        f"{curve.n_iter} iterations: loss {finite[0]:.4g} at the first, {finite[-1]:.4g} at the "
-        f"last, lowest {values[best]:.4g} (iteration {best + 1}).",
+        "Before: the observed values of each column (NULL left out); after: the whole column "
+        "once imputed. Numbers have 4 significant digits; the mean's shift is in standard "
+        "deviations of the observed values, the std's change in percent.",
+        "",
+        "| column | observed | imputed | mean before | mean after | mean shift (sd) "
+        "| std before | std after | std change | range before | range after |",
+        "|---|" + "---:|" * 10,
     ]
-    if per_bin > 1:
-        lines.append(
-            f"Drawn: the mean of each of {curve.iteration.size} bins of up to {per_bin} "
-            "iterations; the band spans their minimum and maximum."
-        )
-    if finite.size < values.size:
-        lines.append(f"{values.size - finite.size} non-finite losses are left out.")
+    for row in rows:
+        cells = [
+            table_cell(code_span(row["column"])),
+            str(row["observed"]),
+            str(row["imputed"]),
+            _shown(row["mean before"]),
+            _shown(row["mean after"]),
+            _signed(row["mean shift"], "{:+.3f}"),
+            _shown(row["std before"]),
+            _shown(row["std after"]),
+            _signed(row["std change"], "{:+.1%}"),
+            f"{_shown(row['min before'])} … {_shown(row['max before'])}",
+            f"{_shown(row['min after'])} … {_shown(row['max after'])}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _number(value: float) -> float | None:
+    """`value` as a float; None for NaN (a statistic that is not defined)."""
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _shown(value: float | None) -> str:
+    return format_number(value) if value is not None else "n/a"
+
+
+def _signed(value: float | None, template: str) -> str:
+    return template.format(value) if value is not None else "n/a"
 
 
 def figure_markdown(png: bytes, title: str, caption: str = "") -> str:
@@ -238,16 +310,22 @@ def publish_run_report(
             description=f"TDM imputation of {table}: {sum(result.cells_imputed.values())} "
             f"cells imputed, checks {'passed' if quality.passed else 'failed'}",
         )
-        create_table_artifact(
+        create_markdown_artifact(
             key=artifact_key("statistics", table),
-            table=column_statistics(source.frame, imputed, result.cells_imputed),
+            markdown=statistics_markdown(
+                column_statistics(source.frame, imputed, result.cells_imputed), table
+            ),
             description=f"Per-column statistics of {table} before and after imputation",
         )
-        losses = outcome.loss_history if outcome is not None else np.empty(0)
+        empty = np.empty(0)
         create_markdown_artifact(
             key=artifact_key("loss", table),
-            markdown=loss_plot_markdown(losses, table),
-            description=f"TDM training loss on {table}",
+            markdown=loss_plot_markdown(
+                outcome.loss_history if outcome is not None else empty,
+                table,
+                outcome.cost_ratio_history if outcome is not None else empty,
+            ),
+            description=f"TDM training loss on {table}: relative transport cost per iteration",
         )
     except Exception as error:
         # The table and its lineage are committed by now: a monitoring hiccup must not fail
@@ -255,24 +333,3 @@ def publish_run_report(
         get_run_logger().warning(
             "Publishing the artifacts of %r failed: %s: %s", table, type(error).__name__, error
         )
-
-
-def _rounded(value: float) -> float | None:
-    """`value` to `STAT_DIGITS` significant digits; None for NaN (JSON has no NaN)."""
-    number = float(value)
-    return float(f"{number:.{STAT_DIGITS}g}") if math.isfinite(number) else None
-
-
-def _code(text: str) -> str:
-    """`text` as a markdown code span, whatever backticks or line breaks it holds."""
-    flat = " ".join(str(text).splitlines())
-    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
-    if not longest:
-        return f"`{flat}`"
-    fence = "`" * (longest + 1)
-    return f"{fence} {flat} {fence}"  # the spaces let the text start or end with a backtick
-
-
-def _cell(text: str) -> str:
-    """`text` safe in a markdown table cell (pipes escaped, one line)."""
-    return " ".join(str(text).splitlines()).replace("|", "\\|")

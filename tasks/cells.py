@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from tasks.errors import PipelineError, QualityCheckError
+from tasks.errors import PipelineError, QualityCheckError, setting
 from tasks.frames import as_float_frame
 from tasks.load import SourceTable
 from tasks.names import quote_identifier
@@ -276,8 +276,9 @@ def update_in_place(
         except duckdb.ConstraintException as error:
             raise PipelineError(
                 f'The imputed values break a constraint of table "{plan.source_table}", which '
-                "--replace-source keeps, so nothing was written: "
-                f"{str(error).splitlines()[0]}. Impute into another table (drop --replace-source)."
+                "an update in place keeps, so nothing was written: "
+                f"{str(error).splitlines()[0]}. Impute into another table (leave out "
+                f"replace_source: {setting('replace_source')})."
             ) from None
         for c in filled:
             _check_same_values(con, plan.source_table, f"(SELECT {c.quoted} FROM {src})", fill, c)
@@ -307,4 +308,4 @@ def _check_same_values(
 
 def add_checks(report: QualityReport, checks: Sequence[CheckOutcome]) -> QualityReport:
     """`report` with `checks` appended (the checks made while writing, for the lineage row)."""
-    return QualityReport(checks=report.checks + tuple(checks), range_factor=report.range_factor)
+    return replace(report, checks=report.checks + tuple(checks))

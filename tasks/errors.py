@@ -9,8 +9,21 @@ __all__ = [
     "PipelineInputError",
     "QualityCheckError",
     "WarehouseBusyError",
+    "setting",
     "validation_problems",
 ]
+
+# How each setting a hint names is given, whichever way the run was started: a flow parameter
+# (the Prefect UI, `tdm run`), a `tdm` flag, a warehouse config entry or a TDM_* variable.
+_WAYS = {
+    "db_path": "the db_path parameter or config field, the --db flag or TDM_DB_PATH",
+    "target_table": "the target_table parameter, --target flag or a config entry's target",
+    "key": "the key parameter, --key flag or a config entry's key",
+    "columns": "the columns parameter, --columns flag or a config entry's columns",
+    "replace_source": "the replace_source parameter or --replace-source flag",
+    "replace_target": "the replace_target parameter, --replace-target flag or "
+    "TDM_REPLACE_TARGET=true",
+}
 
 
 class PipelineError(Exception):
@@ -27,6 +40,12 @@ class QualityCheckError(PipelineError):
 
 class WarehouseBusyError(PipelineError):
     """The DuckDB file is locked by another process; retrying later may succeed."""
+
+
+def setting(name: str) -> str:
+    """How to give the setting `name` (a flow parameter's name), in every way a run is started,
+    for the hint of an error message: the same message serves the UI, `tdm` and configs."""
+    return _WAYS[name]
 
 
 def validation_problems(error: ValidationError, root: str = "value") -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,10 +33,12 @@ class CheckOutcome:
 
 @dataclass(frozen=True)
 class QualityReport:
-    """Every check run on the imputed table; `passed` only if all of them passed."""
+    """Every check run on the imputed table; `passed` only if all of them passed. `bounds`
+    holds, per imputed column, the [low, high] its sane-range check allowed."""
 
     checks: tuple[CheckOutcome, ...]
     range_factor: float
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -89,7 +91,7 @@ def check_quality(
         _run_output_schema(output, columns, plan),
         _observed_cells_identical(original, imputed[columns]),
     ]
-    report = QualityReport(checks=tuple(checks), range_factor=range_factor)
+    report = QualityReport(checks=tuple(checks), range_factor=range_factor, bounds=bounds)
     if not report.passed:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in report.checks if not c.passed)
         raise QualityCheckError(
@@ -192,4 +194,7 @@ def merge_reports(reports: Sequence[QualityReport]) -> QualityReport:
             else f"failed on {len(failed)} of {len(same)} partitions: {failed[0].detail}"
         )
         merged.append(CheckOutcome(name=first.name, passed=not failed, detail=detail))
-    return QualityReport(checks=tuple(merged), range_factor=reports[0].range_factor)
+    # Every partition is checked against the whole table's observed range: the same bounds.
+    return QualityReport(
+        checks=tuple(merged), range_factor=reports[0].range_factor, bounds=reports[0].bounds
+    )

@@ -19,7 +19,9 @@ __all__ = ["FittedModel", "ImputationOutcome", "ImputeTableResult", "WriteResult
 class ImputationOutcome:
     """The standardised columns with missing cells filled, and how the fit went.
 
-    `loss_history` holds the training loss of every iteration (empty when not recorded).
+    `loss_history` holds the training loss of every iteration, `cost_ratio_history` each
+    iteration's loss divided by the mean pairwise cost of its two batches (the scale-free
+    measure the loss plot shows); either is empty when not recorded.
     """
 
     frame: pd.DataFrame
@@ -30,6 +32,7 @@ class ImputationOutcome:
     final_loss: float
     fit_seconds: float
     loss_history: np.ndarray = field(default_factory=lambda: np.empty(0))
+    cost_ratio_history: np.ndarray = field(default_factory=lambda: np.empty(0))
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 
 from schemas.lineage import LINEAGE_TABLE
 from schemas.warehouse import WarehouseConfig
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, setting
 from tasks.names import parse_table_name
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
 from tasks.validate import ImputationPlan
@@ -41,12 +41,12 @@ def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> 
         raise PipelineInputError(
             f'The target "{target}" lies in the schema "{schema}", which does not exist in the '
             f'database (a name with a dot is `schema.table`). Create it (CREATE SCHEMA "{schema}")'
-            " or choose another --target."
+            f" or choose another target ({setting('target_table')})."
         )
     if find_view(con, target) is not None:
         raise PipelineInputError(
             f'The target "{target}" is an existing view; the pipeline writes tables '
-            "only. Choose another --target."
+            f"only. Choose another target ({setting('target_table')})."
         )
     existing = find_table(con, target, whole_name=False)
     if existing is None:
@@ -56,8 +56,9 @@ def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> 
     raise PipelineInputError(
         f'The target table "{existing.qualified}" already exists and was not written by this '
         f"pipeline (no row of {LINEAGE_TABLE} names it as a target), so it is left as it is and "
-        f'nothing was written for table "{plan.source_table}". Choose another --target, or pass '
-        "--replace-target (TDM_REPLACE_TARGET=true, replace_target=True) to replace it."
+        f'nothing was written for table "{plan.source_table}". Choose another target '
+        f"({setting('target_table')}), or set replace_target to replace it "
+        f"({setting('replace_target')})."
     )
 
 

@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 
 from schemas.input import CHECK_FINITE, CHECK_MIN_ROWS, CHECK_OBSERVED, MIN_ROWS, input_schema
 from schemas.lineage import IMPUTED_CELLS_TABLE, LINEAGE_TABLE
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, setting
 from tasks.frames import as_float_frame
 from tasks.load import SourceTable
 from tasks.names import RESERVED_PREFIX, is_reserved, parse_table_name, same_table
@@ -82,7 +82,8 @@ def _resolve_target(source: str, target: str | None, replace_source: bool, suffi
         if target is not None and not same_table(target, source):
             raise PipelineInputError(
                 f'Asked to replace the source table "{source}" and also to write to "{target}": '
-                "choose one (drop --target to overwrite the source, or drop --replace-source)."
+                f"choose one: leave out the target ({setting('target_table')}) to overwrite the "
+                f"source, or leave out replace_source ({setting('replace_source')})."
             )
         name = source
     else:
@@ -90,14 +91,15 @@ def _resolve_target(source: str, target: str | None, replace_source: bool, suffi
         if same_table(name, source):
             raise PipelineInputError(
                 f'The target table "{name}" is the source table "{source}": the pipeline never '
-                "overwrites its source unless asked. Choose another --target, or pass "
-                "--replace-source (replace_source=True) to overwrite the source on purpose."
+                f"overwrites its source unless asked. Choose another target "
+                f"({setting('target_table')}), or set replace_source "
+                f"({setting('replace_source')}) to overwrite the source on purpose."
             )
     if is_reserved(name):
         raise PipelineInputError(
             f'The target table "{name}" is reserved: names starting with "{RESERVED_PREFIX}" are '
             f"the pipeline's own records ({LINEAGE_TABLE}, {IMPUTED_CELLS_TABLE}); choose "
-            "another --target."
+            f"another target ({setting('target_table')})."
         )
     return name
 
@@ -116,8 +118,8 @@ def _resolve_key(table: TableInfo, key: str | None) -> str | None:
         raise PipelineInputError(
             f'The key column "{column.name}" of table "{table.qualified}" is {column.sql_type}, '
             "which cannot serve as a key: a key must hold single values that can be compared "
-            "exactly (integers up to HUGEINT, text, dates, UUIDs). Choose another --key, or "
-            "leave it out. Nothing was written."
+            f"exactly (integers up to HUGEINT, text, dates, UUIDs). Choose another key "
+            f"({setting('key')}), or leave it out. Nothing was written."
         )
     return column.name
 
@@ -155,13 +157,13 @@ def _resolve_columns(table: TableInfo, columns: Sequence[str] | None, key: str |
         raise PipelineInputError(
             f'Only numeric columns can be imputed, but table "{table.qualified}" has non-numeric '
             f"{listed} among the chosen columns. Non-numeric columns pass through untouched; "
-            "leave them out of --columns."
+            f"leave them out of the columns ({setting('columns')})."
         )
     chosen = list(dict.fromkeys(c.name for c in resolved if c is not None))
     if key is not None and key in chosen:
         raise PipelineInputError(
             f'The key column "{key}" of table "{table.qualified}" cannot also be imputed: '
-            "leave it out of --columns."
+            f"leave it out of the columns ({setting('columns')})."
         )
     return chosen
 
@@ -205,7 +207,8 @@ def _describe_failures(cases: pd.DataFrame, frame: pd.DataFrame, key: str | None
         elif check == CHECK_OBSERVED:
             problems.append(
                 f'column "{column}" has no observed value (every cell is NULL), so there is '
-                "nothing to learn it from: fill some values or leave it out of --columns"
+                "nothing to learn it from: fill some values or leave it out of the columns "
+                f"({setting('columns')})"
             )
         elif column == key and check == "not_nullable":
             problems.append(f'the key column "{column}" is NULL in {len(group)} rows')

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from tasks.access import busy_message
-from tasks.errors import PipelineInputError, WarehouseBusyError
+from tasks.errors import PipelineInputError, WarehouseBusyError, setting
 from tasks.names import DEFAULT_SCHEMA, canonical_name, parse_table_name, quote_identifier
 
 if TYPE_CHECKING:
@@ -110,8 +110,8 @@ def connect(db_path: str | Path, *, read_only: bool) -> Iterator[duckdb.DuckDBPy
     if not path.is_file():
         where = "is a directory, not a DuckDB file" if path.is_dir() else "does not exist"
         raise PipelineInputError(
-            f"Database file '{path}' {where}. Pass the path of an existing DuckDB file with "
-            "--db (or TDM_DB_PATH); `tdm demo` creates one to try."
+            f"Database file '{path}' {where}. Give the path of an existing DuckDB file "
+            f"({setting('db_path')}); `tdm demo` creates one to try."
         )
     try:
         con = duckdb.connect(str(path), read_only=read_only)

@@ -4,7 +4,6 @@ stopping. Subclasses declare their own hyperparameters and build the network."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral, Real
@@ -21,6 +20,7 @@ from torch import Tensor, nn
 from tdm._early_stopping import HoldoutMonitor, holdout_cells
 from tdm._optimise import (
     FitProgress,
+    StepHistory,
     assemble,
     cell_rate,
     default_transform_iter,
@@ -28,6 +28,7 @@ from tdm._optimise import (
     paper_batch_size,
     run_steps,
 )
+from tdm._outputs import fingerprint, wrap_like
 from tdm._persistence import load_imputer, save_imputer
 from tdm._starts import choose_start, context_start, start_fill
 from tdm._validation import (
@@ -43,7 +44,7 @@ from tdm._validation import (
     validate_params,
 )
 from tdm.scaling import fit_column_scaling
-from tdm.transport import COSTS, SOLVERS, absolute_epsilon, transport_loss
+from tdm.transport import COSTS, SOLVERS, TransportTerms, absolute_epsilon, transport_terms
 
 __all__ = ["BatchOTImputer"]
 
@@ -97,6 +98,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     n_iter_: int
     n_features_in_: int
     loss_history_: np.ndarray
+    cost_ratio_history_: np.ndarray
     device_: torch.device
     epsilon_: float | None
     fit_fingerprint_: str
@@ -145,7 +147,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
         """Fit on ``X`` and return it imputed (same type as ``X``; observed cells unchanged)."""
         values = self._fit(X)
-        return self._wrap(X, self._fill_from_fit(values))
+        return wrap_like(X, self._fill_from_fit(values))
 
     def transform(self, X: Any) -> Any:
         """Impute ``X``, which may hold rows not seen in ``fit`` (inductive).
@@ -165,9 +167,9 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "X_fit_")
         values = self._validate(X, reset=False)
-        if _fingerprint(values) == self.fit_fingerprint_:
-            return self._wrap(X, self._fill_from_fit(values))
-        return self._wrap(X, self._transform_new(values))
+        if fingerprint(values) == self.fit_fingerprint_:
+            return wrap_like(X, self._fill_from_fit(values))
+        return wrap_like(X, self._transform_new(values))
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the fitted imputer to ``path`` (atomically; ``callback`` is not saved)."""
@@ -235,9 +237,10 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         network.eval()
         self.network_ = network
         self.X_fit_ = filled
-        self.loss_history_ = history
-        self.n_iter_ = int(history.size)
-        self.fit_fingerprint_ = _fingerprint(values)
+        self.loss_history_ = history.loss
+        self.cost_ratio_history_ = history.cost_ratio
+        self.n_iter_ = int(history.loss.size)
+        self.fit_fingerprint_ = fingerprint(values)
         return values
 
     def _scaling(self, values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -255,8 +258,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         rng: np.random.Generator,
         device: torch.device,
         dtype: torch.dtype,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Fit-time loop: returns the imputed standardised data and the per-step losses."""
+    ) -> tuple[np.ndarray, StepHistory]:
+        """Fit-time loop: returns the imputed standardised data and the per-step records."""
         n_samples = Z.shape[0]
         holdout = (
             holdout_cells(mask, self.validation_fraction, rng) if self.early_stopping else None
@@ -284,7 +287,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             groups.append({"params": [theta], "lr": self._cell_lr(2 * B, n_samples)})
         optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
 
-        def step(_: int) -> Tensor:
+        def step(_: int) -> TransportTerms:
             rows = torch.from_numpy(rng.choice(n_samples, size=2 * B, replace=False)).to(device)
             latent = network(assemble(X0[rows], mask_t[rows], slot[rows], theta))
             return self._loss(latent[:B], latent[B:])
@@ -335,7 +338,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         n_iter = self.transform_max_iter or default_transform_iter(n_new, k, self.max_iter)
         optimizer = torch.optim.RMSprop([theta], lr=self._cell_lr(k, n_new))
 
-        def step(_: int) -> Tensor:
+        def step(_: int) -> TransportTerms:
             new = torch.from_numpy(rng.choice(n_new, size=k, replace=False)).to(device)
             fit = torch.from_numpy(rng.choice(n_fit, size=2 * B - k, replace=False)).to(device)
             z_new = network(assemble(X0[new], mask_t[new], slot[new], theta))
@@ -353,8 +356,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         """RMSprop rate of the missing cells when ``rows_per_step`` of ``n_rows`` rows are drawn."""
         return cell_rate(self.lr, rows_per_step, n_rows, correct=self._corrects_cell_rate())
 
-    def _loss(self, z1: Tensor, z2: Tensor) -> Tensor:
-        return transport_loss(
+    def _loss(self, z1: Tensor, z2: Tensor) -> TransportTerms:
+        return transport_terms(
             z1,
             z2,
             cost=self.cost,  # type: ignore[arg-type]
@@ -362,7 +365,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             epsilon=self.epsilon_,
         )
 
-    def _run(self, step: Callable[[int], Tensor], *args: Any, **kwargs: Any) -> np.ndarray:
+    def _run(self, step: Callable[[int], TransportTerms], *args: Any, **kwargs: Any) -> StepHistory:
         """:func:`run_steps` with this imputer's reporting settings."""
         return run_steps(
             step,
@@ -380,20 +383,3 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         filled = np.asarray(self.X_fit_, dtype=np.float64) * self.scale_ + self.mean_
         out[mask] = filled[mask].astype(out.dtype)
         return out
-
-    def _wrap(self, X: Any, out: np.ndarray) -> Any:
-        if not isinstance(X, pd.DataFrame):
-            return out
-        frame = pd.DataFrame(out, index=X.index, columns=X.columns)
-        for name, dtype in X.dtypes.items():
-            if pd.api.types.is_float_dtype(dtype) and dtype != frame[name].dtype:
-                frame[name] = frame[name].astype(dtype)
-        return frame
-
-
-def _fingerprint(values: np.ndarray) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(str(values.shape).encode())
-    digest.update(str(values.dtype).encode())
-    digest.update(np.ascontiguousarray(values).tobytes())
-    return digest.hexdigest()

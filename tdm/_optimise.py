@@ -3,7 +3,10 @@ parameter vector, the RMSprop rate of those cells, and the step loop with its pr
 
 Each step draws two disjoint batches of rows, maps both through a network ``f`` (the identity for
 OTImputer), and lowers the optimal-transport cost between the two mapped batches (Zhao et al.,
-2023, Algorithm 1; Muzellec et al., 2020, Algorithm 1).
+2023, Algorithm 1; Muzellec et al., 2020, Algorithm 1). Each step's cost is recorded, and so is
+its ratio to the mean pairwise cost of the two batches: TDM's latent space contracts as the
+network learns, so the raw cost falls whether or not the batches match better, while the ratio
+does not depend on the scale.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from tdm.transport import TransportTerms
+
 __all__ = [
     "FitProgress",
+    "StepHistory",
     "StopMonitor",
     "assemble",
     "cell_rate",
@@ -50,12 +56,34 @@ class FitProgress:
         Transport cost of this step's batches.
     stage : str
         ``"fit"`` or ``"transform"``.
+    cost_ratio : float
+        ``loss`` divided by the mean cost of all pairs across the two batches: in ``[0, 1]`` for
+        the exact solvers, 1 meaning the matching is no better than random pairs; NaN where that
+        mean is 0.
     """
 
     iteration: int
     max_iter: int
     loss: float
     stage: str = "fit"
+    cost_ratio: float = math.nan
+
+
+@dataclass(frozen=True, eq=False)
+class StepHistory:
+    """Per-step records of an optimisation, each of shape (n_steps,), float64.
+
+    Attributes
+    ----------
+    loss : ndarray
+        The transport cost of every step.
+    cost_ratio : ndarray
+        Every step's transport cost divided by the mean pairwise cost of its two batches
+        (:class:`tdm.transport.TransportTerms`); NaN where that mean is 0.
+    """
+
+    loss: np.ndarray
+    cost_ratio: np.ndarray
 
 
 class StopMonitor(Protocol):
@@ -154,7 +182,7 @@ def default_transform_iter(n_new: int, per_batch: int, max_iter: int) -> int:
 
 
 def run_steps(
-    step: Callable[[int], Tensor],
+    step: Callable[[int], TransportTerms],
     optimizer: torch.optim.Optimizer | None,
     n_iter: int,
     *,
@@ -166,29 +194,34 @@ def run_steps(
     verbose: int = 0,
     callback: Callable[[FitProgress], bool | None] | None = None,
     monitor: StopMonitor | None = None,
-) -> np.ndarray:
-    """Run up to ``n_iter`` optimisation steps; returns the losses of the steps run.
+) -> StepHistory:
+    """Run up to ``n_iter`` optimisation steps; returns the records of the steps run.
 
-    ``step(it)`` returns the step's loss; with an ``optimizer`` it is minimised by one backward
-    pass and one optimiser step (``None``: the loss is only recorded). The losses are checked to
-    be finite every 100 steps and at the end (``FloatingPointError`` names the first bad step).
-    With ``verbose``, progress goes to stderr ten times; ``callback`` gets a :class:`FitProgress`
-    after every step and stops the loop by returning ``True``; ``monitor`` may stop it too.
+    ``step(it)`` returns the step's loss and the mean pairwise cost of its batches; with an
+    ``optimizer`` the loss is minimised by one backward pass and one optimiser step (``None``:
+    it is only recorded). The losses are checked to be finite every 100 steps and at the end
+    (``FloatingPointError`` names the first bad step). With ``verbose``, progress goes to stderr
+    ten times; ``callback`` gets a :class:`FitProgress` after every step and stops the loop by
+    returning ``True``; ``monitor`` may stop it too.
     """
+    # Both records stay on the device: no step waits for a transfer to the host.
     history = torch.empty(n_iter, device=device, dtype=dtype)
+    mean_costs = torch.empty(n_iter, device=device, dtype=dtype)
     report_every = max(1, n_iter // 10)
     started = time.perf_counter()
     done = 0
     for it in range(n_iter):
         try:
-            loss = step(it)
+            terms = step(it)
         except FloatingPointError:  # non-finite transport costs, found before the loss
             raise _diverged(stage, owner, lr, it + 1) from None
+        loss = terms.loss
         if optimizer is not None:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
         history[it] = loss.detach()
+        mean_costs[it] = terms.mean_cost
         done = it + 1
         if done % 100 == 0 or done == n_iter:
             _check_finite(history[:done], stage, owner, lr)
@@ -199,11 +232,11 @@ def run_steps(
                 f"{float(loss.detach()):.5f} ({per_it:.1f} ms/iteration)",
                 file=sys.stderr,
             )
-        if (
-            callback is not None
-            and callback(FitProgress(done, n_iter, float(loss.detach()), stage)) is True
-        ):
-            break
+        if callback is not None:
+            value, mean_cost = torch.stack([history[it], mean_costs[it]]).tolist()
+            ratio = value / mean_cost if mean_cost > 0 else math.nan
+            if callback(FitProgress(done, n_iter, value, stage, ratio)) is True:
+                break
         if monitor is not None and done % monitor.every == 0 and monitor.should_stop(done):
             if verbose:
                 print(
@@ -212,7 +245,10 @@ def run_steps(
                     file=sys.stderr,
                 )
             break
-    return history[:done].cpu().double().numpy()
+    losses = history[:done].double()
+    means = mean_costs[:done].double()
+    ratios = torch.where(means > 0, losses / means, torch.full_like(losses, math.nan))
+    return StepHistory(loss=losses.cpu().numpy(), cost_ratio=ratios.cpu().numpy())
 
 
 def _check_finite(history: Tensor, stage: str, owner: str, lr: float) -> None:

@@ -35,6 +35,8 @@ class SavedImputer(Protocol):
 Imputer = TypeVar("Imputer", bound=SavedImputer)
 
 _ARRAYS = ("mean_", "scale_", "X_fit_", "loss_history_")
+# Saved, but optional on load: files written before it was recorded lack it (NaN: not recorded).
+_RATIO = "cost_ratio_history_"
 
 
 def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
@@ -54,7 +56,7 @@ def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
         "class": owner,
         "params": params,
         "network": {k: v.detach().cpu() for k, v in imputer.network_.state_dict().items()},
-        **{name: torch.from_numpy(getattr(imputer, name)) for name in _ARRAYS},
+        **{name: torch.from_numpy(getattr(imputer, name)) for name in (*_ARRAYS, _RATIO)},
         "n_iter_": imputer.n_iter_,
         "batch_size_": imputer.batch_size_,
         "n_features_in_": imputer.n_features_in_,
@@ -85,7 +87,7 @@ def load_imputer(
 
     ``device`` overrides the saved setting. A file of another class, or written by a library
     version with another save layout (tdm < 0.5), is refused with a ``ValueError`` that says to
-    refit.
+    refit. A file without ``cost_ratio_history_`` gets one of NaN, as long as ``loss_history_``.
     """
     state = torch.load(path, map_location="cpu", weights_only=True)
     if state.get("class") != cls.__name__:
@@ -105,6 +107,10 @@ def load_imputer(
     est.network_.load_state_dict(state["network"])
     for name in _ARRAYS:
         setattr(est, name, state[name].numpy())
+    ratio = state.get(_RATIO)
+    est.cost_ratio_history_ = (
+        np.full(est.loss_history_.shape, np.nan) if ratio is None else ratio.numpy()
+    )
     est.n_iter_ = int(state["n_iter_"])
     est.batch_size_ = int(state["batch_size_"])
     est.n_features_in_ = n_features

@@ -140,6 +140,9 @@ class TDMImputer(BatchOTImputer):
         Steps run in ``fit``.
     loss_history_ : ndarray of shape (n_iter_,)
         The transport cost of every step.
+    cost_ratio_history_ : ndarray of shape (n_iter_,)
+        Every step's transport cost divided by the mean cost of all pairs across its two
+        batches: scale-free, in [0, 1] for the exact solvers (1: no better than random pairs).
     network_ : InvertibleNetwork
         The fitted network ``f``.
     X_fit_ : ndarray of shape (n_samples, n_features)

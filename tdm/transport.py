@@ -3,6 +3,8 @@
 Every loss here is ``<P, C(z1, z2)>`` with the transport plan ``P`` computed without autograd and
 held fixed in the backward pass. By the envelope theorem this gives the gradient of the optimal
 transport cost itself (exact or entropic), at the price of one plan and one cost evaluation.
+:func:`transport_terms` also returns the mean of ``C`` over all pairs, the cost of pairing the two
+batches at random: the loss divided by it is a scale-free measure of how well they match.
 
 Three solvers:
 
@@ -23,6 +25,7 @@ Three solvers:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -40,11 +43,13 @@ __all__ = [
     "SOLVERS",
     "Cost",
     "Solver",
+    "TransportTerms",
     "absolute_epsilon",
     "assignment",
     "pairwise_cost",
     "sinkhorn_plan",
     "transport_loss",
+    "transport_terms",
 ]
 
 Cost = Literal["sqeuclidean", "euclidean"]
@@ -180,6 +185,27 @@ def sinkhorn_plan(
     return log_p.exp()
 
 
+@dataclass(frozen=True)
+class TransportTerms:
+    """A step's transport loss and the mean pairwise cost of its two batches.
+
+    Attributes
+    ----------
+    loss : Tensor
+        Scalar: the optimal-transport cost, differentiable in the points (see
+        :func:`transport_loss`).
+    mean_cost : Tensor
+        Scalar, without gradient: the mean of ``C[i, j]`` over all ``n * m`` cross-batch pairs,
+        the cost of the independent coupling (every pair equally weighted). No coupling costs
+        more than the optimal one, so for the exact solvers ``loss / mean_cost`` lies in
+        ``[0, 1]``: 0 when the batches coincide, 1 when matching them is no better than pairing
+        their points at random.
+    """
+
+    loss: Tensor
+    mean_cost: Tensor
+
+
 def transport_loss(
     z1: Tensor,
     z2: Tensor,
@@ -206,11 +232,27 @@ def transport_loss(
     Tensor
         A scalar with gradients with respect to ``z1`` and ``z2`` (the plan is held fixed).
     """
+    return transport_terms(z1, z2, cost=cost, solver=solver, epsilon=epsilon).loss
+
+
+def transport_terms(
+    z1: Tensor,
+    z2: Tensor,
+    *,
+    cost: Cost = "sqeuclidean",
+    solver: Solver = "assignment",
+    epsilon: float | None = None,
+) -> TransportTerms:
+    """:func:`transport_loss` and the mean of the cost matrix it solves, at no extra solve.
+
+    Parameters are those of :func:`transport_loss`. Returns a :class:`TransportTerms`; for
+    ``"sinkhorn"``, ``mean_cost`` is the mean of ``C(z1, z2)``.
+    """
     if solver == "assignment" and z1.shape[0] == z2.shape[0]:
         with torch.no_grad():
             C = pairwise_cost(z1, z2, cost)
         perm = torch.from_numpy(assignment(C.cpu().numpy())).to(z2.device)
-        return matched_cost(z1, z2[perm], cost).mean()
+        return TransportTerms(matched_cost(z1, z2[perm], cost).mean(), C.mean())
     if solver in ("assignment", "emd"):
         with torch.no_grad():
             C64 = pairwise_cost(z1, z2, cost).double().cpu().numpy()
@@ -220,23 +262,27 @@ def transport_loss(
         weights = torch.as_tensor(plan[rows, cols], dtype=z1.dtype, device=z1.device)
         rows_t = torch.as_tensor(rows, device=z1.device)
         cols_t = torch.as_tensor(cols, device=z1.device)
-        return (weights * matched_cost(z1[rows_t], z2[cols_t], cost)).sum()
+        loss = (weights * matched_cost(z1[rows_t], z2[cols_t], cost)).sum()
+        return TransportTerms(loss, torch.as_tensor(C64.mean(), dtype=z1.dtype, device=z1.device))
     if solver == "sinkhorn":
         if epsilon is None or not epsilon > 0:
             raise ValueError(f"solver='sinkhorn' needs epsilon > 0; got epsilon={epsilon!r}")
-        return (
-            _entropic_term(z1, z2, cost, epsilon)
-            - 0.5 * _entropic_term(z1, z1, cost, epsilon)
-            - 0.5 * _entropic_term(z2, z2, cost, epsilon)
+        cross, mean_cost = _entropic_term(z1, z2, cost, epsilon)
+        loss = (
+            cross
+            - 0.5 * _entropic_term(z1, z1, cost, epsilon)[0]
+            - 0.5 * _entropic_term(z2, z2, cost, epsilon)[0]
         )
+        return TransportTerms(loss, mean_cost)
     raise ValueError(f"solver must be one of {SOLVERS}; got solver={solver!r}")
 
 
-def _entropic_term(z1: Tensor, z2: Tensor, cost: Cost, epsilon: float) -> Tensor:
+def _entropic_term(z1: Tensor, z2: Tensor, cost: Cost, epsilon: float) -> tuple[Tensor, Tensor]:
+    """``<P, C>`` for the entropic plan ``P`` between ``z1`` and ``z2``, and ``C``'s mean."""
     C = pairwise_cost(z1, z2, cost)
     with torch.no_grad():
         plan = sinkhorn_plan(C.detach(), epsilon)
-    return (plan * C).sum()
+    return (plan * C).sum(), C.detach().mean()
 
 
 def absolute_epsilon(

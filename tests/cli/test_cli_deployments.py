@@ -1,8 +1,11 @@
-"""`tdm serve` and `tdm run`: the errors a user meets before any server runs."""
+"""`tdm serve` and `tdm run`: the errors a user meets before any server runs, and what the
+commands pass on and print (with the trigger replaced)."""
 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -78,3 +81,137 @@ def test_run_passes_replace_target_only_when_given(
     assert main(["run", "readings", "--no-wait", *flags]) == 0
     assert sent[0].get("replace_target") == expected
     assert ("replace_target" in sent[0]) == (expected is not None)
+
+
+def _refused_serve(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run `tdm serve ...` with no PREFECT_API_URL; it must be refused (exit 2) before any
+    server starts. Returns stderr."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert main(["serve", "--port", str(_free_port()), *argv]) == 2
+    return capsys.readouterr().err
+
+
+def test_serve_refuses_a_missing_config_before_starting_a_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tdm serve --config FILE` with no such file: one paragraph naming it, exit 2."""
+    err = _refused_serve(["--config", str(tmp_path / "tables.yaml")], capsys)
+    assert f"'{tmp_path / 'tables.yaml'}' does not exist" in err
+    assert "Starting a Prefect server" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--schedule-timezone", "Mars/Olympus"], "'Mars/Olympus' (--schedule-timezone"),
+        (["--schedule-cron", "every night"], "invalid schedule"),
+        (["--torch-threads", "-1"], "invalid setting: torch_threads"),
+    ],
+    ids=["timezone", "cron", "threads"],
+)
+def test_serve_refuses_bad_settings(
+    flags: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad time zone, cron or thread count: exit 2 naming it, no server started."""
+    assert expected in _refused_serve(flags, capsys)
+
+
+def test_serve_settings_flag_beats_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Flags beat TDM_* variables, which beat prefect.yaml; --db is made absolute; the torch
+    threads come from TDM_TORCH_THREADS when no flag is given."""
+    import deployments.serve as serve
+
+    seen: list[dict] = []
+    monkeypatch.setattr(serve, "serve_here", lambda **kwargs: seen.append(kwargs))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TDM_SCHEDULE_CRON", "0 1 * * *")
+    monkeypatch.setenv("TDM_SCHEDULE_TIMEZONE", "Asia/Tokyo")
+    monkeypatch.setenv("TDM_TORCH_THREADS", "3")
+    assert main(["serve", "--schedule-cron", "0 4 * * *", "--db", "shop.duckdb"]) == 0
+    (kwargs,) = seen
+    settings = kwargs["settings"]
+    assert (settings.schedule_cron, settings.schedule_timezone) == ("0 4 * * *", "Asia/Tokyo")
+    assert kwargs["db_path"] == tmp_path / "shop.duckdb"
+    assert kwargs["torch_threads"] == 3
+    assert main(["serve", "--torch-threads", "0"]) == 0
+    assert seen[1]["torch_threads"] == 0
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon"])
+def test_run_refuses_a_timeout_that_is_not_positive(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tdm run --timeout 0` is a usage error naming the flag."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["run", "readings", "--timeout", value])
+    assert stopped.value.code == 2
+    assert "argument --timeout: expected a positive number of seconds" in capsys.readouterr().err
+
+
+def _fake_trigger(
+    monkeypatch: pytest.MonkeyPatch, *, timed_out: bool, state: str, final: bool
+) -> list[dict]:
+    """Replace the trigger: it announces the run, reports two states, returns as told."""
+    import deployments.trigger as trigger
+
+    calls: list[dict] = []
+
+    def fake(name: str, parameters: dict, **kwargs: Any) -> trigger.TriggeredRun:
+        calls.append(kwargs)
+        run_id = uuid4()
+        kwargs["on_created"](trigger.CreatedRun(run_id, "r", name, f"http://ui/runs/{run_id}"))
+        kwargs["progress"]("10:00:00 Scheduled")
+        kwargs["progress"]("10:00:01 Running")
+        return trigger.TriggeredRun(
+            id=run_id, name="r", deployment=name, state=state, message=None, final=final,
+            succeeded=final, url=f"http://ui/runs/{run_id}", reports=(), timed_out=timed_out,
+        )  # fmt: skip
+
+    monkeypatch.setattr(trigger, "trigger_deployment", fake)
+    return calls
+
+
+def test_run_prints_the_address_first_then_each_state(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's UI page comes before any wait; each state change follows as it happens."""
+    calls = _fake_trigger(monkeypatch, timed_out=False, state="Completed", final=True)
+    assert main(["run", "readings"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Flow run 'r' of impute-table/impute-table: http://ui/runs/")
+    assert lines[1:3] == ["  10:00:00 Scheduled", "  10:00:01 Running"]
+    assert lines[3].startswith("Flow run 'r' of impute-table/impute-table: Completed.")
+    assert calls[0]["timeout"] is None and calls[0]["wait"] is True
+
+
+def test_run_past_its_timeout_exits_124_saying_it_cancelled(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--timeout reaches the trigger; a timed-out run: exit 124, and says it was cancelled."""
+    calls = _fake_trigger(monkeypatch, timed_out=True, state="Cancelling", final=False)
+    assert main(["run", "readings", "--timeout", "2.5"]) == 124
+    assert calls[0]["timeout"] == 2.5
+    err = capsys.readouterr().err
+    assert "stopped waiting after 2.5 s (--timeout) and cancelled the run (now Cancelling)" in err
+
+
+def test_torch_threads_setting_flag_then_environment_then_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One setting for every entry point: the flag, else TDM_TORCH_THREADS, else the default;
+    0 leaves torch's own thread count."""
+    import torch
+
+    from cli.arguments import limit_torch_threads, torch_threads_setting
+    from flows.settings import PipelineSettings
+
+    assert torch_threads_setting(None) == PipelineSettings.model_fields["torch_threads"].default
+    monkeypatch.setenv("TDM_TORCH_THREADS", "2")
+    assert (torch_threads_setting(None), torch_threads_setting(1)) == (2, 1)
+    before = torch.get_num_threads()
+    limit_torch_threads(0)
+    assert torch.get_num_threads() == before

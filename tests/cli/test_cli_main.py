@@ -180,3 +180,28 @@ def test_warehouse_imputes_the_configured_tables_and_names_failures(
     assert '1 of 1 tables failed (the others were written): [nowhere] Table "nowhere"' in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
+def test_dry_run_reports_what_would_be_written_and_leaves_the_file_as_it_was(
+    warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tdm impute --dry-run` and `tdm warehouse --dry-run`: the DuckDB file keeps its bytes."""
+    from tests.tables import file_hash
+
+    before = file_hash(warehouse)
+    args = ["impute", "--db", str(warehouse), "--table", "readings", "--max-iter", "5"]
+    assert main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Dry run of 'readings', nothing written to {warehouse}: a run would ")
+    assert "create the table 'readings_imputed' with 80 rows" in out and "5 iterations" in out
+    assert file_hash(warehouse) == before
+
+    config = tmp_path / "w.yaml"
+    config.write_text("tables:\n  - table: readings\n", encoding="utf-8")
+    dry = ["warehouse", "--config", str(config), "--db", str(warehouse), "--dry-run"]
+    assert main(dry) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Dry run, nothing written to {warehouse}: a run would impute 1 tables")
+    assert "readings -> readings_imputed: 80 rows" in out
+    assert file_hash(warehouse) == before

@@ -33,7 +33,7 @@ from deployments.serve import (
     read_deployment_specs,
     serve_here,
 )
-from deployments.trigger import TABLE_DEPLOYMENT, trigger_deployment
+from deployments.trigger import TABLE_DEPLOYMENT, CreatedRun, trigger_deployment
 from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse
 from schemas.warehouse import load_warehouse_config
@@ -171,10 +171,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         TDM_DB_PATH=str(db),
         TDM_MAX_ITER="30",
-        TDM_TORCH_THREADS="1",
-        OMP_NUM_THREADS="1",
+        TDM_TORCH_THREADS="1",  # `tdm serve` passes it on to its runs as OMP_NUM_THREADS
         PREFECT_RUNNER_POLL_FREQUENCY="1",  # pick runs up within a second, not ten
+        # beat prefect.yaml's run-level retries (2, 60 s apart): one retry, 3 s later
+        PREFECT_FLOWS_DEFAULT_RETRIES="1",
+        PREFECT_FLOWS_DEFAULT_RETRY_DELAY_SECONDS="3",
     )
+    env.pop("OMP_NUM_THREADS", None)
     output = tmp / "serve.log"
     with output.open("wb") as log:
         process = subprocess.Popen(
@@ -249,9 +252,12 @@ def test_prefect_deployment_run_works_too(served: Served) -> None:
 
 @pytest.mark.e2e
 def test_warehouse_deployment_imputes_every_listed_table(served: Served) -> None:
-    """impute-warehouse with a two-table config: both targets and lineage rows written."""
+    """impute-warehouse with a two-table config: both targets and lineage rows written, in
+    the serving process's TDM_DB_PATH, which beats the config's db_path (as the shipped demo
+    config's would be beaten)."""
     config = served.tmp / "warehouse.yaml"
     config.write_text(
+        "db_path: demo/not-this.duckdb\n"
         "tables:\n"
         "  - {table: readings, key: id, target: readings_nightly}\n"
         "  - {table: other, target: other_nightly, imputer: {max_iter: 20}}\n"
@@ -272,12 +278,125 @@ def test_warehouse_deployment_imputes_every_listed_table(served: Served) -> None
 
 @pytest.mark.e2e
 def test_a_failed_run_exits_1_with_the_reason(served: Served) -> None:
-    """A run that fails: exit 1, the state message names the table and why."""
+    """A run that fails for bad input: each state shown as it comes, no retry (it would fail
+    the same way, though the deployment has retries), exit 1, the reason names the table."""
     missing = served.tmp / "missing.duckdb"
     run = _command(served, "cli.main", "run", "sales", "--db", str(missing))
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "Failed" in run.stdout
+    states = [line.split()[1].rstrip(":") for line in run.stdout.splitlines()[1:-1]]
+    assert states[0] == "Scheduled" and states[-1] == "Failed", run.stdout
+    assert "AwaitingRetry" not in states and "Crashed" not in run.stdout
+    run_id = run.stdout.splitlines()[0].rsplit("/", 1)[1]
+    assert httpx.get(f"{served.api_url}/flow_runs/{run_id}", timeout=10).json()["run_count"] == 1
     assert "sales" in run.stderr or str(missing) in run.stderr
+
+
+@pytest.mark.e2e
+def test_a_locked_warehouse_is_retried_at_run_level(served: Served) -> None:
+    """The deployment's run-level retries (here one, 3 s later, from `tdm serve`'s environment):
+    a warehouse another process holds for writing fails the first attempt after the tasks' own
+    retries; released meanwhile, the second attempt writes the table."""
+    lock = duckdb.connect(str(served.db))  # a writer: the run cannot even open the file
+    lines: list[str] = []
+
+    def release_on_retry(line: str) -> None:
+        lines.append(line)
+        if "AwaitingRetry" in line:
+            lock.close()
+
+    try:
+        run = trigger_deployment(
+            TABLE_DEPLOYMENT,
+            {"source_table": "readings", "target_table": "after_lock", "key": "id"},
+            api_url=served.api_url,
+            progress=release_on_retry,
+        )
+    finally:
+        lock.close()
+    assert (run.state, run.succeeded) == ("Completed", True), lines
+    retried = [line for line in lines if "AwaitingRetry" in line]
+    assert len(retried) == 1 and "lock" in retried[0].lower(), lines
+    assert httpx.get(f"{served.api_url}/flow_runs/{run.id}", timeout=10).json()["run_count"] == 2
+
+
+@pytest.mark.e2e
+def test_ui_talks_to_the_port_it_is_served_on(served: Served) -> None:
+    """Regression (issue 15): `tdm serve --port N` served a UI that called port 4200. The UI's
+    settings, served on port N, name the API on port N."""
+    ui = served.api_url.removesuffix("/api")
+    assert not ui.endswith(":4200")
+    settings = httpx.get(f"{ui}/ui-settings", timeout=10).json()
+    assert settings["api_url"] == served.api_url
+
+
+@pytest.mark.e2e
+def test_tdm_run_prints_the_address_first_and_no_wait_returns_once_taken(served: Served) -> None:
+    """The run's UI page is the first line; --no-wait returns once a runner took the run."""
+    run = _command(served, "cli.main", "run", "readings", "--target", "nowait", "--no-wait")
+    assert run.returncode == 0, run.stdout + run.stderr
+    first, *states, last = run.stdout.splitlines()
+    assert re.fullmatch(
+        rf"Flow run '[\w-]+' of {TABLE_DEPLOYMENT}: {served.api_url[:-4]}/runs/flow-run/[\w-]+",
+        first,
+    )
+    assert states[0].split()[1] == "Scheduled"
+    assert {"Pending", "Submitting", "Running"} & {line.split()[1] for line in states[1:]}
+    assert first.split(": ", 1)[1] in last
+
+
+@pytest.mark.e2e
+def test_run_past_its_timeout_is_cancelled(served: Served) -> None:
+    """--timeout: exit 124 saying so; the run is cancelled (it never finishes or starts later)
+    and its target is not written."""
+    run = _command(
+        served, "cli.main", "run", "readings", "--target", "slow", "--max-iter", "1000000",
+        "--timeout", "8",
+    )  # fmt: skip
+    assert run.returncode == 124, run.stdout + run.stderr
+    assert "stopped waiting after 8 s (--timeout) and cancelled the run" in run.stderr
+    run_id = run.stdout.splitlines()[0].rsplit("/", 1)[1]
+    deadline = time.monotonic() + 60
+    while (state := _run_state(served, run_id)) != "CANCELLED":
+        assert state in {"CANCELLING", "CANCELLED"}, state
+        assert time.monotonic() < deadline, f"still {state}"
+        time.sleep(1)
+    with duckdb.connect(str(served.db), read_only=True) as con:
+        tables = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+    assert ("slow",) not in tables
+
+
+@pytest.mark.e2e
+def test_a_run_nothing_serves_is_cancelled(served: Served) -> None:
+    """Regression (issue 15): a deployment that still looks ready but that no runner polls any
+    more (`tdm serve` stopped a moment ago) took the run and ran it whenever served again. Now
+    the run is cancelled after the pickup time, with "nothing serves" and what to do."""
+    from prefect.deployments.runner import EntrypointType
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: served.api_url}):
+        deployment = impute_table.to_deployment(
+            name="orphan", entrypoint_type=EntrypointType.MODULE_PATH
+        )
+        deployment_id = deployment.apply()  # type: ignore[union-attr]
+    poll = httpx.post(
+        f"{served.api_url}/deployments/get_scheduled_flow_runs",
+        json={"deployment_ids": [str(deployment_id)]},
+        timeout=10,
+    )  # what a runner's poll does: the deployment is READY for a minute
+    assert poll.status_code == 200
+    orphan = "impute-table/orphan"
+    deadline = time.monotonic() + 30
+    while not _all_ready(served.api_url, [orphan]):
+        assert time.monotonic() < deadline, "the poll did not make the deployment ready"
+        time.sleep(0.5)
+    created: list[CreatedRun] = []
+    with pytest.raises(PipelineError, match=r"Nothing serves deployment 'impute-table/orphan'.*"
+                       r"cancelled \(it will not start later\)\. Start `tdm serve`"):  # fmt: skip
+        trigger_deployment(
+            orphan, {"source_table": "readings"}, api_url=served.api_url, pickup_timeout=3,
+            on_created=created.append,
+        )  # fmt: skip
+    assert _run_state(served, str(created[0].id)) == "CANCELLED"
 
 
 @pytest.mark.e2e
@@ -343,6 +462,11 @@ def _command(served: Served, module: str, *args: str) -> subprocess.CompletedPro
         text=True,
         timeout=120,
     )
+
+
+def _run_state(served: Served, run_id: str) -> str:
+    response = httpx.get(f"{served.api_url}/flow_runs/{run_id}", timeout=10)
+    return str(response.json()["state"]["type"])
 
 
 def _free_port() -> int:

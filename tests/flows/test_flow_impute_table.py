@@ -16,7 +16,7 @@ import pytest
 import tasks.write
 import tdm
 from flows.impute_table import impute_table
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, QualityCheckError
 from tasks.params import ImputerParams
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
@@ -230,10 +230,10 @@ def test_bad_input_fails_the_run_with_a_clear_message_and_changes_nothing(
     arguments = {"source_table": "t", "db_path": path, "imputer": FAST, **kwargs}
     state = impute_table(**arguments, return_state=True)
     text = _failed(state)
-    assert "PipelineInputError" in text
     assert re.search(message, text), text
     error = state.result(raise_on_failure=False)
-    assert "\n" not in str(error)
+    assert isinstance(error, PipelineInputError)
+    assert text == str(error) and "\n" not in text  # the state message is the one paragraph
     if before is None:
         assert not path.exists()
     else:
@@ -272,7 +272,8 @@ def test_failed_quality_check_fails_the_run_and_writes_nothing(
     monkeypatch.setattr(tdm, "TDMImputer", _WildImputer)
     state = impute_table("readings", db_path=warehouse, imputer=FAST, return_state=True)
     text = _failed(state)
-    assert "QualityCheckError" in text and "expect_column_values_to_be_between" in text
+    assert isinstance(state.result(raise_on_failure=False), QualityCheckError)
+    assert "expect_column_values_to_be_between" in text
     assert take_snapshot(warehouse) == before
 
 

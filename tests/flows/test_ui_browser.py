@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import duckdb
 import httpx
 import pytest
 
+from deployments.server import local_server
 from tasks.artifacts import artifact_key
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -45,56 +45,20 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Stop the process group this test started: SIGTERM, then SIGKILL after 15 s."""
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=15)
-
-
 @pytest.fixture(scope="module")
 def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Prefect server with the UI on a free local port; yields its base URL."""
+    """The server `tdm serve` starts (`deployments.server.local_server`), on a free port other
+    than Prefect's 4200 and its own PREFECT_HOME, with no UI address given: the UI must find
+    its API on that port by itself. Yields its base URL."""
     home = tmp_path_factory.mktemp("prefect-server")
     port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env |= {
-        "PREFECT_HOME": str(home),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_UI_API_URL": f"{url}/api",  # the UI's pages call the API here, not on :4200
-    }
-    command = [sys.executable, "-m", "prefect", "server", "start", "--no-services"]
-    log = (home / "server.log").open("wb")
-    process = subprocess.Popen(
-        [*command, "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group, so that _stop reaches every child
-    )
-    try:
-        deadline = time.monotonic() + SERVER_START_SECONDS
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"prefect server not healthy after {SERVER_START_SECONDS} s")
-            time.sleep(0.5)
-        yield url
-    finally:
-        _stop(process)
-        log.close()
+    with pytest.MonkeyPatch.context() as env:
+        for name in [n for n in os.environ if n.startswith("PREFECT_")]:
+            env.delenv(name)
+        env.setenv("PREFECT_HOME", str(home))
+        env.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+        with local_server(port, log_path=home / "server.log", startup_timeout=SERVER_START_SECONDS):
+            yield f"http://127.0.0.1:{port}"
 
 
 def _tiny_warehouse(path: Path) -> None:
@@ -175,13 +139,31 @@ def test_the_ui_shows_the_report_statistics_and_loss_plot_of_a_run(
 
     # Each artifact's own page, in the default UI, renders its content.
     report = page(f"/artifacts/artifact/{ids[keys['report']]}", run_id)
-    assert "Imputation of" in report and f"{TABLE}_imputed" in report
-    assert run_id in report and "observed_cells_identical" in report
+    assert "Can't connect to Server API" not in report  # the UI found its API on this port
+    text = re.sub(r"<[^>]+>", "", report)  # what the page shows, without its markup
+    # The verdict comes first, then the checks, passing ones one line per kind.
+    verdict = text.index(f"Imputation of {TABLE} → {TABLE}_imputed: passed")
+    assert verdict < text.index("Passed:") < text.index("observed cells unchanged: passed")
+    assert run_id in report
     assert re.search(r"temperature</code>\s*</td>\s*<td[^>]*>\s*5\s*<", report), report[-3000:]
 
     statistics = page(f"/artifacts/artifact/{ids[keys['statistics']]}", "mean after")
-    assert all(h in statistics for h in ("observed", "std before", "max after", "pressure"))
+    headers = ("observed", "mean before", "mean after", "std before", "range after", "pressure")
+    assert all(h in statistics for h in headers)
 
     loss = page(f"/artifacts/artifact/{ids[keys['loss']]}", "<img")
     assert re.search(r'<img[^>]+src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}"', loss)
-    assert "60 iterations" in loss
+    assert "Relative transport cost over 60 iterations" in loss
+    assert "no better than pairing the rows at random" in loss  # the sentence saying what it means
+
+    # Runs are named after their table and tagged with it and the warehouse file.
+    assert f"impute-{TABLE}" in page(f"/runs/flow-run/{run_id}", f"impute-{TABLE}")
+    flow_run = httpx.get(f"{prefect_server}/api/flow_runs/{run_id}", timeout=10).json()
+    assert flow_run["name"] == f"impute-{TABLE}"
+    assert {f"table:{TABLE}", "warehouse:w.duckdb"} <= set(flow_run["tags"])
+    tasks = httpx.post(
+        f"{prefect_server}/api/task_runs/filter",
+        json={"flow_runs": {"id": {"any_": [run_id]}}},
+        timeout=10,
+    ).json()
+    assert f"write-back-{TABLE}" in {t["name"] for t in tasks}

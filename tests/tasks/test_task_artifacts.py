@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import io
 import re
-import struct
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -21,19 +18,17 @@ from flows.impute_table import impute_table
 from tasks.artifacts import (
     artifact_key,
     column_statistics,
-    downsample_loss,
-    loss_plot_markdown,
-    loss_plot_png,
     publish_run_report,
     run_report_markdown,
+    statistics_markdown,
 )
 from tasks.load import SourceTable
+from tasks.markdown import format_number
 from tasks.params import ImputerParams
 from tasks.quality import CheckOutcome, QualityReport
 from tasks.results import ImputationOutcome, ImputeTableResult
 
 FAST = ImputerParams(max_iter=15)
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _result(**changes: Any) -> ImputeTableResult:
@@ -65,44 +60,110 @@ def _outcome(loss: np.ndarray | None = None) -> ImputationOutcome:
         final_loss=0.125,
         fit_seconds=3.0,
         loss_history=np.linspace(1.0, 0.1, 300) if loss is None else loss,
+        cost_ratio_history=np.r_[np.full(200, 0.9), np.full(100, 0.25)],
     )
 
 
-QUALITY = QualityReport(
+BOUNDS = {"price": (-3.5, 12_345.678), "qty": (0.0, 8.0)}
+
+
+def _check(kind: str, column: str | None = None, passed: bool = True, detail: str = "") -> Any:
+    name = kind + (f'["{column}"]' if column is not None else "")
+    return CheckOutcome(name, passed, detail or "0 unexpected value(s)")
+
+
+PASSED = QualityReport(
     checks=(
-        CheckOutcome("expect_table_row_count_to_equal", True, "observed 40"),
-        CheckOutcome('expect_column_values_to_be_between["price"]', False, "2 | unexpected"),
+        _check("expect_table_row_count_to_equal", detail="observed 40"),
+        _check("expect_column_values_to_not_be_null", "price"),
+        _check("expect_column_values_to_be_between", "price"),
+        _check("expect_column_values_to_not_be_null", "qty"),
+        _check("expect_column_values_to_be_between", "qty"),
+        _check("output_schema", detail="float64, finite, no nulls, key unique"),
+        _check("observed_cells_identical", detail="70 cells"),
     ),
     range_factor=1.0,
+    bounds=BOUNDS,
+)
+QUALITY = QualityReport(
+    checks=(
+        _check("expect_table_row_count_to_equal", detail="observed 40"),
+        _check("expect_column_values_to_be_between", "price", False, "2 | unexpected"),
+        _check("expect_column_values_to_be_between", "qty"),
+    ),
+    range_factor=2.0,
+    bounds=BOUNDS,
 )
 
 
-def test_report_names_the_table_counts_checks_lineage_and_time_split() -> None:
-    """The report states rows, cells per column, each check, the lineage run id and timings."""
-    text = run_report_markdown(_result(), quality=QUALITY, outcome=_outcome())
-    assert text.startswith("# Imputation of `sales` → `sales_imputed`")
-    assert "rows: 40; cells imputed: 10 in 1 of 2 columns" in text
-    assert "| `price` | 10 | 25.0% |" in text and "| `qty` | 0 | 0.0% |" in text
-    assert "quality checks: **FAILED**" in text
-    assert "| expect_table_row_count_to_equal | yes | observed 40 |" in text
-    assert '| expect_column_values_to_be_between["price"] | **no** | 2 \\| unexpected |' in text
-    assert "WHERE run_id = '0b0e4ba1-5d6c-4c41-9f0a-1d2e3f405162'" in text
+def test_report_leads_with_the_verdict_and_collapses_passed_checks_by_kind() -> None:
+    """First the verdict line (table, rows, cells, target), then one line per kind of check,
+    the sane range explained once and each column's bounds, then the fit, lineage and timings."""
+    text = run_report_markdown(_result(), quality=PASSED, outcome=_outcome())
+    lines = text.splitlines()
+    assert lines[:3] == [
+        "# Imputation of `sales` → `sales_imputed`: passed",
+        "",
+        "**Passed**: 10 cells imputed in 1 of 2 columns of `sales` (40 rows), written to "
+        "`sales_imputed`; all 7 quality checks passed.",
+    ]
+    checks = lines[lines.index("## Checks") + 2 : lines.index("## Checks") + 8]
+    assert checks == [
+        "- row count: passed (observed 40)",
+        "- not null: 2 columns passed",
+        "- sane range: 2 columns passed",
+        "- output schema: passed (float64, finite, no nulls, key unique)",
+        "- observed cells unchanged: passed (70 cells)",
+        "",
+    ]
+    assert "Failed" not in text and "0 unexpected" not in text
+    assert "widened on both sides by 1 times the observed range" in text
+    assert "| `price` | 10 | 25.0% | [-3.500, 12,350] |" in text
+    assert "| `qty` | 0 | 0.0% | [0.000, 8.000] |" in text
     assert "TDMImputer on `cpu`, 300 iterations in 3.00 s, final loss 0.125" in text
+    # the ratio's median over the last 100 iterations, not its first values
+    assert "relative transport cost 0.250 (median of the last 100 iterations" in text
+    assert "WHERE run_id = '0b0e4ba1-5d6c-4c41-9f0a-1d2e3f405162'" in text
     assert "| load | 1.00 | 25% |" in text and "| impute | 3.00 | 75% |" in text
     assert "| **total** | **4.00** | |" in text
+
+
+def test_report_lists_failures_first_with_the_bounds_they_broke() -> None:
+    """A failed check comes right after the verdict, with its column, detail and bounds."""
+    text = run_report_markdown(_result(), quality=QUALITY, outcome=_outcome())
+    lines = text.splitlines()
+    assert lines[0] == "# Imputation of `sales` → `sales_imputed`: FAILED"
+    assert lines[2].startswith("**FAILED**: 10 cells imputed in 1 of 2 columns of `sales` (40 ")
+    assert lines[2].endswith("target `sales_imputed`; 1 of 3 quality checks failed.")
+    assert lines[4:7] == [
+        "## Failed checks",
+        "",
+        "- sane range of `price`: 2 | unexpected (allowed [-3.500, 12,350])",
+    ]
+    assert "- sane range: 1 column passed" in text
+    assert "by 2 times the observed range" in text
 
 
 def test_report_of_a_copied_table_says_so_and_quotes_odd_names() -> None:
     """No fit: the report says the table was copied; backticks and pipes cannot break it."""
     result = _result(source_table="a`b|c", status="copied", cells_imputed={"x|y": 0})
-    text = run_report_markdown(result, quality=QUALITY, outcome=None)
+    quality = QualityReport(checks=PASSED.checks[:1], range_factor=1.0)
+    text = run_report_markdown(result, quality=quality, outcome=None)
     assert text.startswith("# Imputation of `` a`b|c `` →")
+    assert "has no missing value: copied, written to `sales_imputed`" in text
     assert "copied through" in text
     assert "| `x\\|y` | 0 | 0.0% |" in text
+    assert "Sane range" not in text  # no bounds were given
 
 
-def test_statistics_match_hand_computed_values() -> None:
-    """Counts, mean, sample std, min and max before (observed only) and after, per column."""
+def test_an_unknown_check_keeps_its_own_name() -> None:
+    """A check the report has no short name for is listed under its name."""
+    quality = QualityReport(checks=(CheckOutcome("new_check", True, "fine"),), range_factor=1.0)
+    text = run_report_markdown(_result(), quality=quality, outcome=None)
+    assert "- new_check: passed (fine)" in text
+
+
+def _frames() -> tuple[pd.DataFrame, pd.DataFrame]:
     source = pd.DataFrame(
         {
             "id": [1, 2, 3, 4],
@@ -116,6 +177,13 @@ def test_statistics_match_hand_computed_values() -> None:
         {"a": [1.0, 3.0, 3.0, 5.0], "d": [2.5, 2.5, 1.0, 4.0], "c": [1.0] * 4},
         index=source.index,
     )
+    return source, imputed
+
+
+def test_statistics_match_hand_computed_values() -> None:
+    """Counts, mean, sample std, min and max before (observed only) and after, per column; the
+    mean's shift in observed stds and the std's relative change."""
+    source, imputed = _frames()
     rows = column_statistics(source, imputed, {"a": 1, "d": 2, "c": 0})
     assert [r["column"] for r in rows] == ["a", "d", "c"]
     a, d, c = rows
@@ -123,64 +191,68 @@ def test_statistics_match_hand_computed_values() -> None:
     # before: 1, 3, 5 -> mean 3, std sqrt((4 + 0 + 4) / 2) = 2; after: 1, 3, 3, 5 -> sqrt(8 / 3)
     assert (a["mean before"], a["std before"], a["min before"], a["max before"]) == (3, 2, 1, 5)
     assert (a["mean after"], a["min after"], a["max after"]) == (3, 1, 5)
-    np.testing.assert_allclose(a["std after"], np.sqrt(8 / 3), rtol=5e-6)  # 6 digits
-    np.testing.assert_allclose(a["std after"], imputed["a"].std(), rtol=5e-6)  # as pandas
-    assert a["std after"] == 1.63299  # six significant digits
+    np.testing.assert_allclose(a["std after"], np.sqrt(8 / 3), rtol=1e-12)
+    np.testing.assert_allclose(a["std after"], imputed["a"].std(), rtol=1e-12)  # as pandas
+    assert a["mean shift"] == 0.0
+    np.testing.assert_allclose(a["std change"], np.sqrt(8 / 3) / 2 - 1, rtol=1e-12)
     assert (d["observed"], d["missing"], d["mean before"], d["std before"]) == (2, 2, 2.5, 0.0)
     assert (d["mean after"], d["min after"], d["max after"]) == (2.5, 1.0, 4.0)
+    assert d["mean shift"] is None and d["std change"] is None  # relative to a std of 0
     assert (c["missing"], c["imputed"], c["std before"], c["std after"]) == (0, 0, 0.0, 0.0)
 
 
 def test_statistics_of_a_single_observed_value_have_no_std() -> None:
-    """The sample std of one value is undefined: None in the table (JSON has no NaN)."""
+    """The sample std of one value is undefined: None (JSON has no NaN), shown as n/a."""
     source = pd.DataFrame({"a": [2.0, np.nan, np.nan, np.nan]})
     rows = column_statistics(source, source.fillna(2.0), {"a": 3})
     assert rows[0]["std before"] is None and rows[0]["std after"] == 0.0
-    assert rows[0]["mean before"] == 2.0
+    assert rows[0]["mean before"] == 2.0 and rows[0]["std change"] is None
+    assert "| `a` | 1 | 3 | 2.000 | 2.000 | n/a | n/a | 0.000 | n/a |" in statistics_markdown(
+        rows, "t"
+    )
 
 
-def test_loss_is_averaged_in_bins_and_non_finite_values_are_dropped() -> None:
-    """Ten losses in three bins: means, extremes and middle iterations by hand."""
-    curve = downsample_loss(np.arange(10.0), max_points=3)  # bins 0-3, 4-6, 7-9
-    np.testing.assert_allclose(curve.iteration, [2.5, 6.0, 9.0])
-    np.testing.assert_allclose(curve.mean, [1.5, 5.0, 8.0])
-    np.testing.assert_allclose(curve.low, [0.0, 4.0, 7.0])
-    np.testing.assert_allclose(curve.high, [3.0, 6.0, 9.0])
-    assert curve.n_iter == 10
-    short = downsample_loss(np.array([1.0, np.nan, 3.0, np.inf]))
-    np.testing.assert_allclose(short.iteration, [1.0, 3.0])
-    np.testing.assert_allclose(short.mean, [1.0, 3.0])
-    assert downsample_loss(np.arange(20_000.0)).iteration.size == 300
-    with pytest.raises(ValueError, match="max_points must be at least 1, got 0"):
-        downsample_loss(np.arange(3.0), max_points=0)
+def test_statistics_markdown_puts_before_and_after_side_by_side_right_aligned() -> None:
+    """One row per column: counts, then each statistic before and after, and the changes."""
+    source, imputed = _frames()
+    text = statistics_markdown(column_statistics(source, imputed, {"a": 1, "d": 2}), "t")
+    lines = text.splitlines()
+    assert lines[0] == "# Column statistics of `t`"
+    header = lines.index(next(line for line in lines if line.startswith("| column |")))
+    assert lines[header] == (
+        "| column | observed | imputed | mean before | mean after | mean shift (sd) "
+        "| std before | std after | std change | range before | range after |"
+    )
+    assert lines[header + 1] == "|---|" + "---:|" * 10
+    assert lines[header + 2] == (
+        "| `a` | 3 | 1 | 3.000 | 3.000 | +0.000 | 2.000 | 1.633 | -18.4% "
+        "| 1.000 … 5.000 | 1.000 … 5.000 |"
+    )
+    assert lines[header + 3] == (
+        "| `d` | 2 | 2 | 2.500 | 2.500 | n/a | 0.000 | 1.225 | n/a "
+        "| 2.500 … 2.500 | 1.000 … 4.000 |"
+    )
+    assert "4 significant digits" in text
 
 
-def _png_size(png: bytes) -> tuple[int, int]:
-    assert png.startswith(PNG_SIGNATURE)
-    width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk comes first
-    return int(width), int(height)
-
-
-def test_loss_plot_is_a_small_reproducible_png() -> None:
-    """480 x 200 pixels, under 60 kB for a long noisy history, the same bytes every time."""
-    rng = np.random.default_rng(0)
-    loss = np.exp(-np.arange(10_000) / 2000) + 0.1 * rng.random(10_000)
-    png = loss_plot_png(downsample_loss(loss))
-    assert _png_size(png) == (480, 200)
-    assert len(png) < 60_000
-    assert loss_plot_png(downsample_loss(loss)) == png
-
-
-def test_loss_markdown_embeds_the_png_as_a_data_uri_with_a_summary() -> None:
-    """The Prefect UI renders a markdown image whose address is a base64 PNG."""
-    loss = np.array([4.0, 2.0, np.nan, 1.0, 1.5])
-    text = loss_plot_markdown(loss, "sales")
-    match = re.search(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", text)
-    assert match is not None
-    assert _png_size(base64.b64decode(match.group(1))) == (480, 200)
-    assert "5 iterations: loss 4 at the first, 1.5 at the last, lowest 1 (iteration 4)." in text
-    assert "1 non-finite losses are left out." in text
-    assert "No loss was recorded" in loss_plot_markdown(np.empty(0), "sales")
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (1065.0, "1,065"),
+        (12_345.6, "12,350"),
+        (13.0, "13.00"),
+        (0.0053, "0.005300"),
+        (9.99996, "10.00"),
+        (-2.5, "-2.500"),
+        (0.0, "0.000"),
+        (1.234e-5, "1.234e-05"),
+        (3e10, "3.000e+10"),
+        (float("nan"), ""),
+        (None, ""),
+    ],
+)
+def test_numbers_have_four_significant_digits(value: float | None, shown: str) -> None:
+    assert format_number(value) == shown
 
 
 def test_artifact_keys_are_valid_prefect_keys() -> None:
@@ -198,7 +270,6 @@ def test_publishing_outside_a_flow_run_does_nothing(monkeypatch: pytest.MonkeyPa
         published.append(kwargs.get("key"))
 
     monkeypatch.setattr(tasks.artifacts, "create_markdown_artifact", record)
-    monkeypatch.setattr(tasks.artifacts, "create_table_artifact", record)
     source = cast("SourceTable", None)  # never looked at outside a flow run
     publish_run_report(
         _result(), source=source, imputed=pd.DataFrame(), quality=QUALITY, outcome=_outcome()
@@ -232,15 +303,17 @@ def test_a_flow_run_publishes_report_statistics_loss_and_progress(warehouse: Pat
     }
     report = artifacts["tdm-report-readings"]
     assert report.type == "markdown" and result.run_id in report.data
+    assert report.data.startswith("# Imputation of `readings` → `readings_imputed`: passed")
     assert f"| `temperature` | {result.cells_imputed['temperature']} |" in report.data
     statistics = artifacts["tdm-statistics-readings"]
-    assert statistics.type == "table"
-    rows = pd.read_json(io.StringIO(statistics.data))
-    assert list(rows["column"]) == list(result.cells_imputed)
-    assert rows.set_index("column")["imputed"].to_dict() == result.cells_imputed
-    assert (rows["observed"] + rows["missing"] == 80).all()
+    assert statistics.type == "markdown"
+    rows = re.findall(r"^\| `([^`]+)` \| (\d+) \| (\d+) \|", statistics.data, re.MULTILINE)
+    assert [column for column, _, _ in rows] == list(result.cells_imputed)
+    assert {column: int(n) for column, _, n in rows} == result.cells_imputed
+    assert all(int(observed) + int(n) == 80 for _, observed, n in rows)
     loss = artifacts["tdm-loss-readings"]
-    assert "data:image/png;base64," in loss.data and "15 iterations" in loss.data
+    assert "data:image/png;base64," in loss.data
+    assert "Relative transport cost over 15 iterations" in loss.data
     progress = artifacts["tdm-progress-readings"]
     assert progress.type == "progress" and float(progress.data) == 100.0
 
@@ -257,10 +330,10 @@ def test_a_failure_to_publish_does_not_fail_a_written_run(
         calls.append(kwargs.get("key"))
         raise RuntimeError("artifact API unavailable")
 
-    monkeypatch.setattr(tasks.artifacts, "create_table_artifact", fail)
+    monkeypatch.setattr(tasks.artifacts, "create_markdown_artifact", fail)
     state = impute_table("readings", db_path=warehouse, imputer=FAST, return_state=True)
     assert state.is_completed(), state.message
-    assert calls == ["tdm-statistics-readings"]
+    assert calls == ["tdm-report-readings"]
     with duckdb.connect(str(warehouse), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM tdm_lineage").fetchall() == [(1,)]
 
@@ -292,4 +365,4 @@ def test_a_failed_run_names_the_table_and_the_reason_in_its_state_message(
     message = str(state.message)
     assert f'Table "{table}"' in message, message
     assert re.search(reason, message), message
-    assert "PipelineInputError" in message
+    assert message == str(state.result(raise_on_failure=False))  # the reason, and only it

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import math
 
 import numpy as np
 import pandas as pd
@@ -13,6 +13,7 @@ import torch
 from tasks.errors import PipelineInputError
 from tasks.impute import PrefectProgress, impute
 from tasks.params import ImputerParams
+from tdm import FitProgress
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -34,6 +35,8 @@ def test_impute_fills_missing_cells_and_records_the_fit() -> None:
     assert outcome.imputer == "TDMImputer"
     assert outcome.n_iter == 12
     assert outcome.device == "cpu"
+    assert outcome.loss_history.shape == outcome.cost_ratio_history.shape == (12,)
+    assert ((outcome.cost_ratio_history > 0) & (outcome.cost_ratio_history <= 1)).all()
     assert outcome.hyperparameters["max_iter"] == 12
     assert outcome.hyperparameters["random_state"] == 3
     assert outcome.hyperparameters["standardize"] is False
@@ -75,19 +78,39 @@ def test_impute_refuses_cuda_without_a_gpu() -> None:
         impute.fn(_standardised(), ImputerParams(max_iter=2, device="cuda"), seed=0, table="t")
 
 
-@dataclass(frozen=True)
-class _Progress:
-    iteration: int
-    max_iter: int
-    loss: float
+def _messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "tasks.impute"]
 
 
 def test_progress_is_logged_every_tenth_of_the_fit(caplog: pytest.LogCaptureFixture) -> None:
-    """Outside a flow, progress goes to the module logger ten times over a fit."""
+    """Outside a flow, progress goes to the module logger ten times over a fit, each line with
+    the median relative transport cost of the iterations since the previous line."""
     report = PrefectProgress("t")
     with caplog.at_level(logging.INFO, logger="tasks.impute"):
         for iteration in range(1, 101):
-            report(_Progress(iteration, 100, 1.0 / iteration))
-    lines = [r.getMessage() for r in caplog.records if r.name == "tasks.impute"]
+            report(FitProgress(iteration, 100, 1.0 / iteration, cost_ratio=iteration / 200))
+    lines = _messages(caplog)
     assert len(lines) == 10
-    assert "100% (100/100 iterations)" in lines[-1]
+    # iterations 91-100: ratios 0.455 ... 0.5, median 0.4775
+    assert lines[-1] == (
+        "TDM fit on 't': 100% (100/100 iterations), relative transport cost 0.477 "
+        "(median of the last 10 iterations)"
+    )
+
+
+@pytest.mark.parametrize("ratio", [0.5, math.nan], ids=["ratio", "loss-only"])
+def test_a_spike_of_one_step_does_not_show_in_the_progress_log(
+    caplog: pytest.LogCaptureFixture, ratio: float
+) -> None:
+    """A loss 2,000 times its neighbours' on a reported step: the line gives the median of the
+    ten steps since the last line, not the spike; the loss where no ratio was recorded."""
+    report = PrefectProgress("t")
+    with caplog.at_level(logging.INFO, logger="tasks.impute"):
+        for iteration in range(1, 101):
+            spike = iteration == 50
+            loss = 20.0 if spike else 0.01
+            report(FitProgress(iteration, 100, loss, cost_ratio=ratio * (1.98 if spike else 1)))
+    measure = "loss 0.01" if math.isnan(ratio) else "relative transport cost 0.5"
+    assert _messages(caplog)[4] == (
+        f"TDM fit on 't':  50% (50/100 iterations), {measure} (median of the last 10 iterations)"
+    )

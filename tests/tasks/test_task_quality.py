@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tasks.cells import add_checks
 from tasks.errors import QualityCheckError
-from tasks.quality import check_quality, sane_bounds
+from tasks.quality import CheckOutcome, check_quality, merge_reports, sane_bounds
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -28,6 +29,11 @@ def test_good_imputation_passes_every_check(
     assert 'expect_column_values_to_be_unique["id"]' in names
     assert "expect_table_row_count_to_equal" in names
     assert report.to_dict()["passed"] is True
+    assert report.bounds == {
+        name: sane_bounds(source.frame[name].dropna(), 1.0) for name in plan.columns
+    }  # what the report shows as each column's allowed [low, high]
+    merged = add_checks(merge_reports([report, report]), [CheckOutcome("x", True, "")])
+    assert merged.bounds == report.bounds and merged.checks[-1].name == "x"
 
 
 @pytest.mark.parametrize(

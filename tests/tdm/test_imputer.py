@@ -122,11 +122,13 @@ def test_paper_batch_size_rule() -> None:
 
 
 def test_loss_falls_and_history_is_recorded(data) -> None:
+    """Every step's loss, and its ratio to the mean pair cost: in (0, 1] for the exact solver."""
     _, X_nan, _ = data
     est = OTImputer(solver="assignment", max_iter=100, random_state=0).fit(X_nan)
     assert est.n_iter_ == 100
-    assert est.loss_history_.shape == (100,)
+    assert est.loss_history_.shape == est.cost_ratio_history_.shape == (100,)
     assert est.loss_history_[-20:].mean() < est.loss_history_[:20].mean()
+    assert ((est.cost_ratio_history_ > 0) & (est.cost_ratio_history_ <= 1)).all()
 
 
 def test_callback_sees_every_step_and_can_stop_early(data) -> None:
@@ -141,6 +143,7 @@ def test_callback_sees_every_step_and_can_stop_early(data) -> None:
     assert [p.iteration for p in seen] == list(range(1, 8))
     assert all(p.max_iter == 30 and np.isfinite(p.loss) and p.stage == "fit" for p in seen)
     assert est.n_iter_ == 7
+    np.testing.assert_array_equal([p.cost_ratio for p in seen], est.cost_ratio_history_)
 
 
 def test_verbose_reports_progress(data, capsys) -> None:

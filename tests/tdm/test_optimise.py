@@ -1,14 +1,36 @@
 """The optimisation's pieces: the cells' RMSprop step per visit, the batch-size rule and the step
-loop's stopping and finiteness checks."""
+loop's records, stopping and finiteness checks."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from tdm._optimise import cell_rate, run_steps, visit_step_factor
+from tdm._optimise import FitProgress, StepHistory, cell_rate, run_steps, visit_step_factor
+from tdm.transport import TransportTerms
+
+
+def _terms(loss: float, mean_cost: float = 1.0) -> TransportTerms:
+    return TransportTerms(torch.tensor(loss), torch.tensor(mean_cost))
+
+
+def _run(step: Callable[[int], TransportTerms], n_iter: int = 20, **kwargs: Any) -> StepHistory:
+    return run_steps(
+        step,
+        None,
+        n_iter,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        stage="fit",
+        owner="X",
+        lr=0.5,
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("share", [1.0, 0.5, 0.1])
@@ -38,42 +60,45 @@ def test_cell_rate_is_lr_at_half_the_rows_or_more_and_lower_below() -> None:
     assert cell_rate(0.01, 50, 1000, correct=False) == 0.01
 
 
+def test_run_steps_records_each_loss_and_its_ratio_to_the_mean_pair_cost() -> None:
+    """Step k has loss k + 1 over a mean pair cost of 2 (k + 1) + 2: both histories hold it, the
+    callback sees the same ratio, and a mean cost of 0 gives NaN, not a division error."""
+
+    def step(it: int) -> TransportTerms:
+        return _terms(it + 1.0, 0.0 if it == 4 else 2.0 * (it + 1) + 2)
+
+    seen: list[FitProgress] = []
+    history = _run(step, 6, callback=seen.append)
+    np.testing.assert_array_equal(history.loss, [1, 2, 3, 4, 5, 6])
+    expected = [1 / 4, 2 / 6, 3 / 8, 4 / 10, np.nan, 6 / 14]
+    np.testing.assert_allclose(history.cost_ratio, expected, rtol=1e-6)
+    assert history.loss.dtype == history.cost_ratio.dtype == np.float64
+    assert [p.iteration for p in seen] == [1, 2, 3, 4, 5, 6]
+    np.testing.assert_allclose([p.cost_ratio for p in seen], expected, rtol=1e-6)
+    assert [p.loss for p in seen] == [1, 2, 3, 4, 5, 6]
+
+
+def test_run_steps_keeps_only_the_steps_run_when_the_callback_stops_it() -> None:
+    """A callback returning True at step 3 leaves three records in each history."""
+    history = _run(lambda it: _terms(1.0, 4.0), callback=lambda p: p.iteration == 3)
+    assert history.loss.shape == history.cost_ratio.shape == (3,)
+    np.testing.assert_allclose(history.cost_ratio, [0.25] * 3)
+
+
 def test_run_steps_names_the_first_non_finite_step() -> None:
     """A loss that becomes NaN at step 7 stops the fit with an error naming step 7 and lr."""
-
-    def step(it: int) -> torch.Tensor:
-        return torch.tensor(float("nan") if it >= 6 else 1.0)
-
     expected = r"non-finite at iteration 7; lower lr \(now 0.5\)"
     with pytest.raises(FloatingPointError, match=expected):
-        run_steps(
-            step,
-            None,
-            20,
-            device=torch.device("cpu"),
-            dtype=torch.float32,
-            stage="fit",
-            owner="X",
-            lr=0.5,
-        )
+        _run(lambda it: _terms(float("nan") if it >= 6 else 1.0))
 
 
 def test_run_steps_names_the_step_whose_transport_costs_are_non_finite() -> None:
     """Non-finite costs found by the solver at step 3 stop the fit naming step 3 and lr."""
 
-    def step(it: int) -> torch.Tensor:
+    def step(it: int) -> TransportTerms:
         if it == 2:
             raise FloatingPointError("the transport costs became non-finite (NaN or inf)")
-        return torch.tensor(1.0)
+        return _terms(1.0)
 
     with pytest.raises(FloatingPointError, match=r"iteration 3; lower lr \(now 0.5\)"):
-        run_steps(
-            step,
-            None,
-            20,
-            device=torch.device("cpu"),
-            dtype=torch.float32,
-            stage="fit",
-            owner="X",
-            lr=0.5,
-        )
+        _run(step)

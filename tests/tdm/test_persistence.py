@@ -31,6 +31,7 @@ def test_save_load_round_trip(make, data, tmp_path: Path) -> None:
     assert loaded.get_params() == {**est.get_params(), "callback": None}
     assert loaded.n_iter_ == est.n_iter_
     np.testing.assert_array_equal(loaded.loss_history_, est.loss_history_)
+    np.testing.assert_array_equal(loaded.cost_ratio_history_, est.cost_ratio_history_)
     new = X_nan[:20].copy()
     new[:, 1] = np.nan
     assert loaded.transform(new).tobytes() == est.transform(new).tobytes()
@@ -69,3 +70,21 @@ def test_files_from_an_older_save_layout_are_refused_with_a_message_to_refit(
     torch.save(state, path)
     with pytest.raises(ValueError, match=r"saved by tdm a version before 0\.5.*Refit"):
         TDMImputer.load(path)
+
+
+def test_a_file_without_the_cost_ratio_history_loads_with_nan_in_its_place(
+    data, tmp_path: Path
+) -> None:
+    """Files saved before the ratio was recorded load, with a history of NaN (not recorded) as
+    long as the loss history, and impute as before."""
+    _, X_nan, _ = data
+    path = tmp_path / "imputer.pt"
+    est = TDMImputer(**FAST).fit(X_nan)
+    est.save(path)
+    state = torch.load(path, weights_only=True)
+    del state["cost_ratio_history_"]
+    torch.save(state, path)
+    loaded = TDMImputer.load(path)
+    assert loaded.cost_ratio_history_.shape == est.loss_history_.shape
+    assert np.isnan(loaded.cost_ratio_history_).all()
+    assert loaded.transform(X_nan).tobytes() == est.transform(X_nan).tobytes()

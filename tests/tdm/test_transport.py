@@ -14,6 +14,7 @@ from tdm.transport import (
     pairwise_cost,
     sinkhorn_plan,
     transport_loss,
+    transport_terms,
 )
 
 
@@ -145,3 +146,22 @@ def test_sinkhorn_needs_epsilon_and_unknown_solver_is_refused() -> None:
         transport_loss(z1, z2, solver="sinkhorn")
     with pytest.raises(ValueError, match="solver must be one of"):
         transport_loss(z1, z2, solver="magic")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("solver", ["assignment", "emd", "sinkhorn"])
+def test_transport_terms_give_the_loss_and_the_mean_pair_cost(solver: str) -> None:
+    """The loss is `transport_loss`'s, the mean cost that of every cross pair; for the exact
+    solvers their ratio is 0 for identical batches and 1 when every pairing costs the same."""
+    gen = torch.Generator().manual_seed(0)
+    z1, z2 = torch.randn(16, 3, generator=gen), torch.randn(16, 3, generator=gen)
+    terms = transport_terms(z1, z2, solver=solver, epsilon=0.1)  # type: ignore[arg-type]
+    same = transport_loss(z1, z2, solver=solver, epsilon=0.1)  # type: ignore[arg-type]
+    torch.testing.assert_close(terms.loss, same)
+    torch.testing.assert_close(terms.mean_cost, pairwise_cost(z1, z2, "sqeuclidean").mean())
+    assert not terms.mean_cost.requires_grad
+    if solver != "sinkhorn":
+        assert 0 < float(terms.loss / terms.mean_cost) < 1
+        alike = transport_terms(z1, z1.clone(), solver=solver)  # type: ignore[arg-type]
+        assert float(alike.loss) == 0.0
+        one_point = transport_terms(z1, z2[:1].expand(16, 3), solver=solver)  # type: ignore[arg-type]
+        torch.testing.assert_close(one_point.loss, one_point.mean_cost)

@@ -1,0 +1,164 @@
+"""The nightly deployment as `tdm serve` serves it: prefect.yaml's entry with the warehouse
+config and schedule of the settings (`ServeSettings`), and a description that says when it runs.
+
+Also the environment every served run gets: prefect.yaml's `job_variables.env` (run-level
+retries), the torch thread count and the warehouse file.
+"""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from collections.abc import Mapping
+from pathlib import Path
+
+from deployments.settings import ServeSettings
+from deployments.specs import DeploymentSpec
+from schemas.warehouse import WarehouseConfigError, load_warehouse_config
+from tasks.errors import PipelineError
+
+__all__ = [
+    "CONFIG_PARAMETER",
+    "NIGHTLY_DEPLOYMENT",
+    "describe_schedule",
+    "nightly_spec",
+    "served_environment",
+    "with_settings",
+]
+
+NIGHTLY_DEPLOYMENT = "impute-warehouse"
+"""The prefect.yaml entry whose config and schedule the settings change."""
+
+CONFIG_PARAMETER = "config"
+"""Its parameter that names the warehouse config."""
+
+_DAILY = re.compile(r"^(\d{1,2}) (\d{1,2}) \* \* \*$")
+
+
+def describe_schedule(cron: str, timezone: str) -> str:
+    """When a cron schedule fires, in words: `every day at 02:00 (UTC)` for a daily time,
+    else the expression itself with its time zone."""
+    daily = _DAILY.match(" ".join(cron.split()))
+    if daily:
+        minute, hour = int(daily.group(1)), int(daily.group(2))
+        return f"every day at {hour:02d}:{minute:02d} ({timezone})"
+    return f"on the cron schedule '{cron}' ({timezone})"
+
+
+def nightly_spec(specs: list[DeploymentSpec]) -> DeploymentSpec:
+    """The nightly entry of a prefect.yaml's deployments."""
+    for spec in specs:
+        if spec.name == NIGHTLY_DEPLOYMENT:
+            return spec
+    raise PipelineError(f"prefect.yaml has no deployment named {NIGHTLY_DEPLOYMENT!r}.")
+
+
+def with_settings(
+    specs: list[DeploymentSpec], settings: ServeSettings, *, cwd: Path | None = None
+) -> list[DeploymentSpec]:
+    """The deployments with the nightly one's config and schedule taken from `settings`.
+
+    The config is made absolute (from `cwd`, default the working directory) and read, so that a
+    missing or invalid file is refused now rather than at night; the schedule is validated (cron
+    and IANA time zone). The nightly description states the table list and the time with its
+    time zone.
+    """
+    nightly = nightly_spec(specs)
+    parameters = dict(nightly.parameters)
+    if settings.warehouse_config is not None:
+        parameters[CONFIG_PARAMETER] = str((cwd or Path.cwd()) / settings.warehouse_config)
+    config = parameters.get(CONFIG_PARAMETER)
+    if config is None:
+        raise PipelineError(
+            f"Deployment {NIGHTLY_DEPLOYMENT!r} has no {CONFIG_PARAMETER!r} parameter: pass "
+            "--config FILE (or set TDM_WAREHOUSE_CONFIG)."
+        )
+    _check_config(str(config), cwd or Path.cwd(), given=settings.warehouse_config is not None)
+    cron, timezone = _schedule(nightly, settings)
+    updated = nightly.model_copy(
+        update={
+            "parameters": parameters,
+            "schedules": [{"cron": cron, "timezone": timezone, "active": True}],
+            "description": f"Impute every table listed in {config}, "
+            f"{describe_schedule(cron, timezone)}.",
+        }
+    )
+    try:
+        updated.schedule_objects()
+    except PipelineError as error:
+        raise PipelineError(
+            f"{error} (the schedule comes from --schedule-cron, TDM_SCHEDULE_CRON or prefect.yaml)"
+        ) from None
+    return [updated if spec is nightly else spec for spec in specs]
+
+
+def served_environment(
+    specs: list[DeploymentSpec],
+    *,
+    torch_threads: int,
+    db_path: Path | None = None,
+    environ: Mapping[str, str],
+) -> dict[str, str]:
+    """The variables `tdm serve` sets for the runs it serves (they inherit its environment).
+
+    - prefect.yaml's `work_pool.job_variables.env` (the run-level retries), unless `environ`
+      already sets the variable: one process serves every deployment, so two deployments that
+      set a variable differently are refused;
+    - `TDM_TORCH_THREADS` and, unless it is 0 (torch's default), `OMP_NUM_THREADS`, which torch
+      reads when a run's process starts;
+    - `TDM_DB_PATH` when `db_path` is given (`tdm serve --db`).
+    """
+    chosen: dict[str, tuple[str, str]] = {}
+    for spec in specs:
+        for name, value in spec.run_environment().items():
+            if name in chosen and chosen[name][1] != value:
+                other, before = chosen[name]
+                raise PipelineError(
+                    f"prefect.yaml: deployments {other!r} and {spec.name!r} set {name} to "
+                    f"{before!r} and {value!r}; `tdm serve` runs every deployment with one "
+                    "environment: give them the same value, or set the variable for tdm serve."
+                )
+            chosen[name] = (spec.name, value)
+    env = {name: value for name, (_, value) in chosen.items() if name not in environ}
+    env["TDM_TORCH_THREADS"] = str(torch_threads)
+    if torch_threads > 0:
+        env["OMP_NUM_THREADS"] = str(torch_threads)
+    if db_path is not None:
+        env["TDM_DB_PATH"] = str(db_path)
+    return env
+
+
+def _schedule(nightly: DeploymentSpec, settings: ServeSettings) -> tuple[str, str]:
+    crons = [item for item in nightly.schedules if item.get("cron")]
+    if settings.schedule_cron is None and len(crons) != 1:
+        raise PipelineError(
+            f"Deployment {NIGHTLY_DEPLOYMENT!r} needs one cron schedule in prefect.yaml, or "
+            "--schedule-cron (TDM_SCHEDULE_CRON)."
+        )
+    cron = settings.schedule_cron or str(crons[0]["cron"])
+    shipped = str(crons[0].get("timezone") or "UTC") if crons else "UTC"
+    timezone = settings.schedule_timezone or shipped
+    try:
+        zoneinfo.ZoneInfo(timezone)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise PipelineError(
+            f"Schedule time zone {timezone!r} (--schedule-timezone, TDM_SCHEDULE_TIMEZONE) is not "
+            "an IANA time zone name such as UTC or Europe/Berlin."
+        ) from None
+    return cron, timezone
+
+
+def _check_config(config: str, cwd: Path, *, given: bool) -> None:
+    try:
+        load_warehouse_config(cwd / config)
+    except WarehouseConfigError as error:
+        hint = (
+            ""
+            if given
+            else " Pass your own with --config FILE (or TDM_WAREHOUSE_CONFIG), or start tdm "
+            "serve from the repository root."
+        )
+        raise PipelineError(
+            f"The nightly deployment {NIGHTLY_DEPLOYMENT!r} cannot use its warehouse config: "
+            f"{error}{hint}"
+        ) from None

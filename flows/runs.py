@@ -1,0 +1,162 @@
+"""How a run of the imputation flows shows itself: its name, its tags, and how it fails.
+
+Flow runs are named after what they impute (`impute-<table>`, `warehouse-<config name>`), task
+runs after their task and table (`load-table-<table>`), and both carry the tags
+`table:<table>` and `warehouse:<file name>`, so that the runs list says which table failed. A
+foreseen failure (a `PipelineError`) ends the run in a Failed state whose message is the error's
+one paragraph, and its traceback is left out of the run's logs; any other error keeps Prefect's
+full report, traceback included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from prefect import Task, get_run_logger
+from prefect.states import Failed
+
+from tasks.errors import PipelineError, WarehouseBusyError
+
+__all__ = [
+    "OUTCOME",
+    "TABLE_TAG",
+    "WAREHOUSE_TAG",
+    "fail_run",
+    "for_table",
+    "foreseen_tracebacks_left_out",
+    "run_tags",
+    "tag_flow_run",
+    "warehouse_run_name",
+]
+
+TABLE_TAG = "table:"
+WAREHOUSE_TAG = "warehouse:"
+OUTCOME = "tdm_outcome"
+"""Attribute set on a log record that states a run's outcome, which the `tdm` command prints
+itself: a foreseen error's reason (its traceback left out), a dry run's summary."""
+
+_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def run_tags(tables: Iterable[str], db_path: str | Path) -> list[str]:
+    """The tags of a run imputing `tables` of the DuckDB file `db_path`."""
+    return [*(f"{TABLE_TAG}{table}" for table in tables), f"{WAREHOUSE_TAG}{Path(db_path).name}"]
+
+
+def for_table(
+    task: Task[P, R],
+    table: str,
+    db_path: str | Path,
+    *,
+    suffix: str = "",
+    tags: Iterable[str] = (),
+) -> Task[P, R]:
+    """`task` with its runs named `<task name>-<table><suffix>` and tagged with the table, the
+    warehouse and `tags` (on top of the task's own)."""
+    name = f"{task.name}-{table}{suffix}"
+    return task.with_options(
+        task_run_name=name.replace("{", "{{").replace("}", "}}"),  # a template: keep braces
+        tags={*task.tags, *run_tags([table], db_path), *tags},
+    )
+
+
+def warehouse_run_name() -> str:
+    """The name of an `impute-warehouse` run: `warehouse-<its config's file name, no suffix>`."""
+    from prefect.runtime import flow_run
+
+    config = flow_run.parameters.get("config") or "config"
+    return f"warehouse-{Path(str(config)).stem}"
+
+
+def tag_flow_run(tags: Iterable[str]) -> None:
+    """Add `tags` to the current flow run, on the server and in this process (nothing outside
+    a flow run). A run's tags are fixed when it is created; these are known only once it runs."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    run = context.flow_run if context is not None else None
+    if run is None:
+        return
+    merged = list(dict.fromkeys([*run.tags, *tags]))
+    with get_client(sync_client=True) as client:
+        client.update_flow_run(run.id, tags=merged)
+    run.tags = merged
+
+
+def fail_run(error: PipelineError) -> Any:
+    """The Failed state a flow returns for a foreseen `error`: its message is the error's
+    paragraph (calling the flow still raises `error`). The reason is logged as an error, without
+    a traceback.
+
+    A warehouse locked by another process (`WarehouseBusyError`) may be free later: that error is
+    raised again instead, so that the deployment's run-level retries run the flow again. Any other
+    foreseen error would fail the same way, so the run ends now, retries or not.
+    """
+    if isinstance(error, WarehouseBusyError):
+        raise error
+    reason = str(error)
+    get_run_logger().error("%s", reason, extra={OUTCOME: True})
+    _no_retries()
+    return Failed(message=reason, data=error)
+
+
+def _no_retries() -> None:
+    """Set the current flow run's retries to none left. With retries left, the server turns a
+    returned Failed state into AwaitingRetry, which a flow that returned cannot follow (Prefect
+    then reports the run as crashed)."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    run = context.flow_run if context is not None else None
+    if run is None or not run.empirical_policy.retries:
+        return
+    policy = run.empirical_policy.model_copy(update={"retries": 0})
+    with get_client(sync_client=True) as client:
+        client.update_flow_run(run.id, empirical_policy=policy)
+    run.empirical_policy = policy
+
+
+class _LeaveOutForeseenTracebacks(logging.Filter):
+    """Drops the traceback of a foreseen error from a run's log record, and marks the record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, PipelineError):
+            record.exc_info, record.exc_text = None, None
+            setattr(record, OUTCOME, True)
+        return True
+
+
+_FILTER = _LeaveOutForeseenTracebacks()
+_LOCK = threading.Lock()
+_USERS = 0
+
+
+@contextlib.contextmanager
+def foreseen_tracebacks_left_out() -> Iterator[None]:
+    """Within it, Prefect's flow- and task-run loggers log foreseen errors without their
+    traceback (the message says it all); removed again when the last flow using it ends."""
+    global _USERS
+    with _LOCK:
+        _USERS += 1
+        if _USERS == 1:
+            for name in _RUN_LOGGERS:
+                logging.getLogger(name).addFilter(_FILTER)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _USERS -= 1
+            if _USERS == 0:
+                for name in _RUN_LOGGERS:
+                    logging.getLogger(name).removeFilter(_FILTER)

@@ -1,0 +1,40 @@
+"""Markdown pieces shared by the artifacts of a run: code spans, table cells and numbers."""
+
+from __future__ import annotations
+
+import math
+import re
+
+__all__ = ["code_span", "format_number", "table_cell"]
+
+
+def code_span(text: str) -> str:
+    """`text` as a markdown code span, whatever backticks or line breaks it holds."""
+    flat = " ".join(str(text).splitlines())
+    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
+    if not longest:
+        return f"`{flat}`"
+    fence = "`" * (longest + 1)
+    return f"{fence} {flat} {fence}"  # the spaces let the text start or end with a backtick
+
+
+def table_cell(text: str) -> str:
+    """`text` safe in a markdown table cell (pipes escaped, one line)."""
+    return " ".join(str(text).splitlines()).replace("|", "\\|")
+
+
+def format_number(value: float | None, digits: int = 4) -> str:
+    """`value` to `digits` significant digits, in fixed notation with thousands separated
+    (1,065; 12,350; 13.00; 0.005300), in scientific notation below 0.001 or from 10^9
+    (1.234e-05); an empty string for None or NaN."""
+    if value is None or math.isnan(value):
+        return ""
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    number = float(f"{value:.{digits}g}")  # rounded first: 9.99996 -> 10.00, not 10.000
+    if number == 0:
+        return f"{0:.{digits - 1}f}"
+    if 1e-3 <= abs(number) < 1e9:
+        decimals = max(0, digits - 1 - math.floor(math.log10(abs(number))))
+        return f"{number:,.{decimals}f}"
+    return f"{number:.{digits - 1}e}"

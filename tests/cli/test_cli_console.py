@@ -1,0 +1,125 @@
+"""What `tdm` prints with -q, by default and with -v: the result always; the pipeline's own log
+lines by default; Prefect's bookkeeping only with -v; nothing else with -q."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli.console import DEFAULT, QUIET, VERBOSE, _Verbosity
+from flows.runs import OUTCOME
+
+REPO = Path(__file__).resolve().parents[2]
+PREFECT = Path(logging.__file__).parent  # any file outside the repository
+
+
+def record(
+    name: str, level: int, where: Path, msg: str = "text", outcome: bool = False
+) -> logging.LogRecord:
+    made = logging.LogRecord(name, level, str(where), 1, msg, (), None)
+    if outcome:
+        setattr(made, OUTCOME, True)
+    return made
+
+
+OURS_INFO = record("prefect.flow_runs", logging.INFO, REPO / "flows" / "impute_table.py")
+ENGINE_INFO = record("prefect.task_runs", logging.INFO, PREFECT / "x.py", "Finished in state %s")
+RETRY = record(
+    "prefect.task_runs",
+    logging.INFO,
+    PREFECT / "x.py",
+    "Task run failed with %s: %r - Retry %s/%s will start %s",
+)
+ENGINE_ERROR = record("prefect.task_runs", logging.ERROR, PREFECT / "x.py", "Task run failed")
+FORESEEN_ERROR = record(
+    "prefect.flow_runs", logging.ERROR, REPO / "flows" / "runs.py", outcome=True
+)
+DRY_RUN_SUMMARY = record(
+    "prefect.flow_runs", logging.INFO, REPO / "flows" / "impute_table.py", outcome=True
+)
+WARNING = record("py.warnings", logging.WARNING, PREFECT / "x.py")
+SERVER_INFO = record("prefect", logging.INFO, PREFECT / "x.py", "Starting temporary server")
+
+SHOWN = {  # record: (quiet, default, verbose)
+    "pipeline-info": (OURS_INFO, (False, True, True)),
+    "prefect-bookkeeping": (ENGINE_INFO, (False, False, True)),
+    "retry-notice": (RETRY, (False, True, True)),
+    "prefect-failure-report": (ENGINE_ERROR, (False, False, True)),
+    "foreseen-error": (FORESEEN_ERROR, (False, False, True)),
+    "dry-run-summary": (DRY_RUN_SUMMARY, (False, False, True)),
+    "warning": (WARNING, (False, True, True)),
+    "server-start": (SERVER_INFO, (False, False, True)),
+}
+
+
+@pytest.mark.parametrize(("made", "expected"), SHOWN.values(), ids=SHOWN)
+def test_each_level_shows_what_it_promises(
+    made: logging.LogRecord, expected: tuple[bool, bool, bool]
+) -> None:
+    shown = tuple(_Verbosity(level).filter(made) for level in (QUIET, DEFAULT, VERBOSE))
+    assert shown == expected
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_quiet_default_and_verbose_terminal_output(warehouse: Path, tmp_path: Path) -> None:
+    """Run as a user would (a process of its own, on the harness's server)."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "OMP_NUM_THREADS": "1",
+        "TDM_MAX_ITER": "20",
+        "TDM_TORCH_THREADS": "1",
+    }
+    args = [sys.executable, "-m", "cli.main", "impute", "--db", str(warehouse)]
+
+    def tdm(*flags: str, table: str = "readings") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*args, "--table", table, *flags],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    quiet = tdm("-q")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.startswith("Wrote 'readings_imputed'")
+    assert quiet.stderr == ""  # no log line, no warning
+
+    default = tdm()
+    assert default.returncode == 0, default.stderr
+    assert default.stdout.startswith("Wrote 'readings_imputed'")
+    assert "Flow run 'impute-readings' - Imputing 62 cells in " in default.stderr
+    assert "TDM fit on 'readings': 100% (20/20 iterations)" in default.stderr
+    assert "Finished in state" not in default.stderr and "Beginning flow run" not in default.stderr
+
+    verbose = tdm("-v")
+    assert verbose.returncode == 0, verbose.stderr
+    assert "Task run 'load-table-readings' - Finished in state Completed()" in verbose.stderr
+    assert "Flow run 'impute-readings' - Finished in state Completed()" in verbose.stderr
+
+    failed = tdm(table="nowhere")  # by default a foreseen error is said once, by the command
+    assert failed.returncode == 2
+    (line,) = failed.stderr.strip().splitlines()
+    assert line.startswith('tdm impute: error: Table "nowhere" does not exist')
+
+
+@pytest.mark.e2e
+def test_quiet_hides_the_temporary_server_too(warehouse: Path, tmp_path: Path) -> None:
+    """Without PREFECT_API_URL, `tdm` starts a temporary Prefect server and stops it as it
+    exits, after the command has returned: -q must hide that line too."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_API_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), OMP_NUM_THREADS="1")
+    run = subprocess.run(
+        [sys.executable, "-m", "cli.main", "impute", "--db", str(warehouse), "--table",
+         "readings", "--max-iter", "5", "--torch-threads", "1", "-q", "--dry-run"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("Dry run of 'readings', nothing written")
+    assert run.stderr == ""

@@ -1,0 +1,211 @@
+"""What `tdm serve` changes without an edit of a tracked file: the nightly deployment's config,
+schedule and description (deployments.nightly), the environment of the runs it serves, and the
+environment of the Prefect server it starts (deployments.server)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deployments.files import PREFECT_FILE
+from deployments.nightly import (
+    NIGHTLY_DEPLOYMENT,
+    describe_schedule,
+    nightly_spec,
+    served_environment,
+    with_settings,
+)
+from deployments.server import server_environment
+from deployments.settings import ServeSettings
+from deployments.specs import read_deployment_specs
+from tasks.errors import PipelineError
+
+REPO = Path(__file__).resolve().parents[2]
+RETRIES = {"PREFECT_FLOWS_DEFAULT_RETRIES": "2", "PREFECT_FLOWS_DEFAULT_RETRY_DELAY_SECONDS": "60"}
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """A user's own warehouse config, outside the repository."""
+    path = tmp_path / "tables.yaml"
+    path.write_text("db_path: shop.duckdb\ntables:\n  - {table: sales, key: id}\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("cron", "timezone", "expected"),
+    [
+        ("0 2 * * *", "UTC", "every day at 02:00 (UTC)"),
+        ("30  3 * * *", "Europe/Berlin", "every day at 03:30 (Europe/Berlin)"),
+        ("0 2 * * 1-5", "UTC", "on the cron schedule '0 2 * * 1-5' (UTC)"),
+    ],
+    ids=["daily-utc", "daily-berlin", "weekdays"],
+)
+def test_describe_schedule_states_the_time_and_its_zone(
+    cron: str, timezone: str, expected: str
+) -> None:
+    """A daily cron reads as a time of day with its time zone; any other as the expression."""
+    assert describe_schedule(cron, timezone) == expected
+
+
+def test_shipped_nightly_states_its_time_and_zone() -> None:
+    """With no setting, the nightly keeps prefect.yaml's config and cron, and its description
+    (served and in prefect.yaml, for `prefect deploy`) says when it runs."""
+    specs = with_settings(read_deployment_specs(), ServeSettings(), cwd=REPO)
+    nightly = nightly_spec(specs)
+    assert nightly.parameters == {"config": "deployments/warehouse.yaml"}
+    assert nightly.schedules == [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}]
+    assert nightly.description == (
+        "Impute every table listed in deployments/warehouse.yaml, every day at 02:00 (UTC)."
+    )
+    (shipped,) = [s for s in read_deployment_specs() if s.name == NIGHTLY_DEPLOYMENT]
+    assert shipped.description == nightly.description
+
+
+def test_settings_replace_config_and_schedule(config: Path, tmp_path: Path) -> None:
+    """--config (relative, made absolute from the working directory), cron and time zone: the
+    nightly runs the user's tables at 03:30 Berlin time; the ad-hoc deployment is unchanged."""
+    settings = ServeSettings(
+        warehouse_config=Path("tables.yaml"),
+        schedule_cron="30 3 * * *",
+        schedule_timezone="Europe/Berlin",
+    )
+    before = {s.name: s for s in read_deployment_specs()}
+    specs = {s.name: s for s in with_settings(list(before.values()), settings, cwd=tmp_path)}
+    nightly = specs[NIGHTLY_DEPLOYMENT]
+    assert nightly.parameters == {"config": str(config)}
+    (schedule,) = nightly.schedule_objects()
+    assert (schedule.cron, schedule.timezone) == ("30 3 * * *", "Europe/Berlin")
+    assert nightly.description == (
+        f"Impute every table listed in {config}, every day at 03:30 (Europe/Berlin)."
+    )
+    assert specs["impute-table"] == before["impute-table"]
+    from prefect.server.schemas.schedules import CronSchedule
+
+    cron = CronSchedule(cron=str(schedule.cron), timezone=schedule.timezone)
+    (first,) = asyncio.run(cron.get_dates(n=1, start=datetime(2026, 11, 23, 12, tzinfo=UTC)))
+    assert first.astimezone(UTC).isoformat() == "2026-11-24T02:30:00+00:00"  # CET is UTC+1
+
+
+def test_settings_come_from_tdm_variables(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TDM_WAREHOUSE_CONFIG, TDM_SCHEDULE_CRON and TDM_SCHEDULE_TIMEZONE; a value given
+    explicitly (a flag) beats the variable."""
+    monkeypatch.setenv("TDM_WAREHOUSE_CONFIG", str(config))
+    monkeypatch.setenv("TDM_SCHEDULE_CRON", "15 1 * * *")
+    monkeypatch.setenv("TDM_SCHEDULE_TIMEZONE", "America/New_York")
+    from_env = ServeSettings()
+    assert (from_env.warehouse_config, from_env.schedule_cron, from_env.schedule_timezone) == (
+        config,
+        "15 1 * * *",
+        "America/New_York",
+    )
+    assert ServeSettings(schedule_cron="0 4 * * *").schedule_cron == "0 4 * * *"
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        (ServeSettings(schedule_cron="0 25 * * *"), r"invalid schedule.*TDM_SCHEDULE_CRON"),
+        (ServeSettings(schedule_timezone="Mars/Olympus"), r"'Mars/Olympus'.*IANA"),
+        (ServeSettings(warehouse_config=Path("nowhere.yaml")), r"nowhere\.yaml' does not exist"),
+    ],
+    ids=["bad-cron", "bad-timezone", "missing-config"],
+)
+def test_bad_settings_are_refused_before_serving(settings: ServeSettings, match: str) -> None:
+    """A cron Prefect cannot parse, an unknown time zone or a missing config: one clear error
+    when `tdm serve` starts, not a failed run at night."""
+    with pytest.raises(PipelineError, match=match):
+        with_settings(read_deployment_specs(), settings, cwd=REPO)
+
+
+def test_shipped_config_from_elsewhere_says_to_pass_config(tmp_path: Path) -> None:
+    """From a folder without deployments/warehouse.yaml and no --config: refused, saying how."""
+    with pytest.raises(PipelineError, match=r"--config FILE \(or TDM_WAREHOUSE_CONFIG\)"):
+        with_settings(read_deployment_specs(), ServeSettings(), cwd=tmp_path)
+
+
+def test_prefect_yaml_sets_run_level_retries_on_both_deployments() -> None:
+    """Both deployments' runs get Prefect's default flow retries from `job_variables.env`, the
+    same for `prefect deploy` (work pool) and `tdm serve`."""
+    raw = yaml.safe_load(PREFECT_FILE.read_text())
+    for entry in raw["deployments"]:
+        assert entry["work_pool"]["job_variables"]["env"] == RETRIES, entry["name"]
+    assert all(spec.run_environment() == RETRIES for spec in read_deployment_specs())
+
+
+def test_served_environment_retries_threads_and_db() -> None:
+    """The served runs' variables: the retries, the torch threads (as OMP_NUM_THREADS too, which
+    torch reads at start), and TDM_DB_PATH from `tdm serve --db`."""
+    env = served_environment(
+        read_deployment_specs(), torch_threads=1, db_path=Path("/data/shop.duckdb"), environ={}
+    )
+    assert env == {
+        **RETRIES,
+        "TDM_TORCH_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "TDM_DB_PATH": "/data/shop.duckdb",
+    }
+
+
+def test_served_environment_keeps_the_callers_variables() -> None:
+    """A retry variable already set for `tdm serve` wins over prefect.yaml; 0 threads (torch's
+    default) sets no OMP_NUM_THREADS; no --db sets no TDM_DB_PATH."""
+    env = served_environment(
+        read_deployment_specs(),
+        torch_threads=0,
+        environ={"PREFECT_FLOWS_DEFAULT_RETRIES": "0"},
+    )
+    assert env == {"PREFECT_FLOWS_DEFAULT_RETRY_DELAY_SECONDS": "60", "TDM_TORCH_THREADS": "0"}
+
+
+def test_deployments_that_disagree_on_a_variable_are_refused(tmp_path: Path) -> None:
+    """One process serves every deployment: two values for one variable cannot both hold."""
+    raw = yaml.safe_load(PREFECT_FILE.read_text())
+    raw["deployments"][1]["work_pool"]["job_variables"]["env"]["PREFECT_FLOWS_DEFAULT_RETRIES"] = (
+        "5"
+    )
+    path = tmp_path / "prefect.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(PipelineError, match=r"PREFECT_FLOWS_DEFAULT_RETRIES to '2' and '5'"):
+        served_environment(read_deployment_specs(path), torch_threads=1, environ={})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_run_process_takes_its_torch_threads_from_omp_num_threads(threads: int) -> None:
+    """The mechanism behind the served runs' thread count: torch in a fresh process started with
+    the served environment uses that many threads."""
+    env = {k: v for k, v in os.environ.items() if k not in {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}}
+    env.update(served_environment([], torch_threads=threads, environ=env))
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert int(out.stdout) == threads
+
+
+def test_server_environment_points_the_ui_at_its_port() -> None:
+    """`prefect server start --port N` alone serves a UI that calls port 4200: its environment
+    sets the port and the UI's API address; the client's PREFECT_API_URL is dropped."""
+    env = server_environment(4311, {"PATH": "/bin", "PREFECT_API_URL": "http://x:1/api"})
+    assert env == {
+        "PATH": "/bin",
+        "PREFECT_SERVER_API_HOST": "127.0.0.1",
+        "PREFECT_SERVER_API_PORT": "4311",
+        "PREFECT_UI_API_URL": "http://127.0.0.1:4311/api",
+    }
+
+
+def test_server_environment_keeps_a_ui_api_url_the_user_set() -> None:
+    """Behind a proxy the user sets the UI's API address; it is kept."""
+    env = server_environment(4311, {"PREFECT_UI_API_URL": "https://tdm.example/api"})
+    assert env["PREFECT_UI_API_URL"] == "https://tdm.example/api"

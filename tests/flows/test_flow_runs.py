@@ -1,0 +1,131 @@
+"""Runs you can tell apart (named and tagged after their table and warehouse) and failures you can
+read (the state message is the reason; a foreseen error logs no traceback), read back from the
+Prefect API as the UI shows them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pandas as pd
+import pytest
+
+import tasks.write
+from flows.impute_table import impute_table
+from flows.impute_warehouse import impute_warehouse
+from tasks.params import ImputerParams
+
+pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
+
+FAST = ImputerParams(max_iter=5)
+TABLE_STEPS = (
+    "count-rows", "load-table", "validate-input", "check-target", "standardise", "impute",
+    "inverse-scale", "check-quality", "write-back",
+)  # fmt: skip
+
+
+def flow_run(run_id: UUID) -> Any:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(run_id)
+
+
+def task_runs(run_id: UUID) -> list[Any]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        return client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id]))
+        )
+
+
+def run_logs(run_id: UUID) -> list[Any]:
+    """The run's log records as the API has them (its task runs' included), oldest first."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)  # the handler sends in batches, in the background
+    with get_client(sync_client=True) as client:
+        return client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+
+
+def test_table_runs_are_named_and_tagged_after_the_table_and_warehouse(warehouse: Path) -> None:
+    """Bug: every run was named at random (`banana-tuna`) and every task run `impute-6eb`."""
+    state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, return_state=True)
+    run_id = state.state_details.flow_run_id
+
+    run = flow_run(run_id)
+    assert run.name == "impute-readings"
+    assert {"table:readings", "warehouse:warehouse.duckdb"} <= set(run.tags)
+    tasks = task_runs(run_id)
+    assert sorted(t.name for t in tasks) == sorted(f"{step}-readings" for step in TABLE_STEPS)
+    for task in tasks:
+        assert {"table:readings", "warehouse:warehouse.duckdb"} <= set(task.tags), task.name
+
+
+def test_warehouse_runs_are_named_after_the_config_and_tagged_with_each_table(
+    tmp_path: Path, make_readings: Callable[..., pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "sales.duckdb"
+    for seed, table in enumerate(("north", "south")):
+        make_readings(db, table=table, n_rows=40, seed=seed)
+    config = tmp_path / "nightly.yaml"
+    config.write_text(f"db_path: {db}\ntables:\n  - table: north\n  - table: south\n")
+    monkeypatch.setenv("TDM_MAX_ITER", "5")
+
+    state = impute_warehouse(str(config), return_state=True)
+    run_id = state.state_details.flow_run_id
+
+    run = flow_run(run_id)
+    assert run.name == "warehouse-nightly"
+    assert {"table:north", "table:south", "warehouse:sales.duckdb"} <= set(run.tags)
+    names = {t.name: set(t.tags) for t in task_runs(run_id)}
+    for table in ("north", "south"):
+        for step in ("load-table", "impute", "write-back"):
+            assert {f"table:{table}", "warehouse:sales.duckdb"} <= names[f"{step}-{table}"]
+    assert "table:south" not in names["impute-north"]
+
+
+def test_a_foreseen_failure_is_the_state_message_and_logs_no_traceback(warehouse: Path) -> None:
+    """Bug: the one-line reason was buried under ~120 lines of tracebacks in the run's logs."""
+    state = impute_table(
+        "readings", db_path=warehouse, columns=["site"], imputer=FAST, return_state=True
+    )
+
+    assert state.is_failed()
+    reason = str(state.result(raise_on_failure=False))
+    assert state.message == reason
+    assert reason.startswith('Only numeric columns can be imputed, but table "readings"')
+    assert "the columns parameter, --columns flag" in reason  # the UI's and the CLI's way
+    logs = run_logs(state.state_details.flow_run_id)
+    assert not [log.message for log in logs if "Traceback" in log.message]
+    errors = [log.message for log in logs if log.level >= 40]
+    assert reason in errors  # the flow run's own error line: the reason, once, as it is
+    assert flow_run(state.state_details.flow_run_id).state.message == reason
+
+
+def test_an_unforeseen_failure_keeps_its_traceback_in_the_logs(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: object) -> None:
+        raise RuntimeError("injected failure after imputation")
+
+    monkeypatch.setattr(tasks.write, "insert_lineage", fail)
+    state = impute_table("readings", db_path=warehouse, imputer=FAST, return_state=True)
+
+    assert state.is_failed() and "injected failure" in str(state.message)
+    logs = run_logs(state.state_details.flow_run_id)
+    assert any("Traceback" in log.message for log in logs)
+
+
+def test_hints_name_the_flow_parameter_as_well_as_the_flag(tmp_path: Path) -> None:
+    """Bug: a UI-triggered run was told to use `--db (or TDM_DB_PATH)`; its parameter is
+    db_path."""
+    state = impute_table("t", db_path=tmp_path / "absent.duckdb", return_state=True)
+    assert "the db_path parameter" in str(state.message)
+    assert "--db flag or TDM_DB_PATH" in str(state.message)
