@@ -35,8 +35,19 @@ TABLE_DEPLOYMENT = "impute-table/impute-table"
 """The ad-hoc deployment: `<flow name>/<deployment name>`."""
 
 PICKUP_TIMEOUT = 30.0
-"""Seconds a waiting run may go without its deployment being polled by a runner or worker
-(`tdm serve` polls every PREFECT_RUNNER_POLL_FREQUENCY seconds, 10 by default)."""
+"""Seconds a waiting run may go without its deployment being polled by a runner or worker, at
+least: `tdm serve` polls every PREFECT_RUNNER_POLL_FREQUENCY seconds (10 by default), and the
+wait is at least three of its polls (`pickup_seconds`)."""
+
+
+def pickup_seconds() -> float:
+    """How long a waiting run may go unpolled before `tdm run` says nothing serves it:
+    `PICKUP_TIMEOUT`, or three of the runner's polls if they are slower."""
+    from prefect.settings import get_current_settings
+
+    poll = float(get_current_settings().runner.poll_frequency)
+    return max(PICKUP_TIMEOUT, 3 * poll)
+
 
 REPORT_KEY_PREFIX = "tdm-report-"  # the run report artifacts the impute flows publish
 
@@ -85,7 +96,7 @@ def trigger_deployment(
     api_url: str | None = None,
     poll_interval: float = 1.0,
     timeout: float | None = None,
-    pickup_timeout: float = PICKUP_TIMEOUT,
+    pickup_timeout: float | None = None,
     on_created: Callable[[CreatedRun], None] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> TriggeredRun:
@@ -97,7 +108,8 @@ def trigger_deployment(
     returned with `timed_out`: a run in progress stops, one not yet started never will.
 
     Errors (`PipelineError`) when no server answers, when the deployment does not exist or nothing
-    serves it (no runner or worker polls it within `pickup_timeout` seconds while the run waits:
+    serves it (no runner or worker polls it within `pickup_timeout` seconds, default
+    `pickup_seconds()`, while the run waits:
     the run is then cancelled, so that it cannot start later), or when the server refuses the
     parameters.
     """
@@ -146,7 +158,10 @@ def trigger_deployment(
                 on_created(created)
             watch = _Watch(client, created, deployment.id, deployment.last_polled, progress)
             flow_run, timed_out = watch.follow(
-                wait=wait, timeout=timeout, pickup_timeout=pickup_timeout, poll=poll_interval
+                wait=wait,
+                timeout=timeout,
+                pickup_timeout=pickup_seconds() if pickup_timeout is None else pickup_timeout,
+                poll=poll_interval,
             )
         state = flow_run.state
         final = state is not None and state.is_final()
@@ -218,8 +233,9 @@ class _Watch:
             if timeout is not None and now - started >= timeout:
                 self._cancel(f"tdm run: --timeout {timeout:g} s passed")
                 flow_run = self.client.read_flow_run(self.run.id)
-                done = flow_run.state is not None and flow_run.state.is_completed()
-                return flow_run, not done  # it may have completed in the meantime
+                state = flow_run.state  # it may have ended in the meantime, one way or another
+                ended = state is not None and state.is_final() and not state.is_cancelled()
+                return flow_run, not ended
             time.sleep(poll)
 
     def _report(self, state: State | None) -> None:

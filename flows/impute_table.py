@@ -13,6 +13,7 @@ from flows.partitioned import count_rows_to_partition, impute_partitioned
 from flows.runners import task_runner
 from flows.runs import (
     OUTCOME,
+    end_retries,
     fail_run,
     for_table,
     foreseen_tracebacks_left_out,
@@ -100,6 +101,9 @@ def impute_table(
             )
         except PipelineError as error:
             return fail_run(error)
+        except Exception:  # unforeseen: another attempt would fail the same way
+            end_retries()
+            raise
 
 
 def _impute_table(

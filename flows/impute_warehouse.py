@@ -15,6 +15,7 @@ from flows.partitioned import count_rows_to_partition, impute_partitioned
 from flows.runners import describe_runner, gpu_annotation, task_runner
 from flows.runs import (
     OUTCOME,
+    end_retries,
     fail_run,
     for_table,
     foreseen_tracebacks_left_out,
@@ -32,7 +33,7 @@ from flows.steps import (
     prepare_table,
 )
 from schemas.warehouse import WarehouseConfigError, load_warehouse_config
-from tasks.errors import PipelineError, PipelineInputError
+from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tasks.impute import impute_task_for
 from tasks.params import override_params
 from tasks.results import ImputeTableResult
@@ -97,6 +98,9 @@ def impute_warehouse(
             return _impute_warehouse(config, db_path, replace_target, dry_run)
         except PipelineError as error:
             return fail_run(error)
+        except Exception:  # unforeseen: another attempt would fail the same way
+            end_retries()
+            raise
 
 
 def _impute_warehouse(
@@ -120,6 +124,7 @@ def _impute_warehouse(
     replace = settings.replace_target if replace_target is None else replace_target
     failures: dict[str, str] = {}
     unexpected: set[str] = set()  # tables that failed with an error not foreseen
+    busy: dict[str, WarehouseBusyError] = {}  # tables that found the warehouse locked
     options: dict[str, ImputeOptions] = {}
     prepared: dict[str, PreparedTable] = {}
     large: list[TableRequest] = []  # imputed in partitions, one at a time, after the rest
@@ -141,7 +146,7 @@ def _impute_warehouse(
                 continue
             prepared[entry.table] = prepare_table(db, request, target_suffix=settings.target_suffix)
         except Exception as error:  # any table's failure, foreseen or not, spares the others
-            failures[entry.table] = _reason(error, entry.table, unexpected)
+            failures[entry.table] = _reason(error, entry.table, unexpected, busy)
 
     runner_name = describe_runner(settings)
     results: dict[str, ImputeTableResult] = {}
@@ -169,7 +174,7 @@ def _impute_warehouse(
                 outcome = futures[table].result() if table in futures else None
                 results[table] = finish_table(ready, outcome, options[table], dry_run=dry_run)
             except Exception as error:
-                failures[table] = _reason(error, table, unexpected)
+                failures[table] = _reason(error, table, unexpected, busy)
         for request in large:
             table = request.source_table
             try:
@@ -177,7 +182,9 @@ def _impute_warehouse(
                     db, request, options[table], settings=settings, runner=runner, dry_run=dry_run
                 )
             except Exception as error:
-                failures[table] = _reason(error, table, unexpected)
+                failures[table] = _reason(error, table, unexpected, busy)
+    if busy and len(busy) == len(failures):  # only locks: the run-level retries may succeed
+        raise next(iter(busy.values()))
     if failures:
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
         raise WarehouseRunError(
@@ -191,8 +198,13 @@ def _impute_warehouse(
     return WarehouseResult(db_path=db, runner=runner_name, tables=results, dry_run=dry_run)
 
 
-def _reason(error: Exception, table: str, unexpected: set[str]) -> str:
-    """Why `table` failed, in one line; an unforeseen error is also logged with its traceback."""
+def _reason(
+    error: Exception, table: str, unexpected: set[str], busy: dict[str, WarehouseBusyError]
+) -> str:
+    """Why `table` failed, in one line; an unforeseen error is also logged with its traceback,
+    a locked warehouse (`WarehouseBusyError`) is kept in `busy`."""
+    if isinstance(error, WarehouseBusyError):
+        busy[table] = error
     if isinstance(error, PipelineError):
         return str(error)
     unexpected.add(table)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 from flows.runs import TABLE_TAG, WAREHOUSE_TAG
 
@@ -40,9 +41,16 @@ def notify_failure(flow: Any, flow_run: Any, state: Any) -> None:
     try:
         post_json(url, failure_summary(flow, flow_run, state), timeout=NOTIFY_TIMEOUT_SECONDS)
     except Exception as error:  # the notification is best effort: the run's state stands
-        logger.warning("The failure notification to %s was not delivered: %s", url, error)
+        logger.warning("The failure notification to %s was not delivered: %s", _host(url), error)
     else:
-        logger.info("Failure notification sent to %s", url)
+        logger.info("Failure notification sent to %s", _host(url))
+
+
+def _host(url: str) -> str:
+    """The scheme and host of `url`: a webhook's path often holds its secret token, and run
+    logs are shown in the UI."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}/..."
 
 
 def failure_summary(flow: Any, flow_run: Any, state: Any) -> dict[str, Any]:

@@ -33,24 +33,26 @@ def task_runner(settings: PipelineSettings) -> Any:
             "threads_per_worker": 1,
             "processes": True,
             "dashboard_address": None,  # no web server on a port nobody asked for
-            "env": _worker_env(settings.dask_workers),
+            "env": _worker_env(settings.dask_workers, settings.torch_threads),
         }
     )
 
 
-def _worker_env(n_workers: int) -> dict[str, str]:
+def _worker_env(n_workers: int, torch_threads: int | None = None) -> dict[str, str]:
     """Environment of local Dask workers: this run's Prefect API, and a share of the cores.
 
     Without an API URL each worker process would start a temporary Prefect server of its own
     (15-20 s each here) when the flow runs on the embedded default; given the flow's, task runs
-    report to the same API. Each worker gets cores / workers threads for torch and BLAS, so that
-    two workers do not oversubscribe the machine.
+    report to the same API. Each worker gets `torch_threads` threads for torch and BLAS (the
+    pipeline's one thread setting), or, where that is 0 or unset, cores / workers, so that two
+    workers do not oversubscribe the machine.
     """
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
         api_url = str(client.api_url).rstrip("/")
-    threads = str(max(1, (os.cpu_count() or 1) // n_workers))
+    share = max(1, (os.cpu_count() or 1) // n_workers)
+    threads = str(torch_threads if torch_threads else share)
     return {
         "PREFECT_API_URL": api_url,
         "OMP_NUM_THREADS": threads,

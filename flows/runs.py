@@ -26,6 +26,7 @@ __all__ = [
     "OUTCOME",
     "TABLE_TAG",
     "WAREHOUSE_TAG",
+    "end_retries",
     "fail_run",
     "for_table",
     "foreseen_tracebacks_left_out",
@@ -105,14 +106,14 @@ def fail_run(error: PipelineError) -> Any:
         raise error
     reason = str(error)
     get_run_logger().error("%s", reason, extra={OUTCOME: True})
-    _no_retries()
+    end_retries()
     return Failed(message=reason, data=error)
 
 
-def _no_retries() -> None:
-    """Set the current flow run's retries to none left. With retries left, the server turns a
-    returned Failed state into AwaitingRetry, which a flow that returned cannot follow (Prefect
-    then reports the run as crashed)."""
+def end_retries() -> None:
+    """Set the current flow run's retries to none left, for a failure another attempt would
+    repeat. (With retries left, the server also turns a returned Failed state into
+    AwaitingRetry, which a flow that returned cannot follow: Prefect reports it as crashed.)"""
     from prefect.client.orchestration import get_client
     from prefect.context import FlowRunContext
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from flows.impute_warehouse import WarehouseRunError, impute_warehouse
 from flows.runners import gpu_annotation, task_runner
 from flows.settings import PipelineSettings
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, WarehouseBusyError
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -158,3 +159,38 @@ def test_runner_choice_follows_the_settings() -> None:
     remote = task_runner(PipelineSettings(task_runner="dask", dask_address="tcp://10.0.0.9:8786"))
     assert isinstance(remote, DaskTaskRunner) and remote.address == "tcp://10.0.0.9:8786"
     assert np.isfinite(PipelineSettings().max_fit_rows)
+
+
+def test_a_run_where_only_locks_failed_raises_the_lock_error_for_the_run_retries(
+    tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tables that found the warehouse locked (and nothing else failing) fail the run with the
+    lock error itself, which the deployment's run-level retries retry; a mix stays one report."""
+    import flows.impute_warehouse as warehouse_flow
+
+    monkeypatch.setenv("TDM_MAX_ITER", "5")
+    prepare = warehouse_flow.prepare_table
+
+    def locked(db: str, request: object, **kwargs: object) -> object:
+        if getattr(request, "source_table", "") in ("north", "south"):
+            raise WarehouseBusyError(f"'{db}' is locked by another process (test)")
+        return prepare(db, request, **kwargs)
+
+    monkeypatch.setattr(warehouse_flow, "prepare_table", locked)
+    with pytest.raises(WarehouseBusyError, match="locked by another process"):
+        impute_warehouse(str(all_tables_config(tmp_path, three_tables)))
+
+    with duckdb.connect(str(three_tables)) as con:
+        con.execute("UPDATE east SET pressure = 'inf'::DOUBLE WHERE id = 3")
+    with pytest.raises(WarehouseRunError, match="3 of 3 tables failed"):
+        impute_warehouse(str(all_tables_config(tmp_path, three_tables)))
+
+
+def test_dask_workers_take_the_pipeline_s_thread_setting() -> None:
+    """Local Dask workers get TDM_TORCH_THREADS threads; with it 0 or unset, a share of the
+    cores."""
+    from flows.runners import _worker_env
+
+    assert _worker_env(2, 3)["OMP_NUM_THREADS"] == "3"
+    share = str(max(1, (os.cpu_count() or 1) // 2))
+    assert _worker_env(2, 0)["OMP_NUM_THREADS"] == share == _worker_env(2)["OMP_NUM_THREADS"]

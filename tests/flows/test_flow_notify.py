@@ -151,3 +151,17 @@ def test_no_setting_no_request(receiver: Receiver, monkeypatch: pytest.MonkeyPat
     run = FlowRun(id=uuid4(), flow_id=uuid4(), name="impute-sales")
     notify_failure(SimpleNamespace(name="impute-table"), run, Crashed(message="x"))
     assert receiver.bodies == []
+
+
+def test_the_log_names_the_webhook_s_host_not_its_secret_path(
+    warehouse: Path,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Webhook paths hold tokens (Slack, Teams): run logs, shown in the UI, give the host only."""
+    monkeypatch.setenv("TDM_NOTIFY_URL", receiver.url + "/T000/B000/secret-token")
+    impute_table("nowhere", db_path=warehouse, return_state=True)
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "notification sent to http://127.0.0.1:" in logged.lower()
+    assert "secret-token" not in logged
