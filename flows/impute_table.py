@@ -13,10 +13,8 @@ from flows.partitioned import count_rows_to_partition, impute_partitioned
 from flows.runners import task_runner
 from flows.runs import (
     OUTCOME,
-    end_retries,
-    fail_run,
     for_table,
-    foreseen_tracebacks_left_out,
+    run_guarded,
     run_tags,
     tag_flow_run,
 )
@@ -28,7 +26,7 @@ from flows.steps import (
     finish_table,
     prepare_table,
 )
-from tasks.errors import PipelineError, PipelineInputError
+from tasks.errors import PipelineInputError
 from tasks.impute import impute_task_for
 from tasks.params import ImputerParams, override_params
 from tasks.results import ImputeTableResult
@@ -84,26 +82,21 @@ def impute_table(
         dry_run: Fit and check as a run would, then stop: nothing is written (the file is
             opened read-only) and the result says what a run would write.
     """
-    with foreseen_tracebacks_left_out():
-        try:
-            return _impute_table(
-                source_table,
-                db_path,
-                target_table,
-                columns,
-                key,
-                replace_source,
-                replace_target,
-                imputer,
-                seed,
-                range_factor,
-                dry_run,
-            )
-        except PipelineError as error:
-            return fail_run(error)
-        except Exception:  # unforeseen: another attempt would fail the same way
-            end_retries()
-            raise
+    return run_guarded(
+        lambda: _impute_table(
+            source_table,
+            db_path,
+            target_table,
+            columns,
+            key,
+            replace_source,
+            replace_target,
+            imputer,
+            seed,
+            range_factor,
+            dry_run,
+        )
+    )
 
 
 def _impute_table(

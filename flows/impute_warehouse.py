@@ -15,10 +15,8 @@ from flows.partitioned import count_rows_to_partition, impute_partitioned
 from flows.runners import describe_runner, gpu_annotation, task_runner
 from flows.runs import (
     OUTCOME,
-    end_retries,
-    fail_run,
     for_table,
-    foreseen_tracebacks_left_out,
+    run_guarded,
     run_tags,
     tag_flow_run,
     warehouse_run_name,
@@ -93,14 +91,7 @@ def impute_warehouse(
         dry_run: Fit and check every table as a run would, then stop: nothing is written (the
             file is opened read-only) and the result says what a run would write.
     """
-    with foreseen_tracebacks_left_out():
-        try:
-            return _impute_warehouse(config, db_path, replace_target, dry_run)
-        except PipelineError as error:
-            return fail_run(error)
-        except Exception:  # unforeseen: another attempt would fail the same way
-            end_retries()
-            raise
+    return run_guarded(lambda: _impute_warehouse(config, db_path, replace_target, dry_run))
 
 
 def _impute_warehouse(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -30,6 +30,7 @@ __all__ = [
     "fail_run",
     "for_table",
     "foreseen_tracebacks_left_out",
+    "run_guarded",
     "run_tags",
     "tag_flow_run",
     "warehouse_run_name",
@@ -161,3 +162,17 @@ def foreseen_tracebacks_left_out() -> Iterator[None]:
             if _USERS == 0:
                 for name in _RUN_LOGGERS:
                     logging.getLogger(name).removeFilter(_FILTER)
+
+
+def run_guarded(body: Callable[[], R]) -> R | Any:
+    """Run a flow's `body` as the imputation flows fail: a foreseen error (`PipelineError`)
+    becomes the Failed state `fail_run` gives, without its traceback in the logs; any other
+    error ends the run's retries (another attempt would fail the same way) and is raised."""
+    with foreseen_tracebacks_left_out():
+        try:
+            return body()
+        except PipelineError as error:
+            return fail_run(error)
+        except Exception:
+            end_retries()
+            raise

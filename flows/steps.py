@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from flows.runs import for_table
 from tasks.access import check_writable
@@ -178,12 +178,19 @@ def table_result(
         status=lineage.status,
         rows=written.rows,
         cells_imputed=dict(plan.missing),
-        device=outcome.device if outcome else None,
-        n_iter=outcome.n_iter if outcome else None,
-        final_loss=outcome.final_loss if outcome else None,
-        fit_seconds=outcome.fit_seconds if outcome else 0.0,
-        seconds=dict(seconds),
+        **_fit_fields(outcome, seconds),
     )
+
+
+def _fit_fields(outcome: ImputationOutcome | None, seconds: dict[str, float]) -> dict[str, Any]:
+    """The fit's part of a table's result (none when nothing was fitted)."""
+    return {
+        "device": outcome.device if outcome else None,
+        "n_iter": outcome.n_iter if outcome else None,
+        "final_loss": outcome.final_loss if outcome else None,
+        "fit_seconds": outcome.fit_seconds if outcome else 0.0,
+        "seconds": dict(seconds),
+    }
 
 
 DRY_RUN = "dry-run"
@@ -209,11 +216,7 @@ def dry_run_result(
         status=DRY_RUN,
         rows=plan.n_rows,
         cells_imputed=dict(plan.missing),
-        device=outcome.device if outcome else None,
-        n_iter=outcome.n_iter if outcome else None,
-        final_loss=outcome.final_loss if outcome else None,
-        fit_seconds=outcome.fit_seconds if outcome else 0.0,
-        seconds=dict(seconds),
+        **_fit_fields(outcome, seconds),
     )
 
 

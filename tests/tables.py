@@ -120,3 +120,57 @@ def differing_cells(con: duckdb.DuckDBPyConnection, before: str, after: str) -> 
             f'NULL AND b."{name}"::VARCHAR IS DISTINCT FROM TRY_CAST(a."{name}" AS {kind})::VARCHAR'
         ).fetchall()[0][0]
     return found
+
+
+STRICT_COLUMNS = {
+    "id": "INTEGER PRIMARY KEY",
+    "x": "DOUBLE NOT NULL DEFAULT 0 CHECK (x > -100)",
+    "n": "INTEGER CHECK (n >= 0)",
+    "y": "DOUBLE",
+    "b": "BIGINT",
+}
+
+
+def strict_table(db: Path, *, n_rows: int = 48, seed: int = 3, index: bool = True) -> None:
+    """Table `strict` (PRIMARY KEY, NOT NULL, DEFAULT, CHECK, an index on `y` unless not
+    `index`; INTEGER and BIGINT-above-2**53 columns with NULLs), and its copy `original`."""
+    rng = np.random.default_rng(seed)
+    rows = [
+        (
+            i,
+            float(rng.normal()),
+            None if i % 4 == 0 else int(rng.integers(10, 50)),
+            None if i % 5 == 2 else float(rng.normal()),
+            None if i % 6 == 3 else 2**53 + 1 + 2 * i,
+        )
+        for i in range(n_rows)
+    ]
+    write_table(db, "strict", STRICT_COLUMNS, rows)
+    with duckdb.connect(str(db)) as con:
+        if index:
+            con.execute("CREATE INDEX strict_y ON strict (y)")
+        con.execute("CREATE TABLE original AS SELECT * FROM strict")
+
+
+def table_definition(db: Path, table: str) -> tuple:
+    """The table's CREATE statement and its indexes, as DuckDB reports them."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        sql = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ?", [table])
+        indexes = con.execute("SELECT sql FROM duckdb_indexes() WHERE table_name = ?", [table])
+        return sql.fetchall(), indexes.fetchall()
+
+
+def strict_changes(db: Path) -> tuple[int, int]:
+    """After `strict` was imputed in place: (rows whose observed cells differ from `original`,
+    compared in their own type; rows with a cell still missing)."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        changed = con.execute(
+            "SELECT count(*) FROM original o JOIN strict s USING (id) WHERE "
+            "(o.n IS NOT NULL AND o.n IS DISTINCT FROM s.n) OR "
+            "(o.y IS NOT NULL AND o.y::VARCHAR IS DISTINCT FROM s.y::VARCHAR) OR "
+            "(o.b IS NOT NULL AND o.b IS DISTINCT FROM s.b) OR o.x::VARCHAR <> s.x::VARCHAR"
+        ).fetchall()[0][0]
+        left = con.execute(
+            "SELECT count(*) FROM strict WHERE n IS NULL OR y IS NULL OR b IS NULL"
+        ).fetchall()[0][0]
+    return int(changed), int(left)
