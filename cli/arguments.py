@@ -9,6 +9,7 @@ __all__ = [
     "EXIT_USAGE",
     "add_columns_flag",
     "add_key_flag",
+    "add_pass_through_flag",
     "add_replace_target_flag",
     "add_torch_threads_flag",
     "limit_torch_threads",
@@ -100,7 +101,21 @@ def add_columns_flag(parser: argparse.ArgumentParser) -> None:
         "--columns",
         type=split_names,
         action="extend",
-        help="comma-separated columns to impute [every numeric column but the key]",
+        help="comma-separated columns to impute [every numeric column, and every text, enum or "
+        "boolean column with a NULL, but the key and the --pass-through columns]",
+    )
+
+
+def add_pass_through_flag(parser: argparse.ArgumentParser) -> None:
+    """`--pass-through a,b`: columns left as they are, NULLs included, repeatable."""
+    parser.add_argument(
+        "--pass-through",
+        dest="pass_through",
+        type=split_names,
+        action="extend",
+        metavar="COLS",
+        help="comma-separated columns to leave as they are, NULLs included, when the columns "
+        "are chosen by default (e.g. a free-text column) [none]",
     )
 
 

@@ -19,7 +19,7 @@ from cli.arguments import (
     torch_threads_setting,
 )
 
-__all__ = ["add_bench_command", "main", "parse_seeds", "run_bench"]
+__all__ = ["add_bench_command", "grid_settings", "main", "parse_seeds", "run_bench"]
 
 #: The flags whose values the `benchmark` flow takes as the parameters of the same names.
 _FLOW_PARAMETERS = (
@@ -60,6 +60,8 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
         DEFAULT_DB_PATH,
         DEFAULT_MECHANISMS,
         DEFAULT_METHODS,
+        MIXED_DB_PATH,
+        MIXED_METHODS,
     )
 
     bench = subparsers.add_parser(
@@ -70,10 +72,17 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
         "an interrupted run resumes. Then write tables.md and figures/ next to the database.",
     )
     bench.add_argument(
+        "--mixed",
+        action="store_true",
+        help="the mixed-type grid: the six tables of <data-dir>/mixed/, methods "
+        f"{','.join(MIXED_METHODS)}, seeds 0-4, --db {MIXED_DB_PATH} (each unless given); "
+        "numeric MAE in column SDs and categorical error rate",
+    )
+    bench.add_argument(
         "--datasets",
         type=split_required_names,
-        default=list(DEFAULT_DATASETS),
-        help=f"comma-separated [{','.join(DEFAULT_DATASETS)}]",
+        default=None,
+        help=f"comma-separated [{','.join(DEFAULT_DATASETS)}; --mixed: the six mixed tables]",
     )
     bench.add_argument(
         "--mechanisms",
@@ -84,14 +93,14 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--seeds",
         type=parse_seeds,
-        default=[0, 1, 2],
-        help="a count N (seeds 0..N-1) or comma-separated seeds [3]",
+        default=None,
+        help="a count N (seeds 0..N-1) or comma-separated seeds [3; --mixed: 5]",
     )
     bench.add_argument(
         "--methods",
         type=split_required_names,
-        default=list(DEFAULT_METHODS),
-        help=f"comma-separated [{','.join(DEFAULT_METHODS)}]",
+        default=None,
+        help=f"comma-separated [{','.join(DEFAULT_METHODS)}; --mixed: {','.join(MIXED_METHODS)}]",
     )
     bench.add_argument("--p", type=float, default=0.3, help="missing rate [0.3]")
     bench.add_argument(
@@ -101,7 +110,9 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
         help="override max_iter of the iterative methods (small CI grids) "
         "[each method's own; tdm_paper: 10000]",
     )
-    bench.add_argument("--db", default=DEFAULT_DB_PATH, help=f"results file [{DEFAULT_DB_PATH}]")
+    bench.add_argument(
+        "--db", default=None, help=f"results file [{DEFAULT_DB_PATH}; --mixed: {MIXED_DB_PATH}]"
+    )
     bench.add_argument("--report-dir", default=None, help="report folder [the --db folder]")
     bench.add_argument(
         "--report-only",
@@ -140,11 +151,34 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     bench.set_defaults(handler=run_bench)
 
 
+def grid_settings(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with the grid's unset flags filled: the paper grid's defaults, or with `--mixed`
+    the mixed-type grid's (its tables, methods, seeds 0-4 and results file)."""
+    from flows import benchmark as defaults
+
+    filled = argparse.Namespace(**vars(args))
+    if getattr(args, "mixed", False):
+        from tdm.mixed_data import MIXED_DATASETS
+
+        grid = (MIXED_DATASETS, defaults.MIXED_METHODS, defaults.MIXED_SEEDS)
+        db = defaults.MIXED_DB_PATH
+    else:
+        grid = (defaults.DEFAULT_DATASETS, defaults.DEFAULT_METHODS, (0, 1, 2))
+        db = defaults.DEFAULT_DB_PATH
+    for name, value in zip(("datasets", "methods", "seeds"), grid, strict=True):
+        if getattr(args, name, None) is None:
+            setattr(filled, name, list(value))
+    if getattr(args, "db", None) is None:
+        filled.db = db
+    return filled
+
+
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `tdm bench`: run the flow (or only the report); returns the exit status."""
     limit_torch_threads(torch_threads_setting(args.torch_threads))
     from flows.benchmark import benchmark, benchmark_merge, benchmark_report
 
+    args = grid_settings(args)
     report_dir = args.report_dir or os.path.dirname(args.db) or "."
     if args.merge:
         from pandera.errors import SchemaError, SchemaErrors

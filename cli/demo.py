@@ -30,6 +30,7 @@ DEMO_MAX_ITER = 2000
 """Iterations for the demo (the paper's 10,000 are not needed on 178 rows; keeps it ~1 min)."""
 
 _INTEGER_COLUMNS = frozenset({"magnesium", "proline"})
+_CATEGORICAL = "cultivar"
 
 
 @dataclass(frozen=True)
@@ -44,15 +45,21 @@ class DemoWarehouse:
     numeric_columns: tuple[str, ...]
     pass_through_columns: tuple[str, ...]
     missing_cells: int
+    categorical_columns: tuple[str, ...] = (_CATEGORICAL,)
+    missing_labels: int = 0
 
 
 @dataclass(frozen=True)
 class DemoScore:
-    """Mean absolute error on the knocked-out cells, in units of each column's std."""
+    """Mean absolute error on the knocked-out numeric cells, in units of each column's std; and
+    the share of knocked-out labels imputed wrong, by TDM and by the most frequent label."""
 
     cells: int
     mae_imputed: float
     mae_mean: float
+    labels: int = 0
+    label_error_imputed: float = float("nan")
+    label_error_mode: float = float("nan")
 
 
 def build_demo_warehouse(
@@ -60,9 +67,10 @@ def build_demo_warehouse(
 ) -> DemoWarehouse:
     """Write `wines` (with MCAR missing cells) and `wines_complete` (the truth) to `db_path`.
 
-    The wine data (178 rows, 13 numeric columns) ships with scikit-learn; a key, a text, a date
-    and a boolean column are added so that the table mixes types. Existing demo tables are
-    replaced; other tables in the file, `tdm_lineage` included, are kept.
+    The wine data (178 rows, 13 numeric columns, two of them INTEGER) ships with scikit-learn;
+    a key, the cultivar (a text column, its labels knocked out at the same rate), a date and a
+    boolean column are added so that the table mixes types. Existing demo tables are replaced;
+    other tables in the file, `tdm_lineage` included, are kept.
     """
     from sklearn.datasets import load_wine
 
@@ -85,6 +93,8 @@ def build_demo_warehouse(
     mask = rng.random(features.shape) < missing_rate
     holed = truth.copy()
     holed[list(features.columns)] = features.mask(mask)
+    unlabelled = rng.random(n_rows) < missing_rate
+    holed[_CATEGORICAL] = truth[_CATEGORICAL].astype(object).mask(unlabelled)
 
     path = Path(db_path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,8 +111,9 @@ def build_demo_warehouse(
         key=DEMO_KEY,
         rows=n_rows,
         numeric_columns=tuple(features.columns),
-        pass_through_columns=("cultivar", "bottled_on", "organic"),
+        pass_through_columns=("bottled_on", "organic"),
         missing_cells=int(mask.sum()),
+        missing_labels=int(unlabelled.sum()),
     )
 
 
@@ -121,18 +132,30 @@ def _typed_columns(frame: pd.DataFrame) -> str:
 
 
 def score_demo(demo: DemoWarehouse, target_table: str) -> DemoScore:
-    """MAE of the imputed table and of mean imputation on the knocked-out cells."""
+    """MAE of the imputed table and of mean imputation on the knocked-out numeric cells; share
+    of wrong labels of the imputed table and of the most frequent label on the knocked-out
+    labels."""
     from sklearn.impute import SimpleImputer
 
     from tdm.metrics import mae
 
-    columns = columns_sql(demo.numeric_columns)
+    columns = columns_sql([*demo.numeric_columns, *demo.categorical_columns])
     order = f"ORDER BY {quote_identifier(demo.key)}"
     with duckdb.connect(str(demo.db_path), read_only=True) as con:
         holed = con.execute(f"SELECT {columns} FROM {demo.table} {order}").df()
         truth = con.execute(f"SELECT {columns} FROM {demo.truth_table} {order}").df()
         target = quote_identifier(target_table)
         imputed = con.execute(f"SELECT {columns} FROM {target} {order}").df()
+    wrong, wrong_mode, unlabelled = 0, 0, 0
+    for name in demo.categorical_columns:
+        missing = holed[name].isna().to_numpy()
+        mode = holed[name].mode().iloc[0]
+        right = truth[name].to_numpy(dtype=object)[missing]
+        wrong += int((imputed[name].to_numpy(dtype=object)[missing] != right).sum())
+        wrong_mode += int((right != mode).sum())
+        unlabelled += int(missing.sum())
+    numeric = list(demo.numeric_columns)
+    holed, truth, imputed = holed[numeric], truth[numeric], imputed[numeric]
     holed_values = holed.to_numpy(dtype=np.float64, na_value=np.nan)
     mask = np.isnan(holed_values)
     scale = truth.to_numpy(dtype=np.float64).std(axis=0)
@@ -142,4 +165,7 @@ def score_demo(demo: DemoWarehouse, target_table: str) -> DemoScore:
         cells=int(mask.sum()),
         mae_imputed=mae(true_scaled, imputed.to_numpy(dtype=np.float64) / scale, mask),
         mae_mean=mae(true_scaled, mean_filled / scale, mask),
+        labels=unlabelled,
+        label_error_imputed=wrong / unlabelled if unlabelled else float("nan"),
+        label_error_mode=wrong_mode / unlabelled if unlabelled else float("nan"),
     )

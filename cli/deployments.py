@@ -13,6 +13,7 @@ from pathlib import Path
 from cli.arguments import (
     add_columns_flag,
     add_key_flag,
+    add_pass_through_flag,
     add_replace_target_flag,
     add_torch_threads_flag,
     parse_positive,
@@ -94,6 +95,7 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--db", help="DuckDB file, as the serving process sees it [its TDM_DB_PATH]")
     run.add_argument("--target", help="target table [TABLE + TDM_TARGET_SUFFIX (_imputed)]")
     add_columns_flag(run)
+    add_pass_through_flag(run)
     add_key_flag(run)
     add_replace_target_flag(run)
     run.add_argument(
@@ -146,6 +148,7 @@ def _run(args: argparse.Namespace) -> int:
         "db_path": args.db,
         "target_table": args.target,
         "columns": args.columns,
+        "pass_through": args.pass_through,
         "key": args.key,
         "replace_target": args.replace_target,
         "imputer": {"max_iter": args.max_iter} if args.max_iter is not None else None,

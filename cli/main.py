@@ -17,6 +17,7 @@ from cli.arguments import (
     EXIT_USAGE,
     add_columns_flag,
     add_key_flag,
+    add_pass_through_flag,
     add_replace_target_flag,
     add_torch_threads_flag,
     limit_torch_threads,
@@ -92,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     impute = commands.add_parser(
         "impute",
         help="impute a DuckDB table into a new table",
-        description="Impute the missing cells of a table's numeric columns and write the result "
+        description="Impute the missing cells of a table (numbers within bounds, integers as "
+        "integers, text, enum and boolean columns with observed labels) and write the result "
         "to a new table, with a lineage row in tdm_lineage. Settings not given as flags come "
         "from TDM_* environment variables, then from the defaults.",
     )
@@ -107,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="one column to impute, taken verbatim (for names with commas); repeatable",
     )
+    add_pass_through_flag(impute)
     add_key_flag(impute)
     impute.add_argument(
         "--replace-source",
@@ -131,7 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--db", type=Path, default=DEMO_DB_PATH, help=f"demo DuckDB file [{DEMO_DB_PATH}]"
     )
     demo.add_argument(
-        "--missing-rate", type=float, default=0.25, help="share of numeric cells removed [0.25]"
+        "--missing-rate",
+        type=float,
+        default=0.25,
+        help="share of numeric cells and of cultivar labels removed [0.25]",
     )
     add_verbosity_flags(demo)
     _add_run_flags(demo, max_iter=f"{DEMO_MAX_ITER} for the demo", torch_threads="1 for the demo")
@@ -261,6 +267,7 @@ def _run_impute(args: argparse.Namespace) -> int:
         seed=settings.seed,
         range_factor=settings.range_factor,
         dry_run=args.dry_run,
+        pass_through=args.pass_through,
     )
     _print_result(result)
     return 0
@@ -278,7 +285,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     print(
         f"Demo warehouse {demo.db_path}: table {demo.table!r}, {demo.rows} wines, "
         f"{len(demo.numeric_columns)} numeric columns with {demo.missing_cells} cells removed at "
-        f"random ({args.missing_rate:.0%}), pass-through columns "
+        f"random ({args.missing_rate:.0%}), the text column {', '.join(demo.categorical_columns)} "
+        f"with {demo.missing_labels} labels removed, complete columns "
         f"{', '.join(demo.pass_through_columns)}; the truth is in {demo.truth_table!r}.",
         flush=True,
     )
@@ -295,6 +303,11 @@ def _run_demo(args: argparse.Namespace) -> int:
     print(
         f"Mean absolute error on the {score.cells} removed cells (in column standard deviations):"
         f" TDM {score.mae_imputed:.3f}, mean imputation {score.mae_mean:.3f}."
+    )
+    print(
+        f"Wrong labels among the {score.labels} removed {', '.join(demo.categorical_columns)} "
+        f"labels: TDM {score.label_error_imputed:.1%}, the most frequent label "
+        f"{score.label_error_mode:.1%}."
     )
     _print_where_to_look(result.db_path, result.target_table, result.run_id)
     return 0

@@ -37,6 +37,9 @@ from tasks.report import MethodLayout, Report, write_report
 
 __all__ = [
     "DEFAULT_DB_PATH",
+    "MIXED_DB_PATH",
+    "MIXED_METHODS",
+    "MIXED_SEEDS",
     "BenchmarkOutcome",
     "benchmark",
     "benchmark_merge",
@@ -49,6 +52,11 @@ DEFAULT_DB_PATH = "results/benchmark.duckdb"
 DEFAULT_DATASETS = ("concrete_slump", "parkinsons", "seeds", "glass", "blood_transfusion")
 DEFAULT_MECHANISMS = ("mcar", "mar")
 DEFAULT_METHODS = ("mean", "ice", "missforest", "softimpute", "ot_ns", "tdm", "tdm_paper")
+# The mixed-type grid (`tdm bench --mixed`): its own results file, so that its report does not
+# replace the paper grid's; the datasets are `tdm.mixed_data.MIXED_DATASETS`.
+MIXED_DB_PATH = "results/mixed/benchmark.duckdb"
+MIXED_METHODS = ("mode", "missforest_mixed", "miceforest", "tdm")
+MIXED_SEEDS = (0, 1, 2, 3, 4)
 
 
 @dataclass(frozen=True)

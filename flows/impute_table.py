@@ -52,6 +52,8 @@ def impute_table(
     seed: int | None = None,
     range_factor: float | None = None,
     dry_run: bool = False,
+    pass_through: list[str] | None = None,
+    bounds: dict[str, list[float | None]] | None = None,
 ) -> ImputeTableResult:
     """Impute the missing cells of a DuckDB table into a new table, with lineage.
 
@@ -65,8 +67,9 @@ def impute_table(
             flow (default warehouse.duckdb); a relative path is taken from its directory.
         target_table: The table to write. Empty: the source's name plus `_imputed`
             (TDM_TARGET_SUFFIX), in the source's schema.
-        columns: The columns to impute. Empty: every numeric column but the key; other columns
-            pass through unchanged.
+        columns: The columns to impute. Empty: every numeric column, and every text (VARCHAR),
+            ENUM or BOOLEAN column with a NULL, but the key and the pass_through columns; other
+            columns pass through unchanged.
         key: A column that identifies each row (unique, not null); the record of imputed cells
             names rows by it. Empty: rows are named by their position.
         replace_source: Update the source table's missing cells in place instead of writing a
@@ -81,6 +84,10 @@ def impute_table(
             ranges of the column's observed minimum and maximum. Empty: TDM_RANGE_FACTOR.
         dry_run: Fit and check as a run would, then stop: nothing is written (the file is
             opened read-only) and the result says what a run would write.
+        pass_through: Columns left as they are, NULLs included, when the columns to impute
+            are chosen by default (e.g. a free-text column).
+        bounds: Bounds of numeric columns' imputed values, {"column": [low, high]} (null: an
+            open end), replacing the observed range; CHECK constraints still apply.
     """
     return run_guarded(
         lambda: _impute_table(
@@ -95,6 +102,8 @@ def impute_table(
             seed,
             range_factor,
             dry_run,
+            pass_through,
+            bounds,
         )
     )
 
@@ -111,6 +120,8 @@ def _impute_table(
     seed: int | None,
     range_factor: float | None,
     dry_run: bool,
+    pass_through: list[str] | None = None,
+    bounds: dict[str, list[float | None]] | None = None,
 ) -> ImputeTableResult:
     started = datetime.now(UTC)
     settings = PipelineSettings()
@@ -138,6 +149,8 @@ def _impute_table(
         target_table,
         replace_source,
         settings.replace_target if replace_target is None else replace_target,
+        pass_through,
+        bounds,
     )
 
     rows = count_rows_to_partition(db, source_table, settings)
@@ -164,7 +177,13 @@ def _impute_table(
             plan.n_missing, len(plan.columns), plan.source_table, plan.n_rows,
         )  # fmt: skip
         task = for_table(impute_task_for(params), plan.source_table, db)
-        outcome = task(prepared.scaled.frame, params, options.seed, table=plan.source_table)
+        outcome = task(
+            prepared.scaled.frame,
+            params,
+            options.seed,
+            table=plan.source_table,
+            bounds=prepared.scaled.bounds,
+        )
     else:
         logger.info("Table %r has no missing value: it is copied through", plan.source_table)
     result = finish_table(prepared, outcome, options, dry_run=dry_run)

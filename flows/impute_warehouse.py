@@ -82,8 +82,9 @@ def impute_warehouse(
 
     Args:
         config: The YAML file that lists the tables to impute (table, and optionally key,
-            columns, target, imputer settings) and optionally the DuckDB file (db_path); a
-            relative path is taken from the directory of the process that runs the flow.
+            columns, pass_through, bounds, target, imputer settings) and optionally the DuckDB
+            file (db_path); a relative path is taken from the directory of the process that
+            runs the flow.
         db_path: The DuckDB file. Empty: the TDM_DB_PATH setting when set, else the config's
             db_path, else warehouse.duckdb (a setting beats the file, as for every setting).
         replace_target: Replace existing target tables the pipeline did not write; without it
@@ -121,7 +122,13 @@ def _impute_warehouse(
     large: list[TableRequest] = []  # imputed in partitions, one at a time, after the rest
     for entry in spec.tables:
         request = TableRequest(
-            entry.table, entry.columns, entry.key, entry.target, replace_target=replace
+            entry.table,
+            entry.columns,
+            entry.key,
+            entry.target,
+            replace_target=replace,
+            pass_through=entry.pass_through,
+            bounds=entry.bounds,
         )
         try:
             params = override_params(
@@ -157,6 +164,7 @@ def _impute_warehouse(
                         "params": options[table].params,
                         "seed": settings.seed,
                         "table": table,
+                        "bounds": ready.scaled.bounds,
                     },
                 )
         logger.info("%d tables to impute on %s", len(futures), runner_name)

@@ -25,7 +25,7 @@ from prefect import get_run_logger
 from flows.runners import gpu_annotation, runner_width
 from flows.runs import for_table
 from flows.settings import PipelineSettings
-from flows.steps import ImputeOptions, TableRequest, dry_run_result, table_result
+from flows.steps import ImputeOptions, TableRequest, dry_run_result, log_plan, table_result
 from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.cells import add_checks
@@ -91,7 +91,8 @@ def impute_partitioned(
             "Table %r has %d rows: fitting on a sample of %d, then imputing %d partitions",
             plan.source_table, plan.n_rows, len(sample.frame), len(profile.bounds),
         )  # fmt: skip
-        fitted = _fit(db_path, request, options, scaled.frame, settings=settings, runner=runner)
+        log_plan(plan)
+        fitted = _fit(db_path, request, options, scaled, settings=settings, runner=runner)
         seconds["fit"] = fitted.outcome.fit_seconds
         write.create_target(sample, plan)
 
@@ -164,7 +165,7 @@ def _dry_run(
         replaces = check_target_table(con, profile.plan)
         sample, scaled = _sample(con, db_path, profile, options.seed, settings)
     seconds = {"load-and-validate": time.perf_counter() - started}
-    fitted = _fit(db_path, request, options, scaled.frame, settings=settings, runner=runner)
+    fitted = _fit(db_path, request, options, scaled, settings=settings, runner=runner)
     seconds["fit"] = fitted.outcome.fit_seconds
     plan = profile.plan
     sample_plan = replace(
@@ -194,6 +195,8 @@ def _profile(
         target_suffix=settings.target_suffix,
         partition_rows=settings.partition_rows,
         replace_target=request.replace_target,
+        pass_through=request.pass_through,
+        bounds=request.bounds,
     )
 
 
@@ -207,7 +210,10 @@ def _sample(
     validate = for_table(validate_input, table, db_path)
     validate(sample, list(plan.columns), plan.key, plan.target_table)
     scale = for_table(standardise, table, db_path)
-    return sample, scale(sample.frame, plan.columns, profile.moments)
+    bounds = {name: b.for_imputer() for name, b in plan.bounds.items()}
+    return sample, scale(
+        sample.frame, plan.columns, profile.moments, kinds=plan.kinds, bounds=bounds
+    )
 
 
 def _gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:
@@ -218,15 +224,21 @@ def _fit(
     db_path: str,
     request: TableRequest,
     options: ImputeOptions,
-    frame: Any,
+    scaled: Standardised,
     *,
     settings: PipelineSettings,
     runner: Any,
 ) -> FittedModel:
-    """Fit the model on the scaled sample `frame`, over `runner`."""
+    """Fit the model on the scaled sample, within its bounds, over `runner`."""
     table = request.source_table
     task = for_table(fit_model, table, db_path, tags=_gpu_tags(options, settings))
-    parameters = {"frame": frame, "params": options.params, "seed": options.seed, "table": table}
+    parameters = {
+        "frame": scaled.frame,
+        "params": options.params,
+        "seed": options.seed,
+        "table": table,
+        "bounds": scaled.bounds,
+    }
     with gpu_annotation(settings):
         return runner.submit(task, parameters=parameters).result()  # type: ignore[no-any-return]
 

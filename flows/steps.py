@@ -11,15 +11,17 @@ would have written.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
+from prefect import get_run_logger
+
 from flows.runs import for_table
 from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
-from tasks.frames import as_float_frame
+from tasks.frames import as_value_frame
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import SourceTable, load_table
 from tasks.params import ImputerParams
@@ -27,7 +29,7 @@ from tasks.quality import check_quality
 from tasks.results import ImputationOutcome, ImputeTableResult, WriteResult
 from tasks.scaling import Standardised, inverse_scale, standardise
 from tasks.targets import check_target_writable
-from tasks.validate import ImputationPlan, validate_input
+from tasks.validate import ImputationPlan, plan_notes, validate_input
 from tasks.write import write_back
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "describe_dry_run",
     "dry_run_result",
     "finish_table",
+    "log_plan",
     "prepare_table",
     "table_result",
 ]
@@ -48,8 +51,10 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class TableRequest:
-    """Which table to impute: its columns (None: every numeric one but the key), its key, and
-    the target (None: the source name plus the target suffix, or the source itself)."""
+    """Which table to impute: its columns (None: every numeric one, and every text, enum or
+    boolean one with a NULL, but the key and the `pass_through` ones), its key, the target
+    (None: the source name plus the target suffix, or the source itself), and bounds per
+    numeric column ([low, high], None: open) that replace the observed range."""
 
     source_table: str
     columns: Sequence[str] | None = None
@@ -57,6 +62,8 @@ class TableRequest:
     target_table: str | None = None
     replace_source: bool = False
     replace_target: bool = False
+    pass_through: Sequence[str] | None = None
+    bounds: Mapping[str, Sequence[float | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,14 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
     check_writable(db_path)
     clock = _Clock()
     table = request.source_table
-    source = clock("load", for_table(load_table, table, db_path), db_path, table, request.key)
+    source = clock(
+        "load",
+        for_table(load_table, table, db_path),
+        db_path,
+        table,
+        request.key,
+        request.pass_through or (),
+    )
     plan = clock(
         "validate",
         for_table(validate_input, table, db_path),
@@ -98,12 +112,22 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
         request.replace_source,
         target_suffix,
         request.replace_target,
+        request.pass_through,
+        request.bounds,
     )
     exists = clock(
         "validate", for_table(check_target_writable, table, db_path), db_path, plan
     )  # refused before any fit
+    log_plan(plan)
     scaled = (
-        clock("standardise", for_table(standardise, table, db_path), source.frame, plan.columns)
+        clock(
+            "standardise",
+            for_table(standardise, table, db_path),
+            source.frame,
+            plan.columns,
+            kinds=plan.kinds,
+            bounds={name: b.for_imputer() for name, b in plan.bounds.items()},
+        )
         if plan.n_missing
         else None
     )
@@ -134,7 +158,7 @@ def finish_table(
             source.frame,
         )
     else:
-        imputed = as_float_frame(source.frame, plan.columns)
+        imputed = as_value_frame(source.frame, plan.columns, plan.kinds)
     quality = clock(
         "check-quality",
         for_table(check_quality, table, db_path),
@@ -241,6 +265,14 @@ def describe_dry_run(result: ImputeTableResult) -> str:
         f"{where} with {result.rows} rows, {what}, and add its tdm_lineage row; the quality "
         f"checks passed{fit}."
     )
+
+
+def log_plan(plan: ImputationPlan) -> None:
+    """Log what will be imputed: each column's kind and bounds or labels, the columns passed
+    through, and the CHECK constraints not used for bounds (`tasks.validate.plan_notes`)."""
+    logger = get_run_logger()
+    for line in plan_notes(plan):
+        logger.info("%s", line)
 
 
 class _Clock:

@@ -66,6 +66,7 @@ CREATE TABLE IF NOT EXISTS "{RESULTS_TABLE}" (
     "loss_trace" JSON NOT NULL,
     "tdm_version" VARCHAR NOT NULL,
     "finished_at" TIMESTAMP NOT NULL,
+    "cat_error" DOUBLE,
     PRIMARY KEY ({_KEY_SQL})
 )
 """
@@ -84,7 +85,9 @@ _MECHANISMS = ["mcar", "mar", "mnarl", "mnarq", "mnarq_published"]
 
 
 class BenchmarkResultsSchema(pa.DataFrameModel):
-    """A finished trial: errors on the masked cells, W2²/2, SVM accuracy, timing, loss trace."""
+    """A finished trial: errors on the masked cells, W2²/2, SVM accuracy, timing, loss trace;
+    for a mixed-type table, MAE/RMSE in column standard deviations over the numeric cells and
+    the categorical error rate (`cat_error`)."""
 
     dataset: str = pa.Field(str_length={"min_value": 1})
     mechanism: str = pa.Field(isin=_MECHANISMS)
@@ -104,6 +107,7 @@ class BenchmarkResultsSchema(pa.DataFrameModel):
     loss_trace: str = pa.Field(str_startswith="[")
     tdm_version: str
     finished_at: pa.DateTime
+    cat_error: float = pa.Field(ge=0.0, le=1.0, nullable=True)  # mixed-type tables only
 
     @pa.dataframe_check
     @classmethod

@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
-__all__ = ["CHECK_FINITE", "CHECK_MIN_ROWS", "CHECK_OBSERVED", "MIN_ROWS", "input_schema"]
+__all__ = [
+    "CHECK_FINITE",
+    "CHECK_LABELS",
+    "CHECK_MIN_ROWS",
+    "CHECK_OBSERVED",
+    "MAX_LABELS",
+    "MIN_ROWS",
+    "input_schema",
+]
 
 MIN_ROWS = 4
 """Fewest rows the imputer accepts (it draws two batches of at least two rows)."""
+
+MAX_LABELS = 500
+"""Most distinct labels a text or enum column to impute may hold: beyond it, the column is
+more likely an identifier or free text than a category (leave it out, or pass it through)."""
 
 # Check names, reported in failure cases and turned into sentences by tasks.validate.
 CHECK_FINITE = "finite"
 CHECK_OBSERVED = "has_observed_value"
 CHECK_MIN_ROWS = "min_rows"
+CHECK_LABELS = "at_most_max_labels"
 
 
 def _finite(series: pd.Series) -> pd.Series:
@@ -27,27 +40,37 @@ def _has_observed_value(series: pd.Series) -> bool:
     return bool(series.notna().any())
 
 
-def input_schema(
-    columns: Sequence[str], key: str | None = None, *, min_rows: int = MIN_ROWS
-) -> pa.DataFrameSchema:
-    """Schema of the chosen columns (as float64, NaN = missing) and the key column, if any.
+def _few_labels(series: pd.Series) -> bool:
+    return int(series.nunique(dropna=True)) <= MAX_LABELS
 
-    Each column to impute is float64, finite where observed, and has at least one observed value;
-    the key column is unique and never null; the table has at least `min_rows` rows.
+
+def input_schema(
+    columns: Sequence[str],
+    key: str | None = None,
+    *,
+    min_rows: int = MIN_ROWS,
+    labelled: Collection[str] = (),
+) -> pa.DataFrameSchema:
+    """Schema of the chosen columns and the key column, if any.
+
+    Each numeric column to impute is float64 (NaN = missing) and finite where observed; each
+    column in `labelled` (text, enum or boolean: any dtype, NULL = missing) holds at most
+    `MAX_LABELS` distinct labels; every column to impute has at least one observed value; the
+    key column is unique and never null; the table has at least `min_rows` rows.
     """
+    observed = pa.Check(
+        _has_observed_value, name=CHECK_OBSERVED, error=CHECK_OBSERVED, ignore_na=False
+    )
     spec: dict[str, pa.Column] = {
         name: pa.Column(
+            nullable=True,
+            checks=[pa.Check(_few_labels, name=CHECK_LABELS, error=CHECK_LABELS), observed],
+        )
+        if name in labelled
+        else pa.Column(
             "float64",
             nullable=True,
-            checks=[
-                pa.Check(_finite, name=CHECK_FINITE, error=CHECK_FINITE),
-                pa.Check(
-                    _has_observed_value,
-                    name=CHECK_OBSERVED,
-                    error=CHECK_OBSERVED,
-                    ignore_na=False,
-                ),
-            ],
+            checks=[pa.Check(_finite, name=CHECK_FINITE, error=CHECK_FINITE), observed],
         )
         for name in columns
     }

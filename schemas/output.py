@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,10 +15,15 @@ def _finite(series: pd.Series) -> pd.Series:
     return np.isfinite(series)
 
 
-def output_schema(columns: Sequence[str], key: str | None, n_rows: int) -> pa.DataFrameSchema:
-    """Schema of the imputed columns (float64, finite, no nulls), the key and the row count."""
+def output_schema(
+    columns: Sequence[str], key: str | None, n_rows: int, labelled: Collection[str] = ()
+) -> pa.DataFrameSchema:
+    """Schema of the imputed columns (numeric ones float64 and finite; the `labelled` ones,
+    boolean or categorical, of any dtype; none null), the key and the row count."""
     spec: dict[str, pa.Column] = {
-        name: pa.Column("float64", nullable=False, checks=pa.Check(_finite, name="finite"))
+        name: pa.Column(nullable=False)
+        if name in labelled
+        else pa.Column("float64", nullable=False, checks=pa.Check(_finite, name="finite"))
         for name in columns
     }
     if key is not None:

@@ -6,22 +6,28 @@ A YAML file (example: `deployments/warehouse.yaml`)::
     tables:
       - table: sensors                   # required
         key: id                          # optional
-        columns: [temperature, humidity] # optional; default every numeric column but the key
+        columns: [temperature, humidity] # optional; default every numeric column, and every
+                                         # text, enum or boolean column with a NULL, but the key
+        pass_through: [notes]            # optional; left as they are, NULLs included
+        bounds: {humidity: [0, 100], temperature: [-40, null]}  # optional; null = open
         target: sensors_imputed          # optional; default table + TDM_TARGET_SUFFIX
         imputer: {max_iter: 2000}        # optional overrides of the imputer settings
 
-Table names are `table` (schema main) or `schema.table`, compared case-insensitively as DuckDB
-does. No target may name a listed table, another entry's target (default targets included), or
-a table starting with `tdm_` (the pipeline's own); the flow checks this before anything runs.
+`bounds` replace a numeric column's observed [min, max] as the range of its imputed values; the
+table's CHECK constraints and the column's type still apply. Table names are `table` (schema
+main) or `schema.table`, compared case-insensitively as DuckDB does. No target may name a listed
+table, another entry's target (default targets included), or a table starting with `tdm_` (the
+pipeline's own); the flow checks this before anything runs.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = ["TableEntry", "WarehouseConfig", "WarehouseConfigError", "load_warehouse_config"]
 
@@ -38,8 +44,23 @@ class TableEntry(BaseModel):
     table: str = Field(min_length=1)
     key: str | None = None
     columns: list[str] | None = None
+    pass_through: list[str] | None = None
+    bounds: dict[str, tuple[float | None, float | None]] | None = None
     target: str | None = None
     imputer: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("bounds")
+    @classmethod
+    def _ordered(
+        cls, bounds: dict[str, tuple[float | None, float | None]] | None
+    ) -> dict[str, tuple[float | None, float | None]] | None:
+        for column, (low, high) in (bounds or {}).items():
+            for end in (low, high):
+                if end is not None and not math.isfinite(end):
+                    raise ValueError(f"bounds of {column!r}: {end} is not a finite number")
+            if low is not None and high is not None and low > high:
+                raise ValueError(f"bounds of {column!r}: low {low} is above high {high}")
+        return bounds
 
 
 class WarehouseConfig(BaseModel):

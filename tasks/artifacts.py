@@ -2,12 +2,11 @@
 
 Three keyed markdown artifacts per table and run (the impute task adds a fourth, the fit's
 progress): `tdm-report-<table>` (the verdict first, then failures, checks collapsed by kind, the
-bounds of the sane-range check, the lineage and the time split), `tdm-statistics-<table>` (one row
-per column, before and after side by side) and `tdm-loss-<table>` (the relative transport cost
-per iteration as an embedded PNG: both Prefect UIs render a markdown image with a
-`data:image/png;base64` address, while the V2 UI drops inline SVG; see `tasks.loss_plot`). The
-statistics are a markdown table, not a Prefect table artifact: a table artifact cannot align or
-format numbers, and the UIs clip its columns and page its rows. They are published from the
+bounds of the sane-range check and each column's bounds or labels, the lineage and the time
+split), `tdm-statistics-<table>` (one row per column, before and after side by side, built by
+`tasks.statistics`) and `tdm-loss-<table>` (the relative transport cost per iteration as an
+embedded PNG: both Prefect UIs render a markdown image with a `data:image/png;base64` address,
+while the V2 UI drops inline SVG; see `tasks.loss_plot`). They are published from the
 flow's process after the write-back; outside a Prefect run (unit tests calling steps directly)
 nothing is published. The functions that build their content are pure, for tests.
 """
@@ -18,7 +17,7 @@ import base64
 import math
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -26,9 +25,9 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
 
-from tasks.frames import as_float_frame
 from tasks.loss_plot import loss_plot_markdown
 from tasks.markdown import code_span, format_number, table_cell
+from tasks.statistics import column_statistics, statistics_markdown
 
 if TYPE_CHECKING:
     from tasks.load import SourceTable
@@ -55,6 +54,10 @@ CHECK_KINDS: Mapping[str, str] = {
     "observed_cells_identical": "observed cells unchanged",
     "observed_cells_exact": "observed cells exact in their types",
     "imputed_cell_types": "imputed cell types",
+    "within_bounds": "within bounds",
+    "expect_column_values_to_be_in_set": "observed labels",
+    "integral_values": "integral",
+    "observed_labels_identical": "observed labels unchanged",
 }
 _RANGE_KIND = "sane range"
 _CHECK_NAME = re.compile(r'(?P<kind>[^\[]+)(?:\["(?P<column>.*)"\])?', re.DOTALL)
@@ -100,6 +103,15 @@ def run_report_markdown(
             f"max] widened on both sides by {k} times the observed range (max - min; for a "
             "constant column, its absolute value, at least 1); the factor is the "
             "`range_factor` setting, and each column's [low, high] is in the table below.",
+        ]
+    if quality.value_bounds or quality.labels:
+        lines += [
+            "",
+            "Bounds: the range a numeric column's imputed values were held to, and where each "
+            "end comes from: `observed` (the observed [min, max]), `config` (the table's "
+            "`bounds`), `CHECK` (a CHECK constraint), `type` (the column type's range) or "
+            "`open`; integers are imputed as integers. A text, enum or boolean column's "
+            "imputed cells take labels observed in it.",
         ]
     lines += ["", *_columns_table(result, quality), "", "## Run", ""]
     if outcome is not None:
@@ -184,10 +196,16 @@ def _passed_by_kind(checks: tuple[CheckOutcome, ...]) -> list[str]:
 
 def _columns_table(result: ImputeTableResult, quality: QualityReport) -> list[str]:
     with_bounds = bool(quality.bounds)
-    header = "| column | cells imputed | share of rows |" + (
-        " sane range [low, high] |" if with_bounds else ""
+    with_limits = bool(quality.value_bounds or quality.labels)
+    header = (
+        "| column | cells imputed | share of rows |"
+        + (" sane range [low, high] |" if with_bounds else "")
+        + (" bounds or labels |" if with_limits else "")
     )
-    lines = [header, "|---|---:|---:|" + ("---:|" if with_bounds else "")]
+    lines = [
+        header,
+        "|---|---:|---:|" + ("---:|" if with_bounds else "") + ("---|" if with_limits else ""),
+    ]
     for column, n in result.cells_imputed.items():
         share = f"{n / result.rows:.1%}" if result.rows else ""
         row = f"| {table_cell(code_span(column))} | {n} | {share} |"
@@ -196,92 +214,30 @@ def _columns_table(result: ImputeTableResult, quality: QualityReport) -> list[st
             row += (
                 f" [{format_number(bounds[0])}, {format_number(bounds[1])}] |" if bounds else " |"
             )
+        if with_limits:
+            row += f" {table_cell(_limits(column, quality))} |"
         lines.append(row)
     return lines
 
 
-def column_statistics(
-    source: pd.DataFrame, imputed: pd.DataFrame, cells_imputed: Mapping[str, int]
-) -> list[dict[str, Any]]:
-    """One row per imputed column: counts; mean, std, min and max before and after imputation;
-    the mean's shift in observed standard deviations and the std's relative change.
-
-    "Before" describes the observed values of the source column (NULL left out), "after" the
-    whole imputed column. `std` is the sample standard deviation (n - 1). A statistic that is
-    not defined (the std of one value; a shift relative to a std of 0) is None.
-    """
-    columns = list(cells_imputed)
-    before, after = as_float_frame(source, columns), as_float_frame(imputed, columns)
-    rows: list[dict[str, Any]] = []
-    for name in columns:
-        observed, filled = before[name].dropna(), after[name]
-        row: dict[str, Any] = {
-            "column": name,
-            "observed": len(observed),
-            "missing": int(before[name].isna().sum()),
-            "imputed": int(cells_imputed[name]),
-        }
-        for when, values in (("before", observed), ("after", filled)):
-            row[f"mean {when}"] = _number(values.mean())
-            row[f"std {when}"] = _number(values.std())
-            row[f"min {when}"] = _number(values.min())
-            row[f"max {when}"] = _number(values.max())
-        std, mean_before, mean_after = row["std before"], row["mean before"], row["mean after"]
-        row["mean shift"] = (
-            (mean_after - mean_before) / std
-            if std and mean_before is not None and mean_after is not None
-            else None
+def _limits(column: str, quality: QualityReport) -> str:
+    """A column's bounds (and where each end comes from) or its number of observed labels."""
+    if column in quality.value_bounds:
+        found = quality.value_bounds[column]
+        ends = f"[{_end(found.low)}, {_end(found.high)}]"
+        where = (
+            found.low_from
+            if found.low_from == found.high_from
+            else (f"{found.low_from} / {found.high_from}")
         )
-        row["std change"] = (
-            row["std after"] / std - 1 if std and row["std after"] is not None else None
-        )
-        rows.append(row)
-    return rows
+        return f"{ends} ({where})"
+    if column in quality.labels:
+        return f"{quality.labels[column]} observed labels"
+    return ""
 
 
-def statistics_markdown(rows: list[dict[str, Any]], table: str) -> str:
-    """The rows of :func:`column_statistics` as one markdown table, numbers right-aligned."""
-    lines = [
-        f"# Column statistics of {code_span(table)}",
-        "",
-        "Before: the observed values of each column (NULL left out); after: the whole column "
-        "once imputed. Numbers have 4 significant digits; the mean's shift is in standard "
-        "deviations of the observed values, the std's change in percent.",
-        "",
-        "| column | observed | imputed | mean before | mean after | mean shift (sd) "
-        "| std before | std after | std change | range before | range after |",
-        "|---|" + "---:|" * 10,
-    ]
-    for row in rows:
-        cells = [
-            table_cell(code_span(row["column"])),
-            str(row["observed"]),
-            str(row["imputed"]),
-            _shown(row["mean before"]),
-            _shown(row["mean after"]),
-            _signed(row["mean shift"], "{:+.3f}"),
-            _shown(row["std before"]),
-            _shown(row["std after"]),
-            _signed(row["std change"], "{:+.1%}"),
-            f"{_shown(row['min before'])} … {_shown(row['max before'])}",
-            f"{_shown(row['min after'])} … {_shown(row['max after'])}",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _number(value: float) -> float | None:
-    """`value` as a float; None for NaN (a statistic that is not defined)."""
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
-def _shown(value: float | None) -> str:
-    return format_number(value) if value is not None else "n/a"
-
-
-def _signed(value: float | None, template: str) -> str:
-    return template.format(value) if value is not None else "n/a"
+def _end(value: float) -> str:
+    return format_number(value) if math.isfinite(value) else ("-∞" if value < 0 else "∞")
 
 
 def figure_markdown(png: bytes, title: str, caption: str = "") -> str:

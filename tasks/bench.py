@@ -84,6 +84,10 @@ def _ensure_tables(con: duckdb.DuckDBPyConnection, source: str | Path) -> None:
     con.execute(RESULTS_DDL)
     con.execute(TRACES_DDL)
     _check_layout(con, source)
+    # Files written before the mixed-type benchmark lack its column; it is NULL for their rows.
+    con.execute(
+        f"ALTER TABLE {quote_identifier(RESULTS_TABLE)} ADD COLUMN IF NOT EXISTS cat_error DOUBLE"
+    )
 
 
 def _check_layout(con: duckdb.DuckDBPyConnection, source: str | Path) -> None:
@@ -120,6 +124,8 @@ def read_results(db_path: str | Path) -> pd.DataFrame:
     frame = _read_table(db_path, RESULTS_TABLE)
     if frame is None:
         return pd.DataFrame(columns=list(BenchmarkResultsSchema.to_schema().columns))
+    if "cat_error" not in frame:  # a file written before the mixed-type benchmark
+        frame["cat_error"] = float("nan")
     return BenchmarkResultsSchema.validate(frame)
 
 
@@ -153,9 +159,18 @@ def load_done_trials(db_path: str) -> set[TrialKey]:
 
 @task(name="run-trial", cache_policy=NO_CACHE, task_run_name="trial-{spec.label}")
 def run_trial_task(spec: TrialSpec, svm_repeats: int, data_dir: str | None = None) -> Any:
-    """Load the dataset and run one trial (`tdm.trial.run_trial`); returns its `TrialResult`."""
+    """Load the dataset and run one trial (`tdm.trial.run_trial`, or
+    `tdm.mixed_trial.run_mixed_trial` for a mixed-type table); returns its `TrialResult`."""
+    from tdm.mixed_data import is_mixed_dataset, load_mixed_dataset
     from tdm.trial import run_trial
 
+    if is_mixed_dataset(spec.dataset):
+        from tdm.mixed_trial import run_mixed_trial
+
+        table = load_mixed_dataset(spec.dataset, data_dir=data_dir)
+        return run_mixed_trial(
+            table, spec.mechanism, spec.seed, spec.method, p=spec.p, params=dict(spec.params)
+        )
     return run_trial(
         *_cell(spec, data_dir), p=spec.p, params=dict(spec.params), svm_repeats=svm_repeats
     )
@@ -194,6 +209,7 @@ def record_result(db_path: str, spec: TrialSpec, result: Any, svm_repeats: int) 
         "loss_trace": json.dumps([[int(i), float(v)] for i, v in result.loss_trace]),
         "tdm_version": spec.tdm_version,
         "finished_at": datetime.now(UTC).replace(tzinfo=None),
+        "cat_error": _null_if_nan(getattr(result, "cat_error", None)),
     }
     Path(db_path).parent.mkdir(parents=True, exist_ok=True)
     columns = ", ".join(quote_identifier(name) for name in row)
@@ -241,6 +257,16 @@ def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
     return int(con.execute(f"SELECT count(*) FROM {quote_identifier(table)}").fetchall()[0][0])
 
 
+def _source_columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+    """Columns of `table` in the attached merge source (older files lack newer columns)."""
+    rows = con.execute(
+        "SELECT column_name FROM duckdb_columns() "
+        "WHERE database_name = 'merge_source' AND table_name = ?",
+        [table],
+    ).fetchall()
+    return {str(row[0]) for row in rows}
+
+
 @task(name="merge-results", cache_policy=NO_CACHE)
 def merge_results(db_path: str, source: str) -> MergeCount:
     """Add the trials and MAE traces of another results file (another run, another machine).
@@ -272,7 +298,10 @@ def merge_results(db_path: str, source: str) -> MergeCount:
             for table, frame in ((RESULTS_TABLE, incoming), (TRACES_TABLE, traces)):
                 if frame.empty:
                     continue
-                columns = ", ".join(quote_identifier(c) for c in frame.columns)
+                there_columns = _source_columns(con, table)
+                columns = ", ".join(
+                    quote_identifier(c) for c in frame.columns if c in there_columns
+                )
                 name = quote_identifier(table)
                 con.execute(
                     f"INSERT OR IGNORE INTO {name} ({columns}) "

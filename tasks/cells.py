@@ -1,8 +1,10 @@
 """Exact cells: imputed values cast to a column's type, observed cells proved unchanged in theirs.
 
-TDM works on float64, but a warehouse column may hold values no double can (BIGINT above 2**53,
-HUGEINT, UBIGINT, DECIMAL(38, s)). Observed cells are therefore never taken from the float frame:
-they are copied by DuckDB, and checked afterwards in the source column's own type.
+TDM works on float64 and labels, but a warehouse column may hold values no double can (BIGINT
+above 2**53, HUGEINT, UBIGINT, DECIMAL(38, s)). Observed cells are therefore never taken from
+the imputed frame: they are copied by DuckDB, and checked afterwards in the source column's own
+type. Every imputed column keeps its type: integers and DECIMALs are rounded to it, FLOAT to
+single precision, labels are cast to their VARCHAR, ENUM or BOOLEAN column.
 """
 
 from __future__ import annotations
@@ -13,15 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import duckdb
-import numpy as np
 import pandas as pd
 
 from tasks.errors import PipelineError, QualityCheckError, setting
-from tasks.frames import as_float_frame
+from tasks.frames import as_labels, missing_mask
 from tasks.load import SourceTable
 from tasks.names import quote_identifier
 from tasks.quality import CheckOutcome, QualityReport
 from tasks.validate import ImputationPlan
+from tasks.warehouse import BOOLEAN, CATEGORICAL, FLOAT, column_kind
 
 __all__ = [
     "FilledColumn",
@@ -36,10 +38,6 @@ __all__ = [
     "write_checks",
 ]
 
-# Types whose every value a double holds exactly: the `_imputed` target stores them as DOUBLE.
-_DOUBLE_EXACT = frozenset(
-    {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER", "FLOAT", "DOUBLE"}
-)
 # Bits of each signed integer type; the unsigned ones are the same names with a U in front.
 _INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUGEINT": 128}
 _INTEGERS = frozenset(_INTEGER_BITS) | {f"U{name}" for name in _INTEGER_BITS}
@@ -48,45 +46,59 @@ _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
 @dataclass(frozen=True)
 class FilledColumn:
-    """An imputed column: its name, SQL type, position `j` in the registered frame (`c{j}` the
-    imputed value, `m{j}` whether the cell is imputed), and whether it keeps its SQL type."""
+    """An imputed column: its name, SQL type, and position `j` in the registered frame (`c{j}`
+    the imputed value, `m{j}` whether the cell is imputed)."""
 
     name: str
     sql_type: str
     j: int
-    keeps_type: bool
 
     @property
     def quoted(self) -> str:
         """The column's quoted name."""
         return quote_identifier(self.name)
 
+    @property
+    def kind(self) -> str:
+        """ "float", "integer", "boolean" or "categorical" (`tasks.warehouse.column_kind`)."""
+        return column_kind(self.sql_type) or FLOAT
 
-def filled_columns(
-    source: SourceTable, plan: ImputationPlan, *, in_place: bool
-) -> list[FilledColumn]:
-    """The plan's columns with a missing cell. In place every column keeps its type; in a new
-    target, types a double cannot hold exactly (BIGINT, HUGEINT, UBIGINT, UHUGEINT, DECIMAL)
-    keep theirs and the others become DOUBLE."""
+    @property
+    def labelled(self) -> bool:
+        """Whether the column takes labels (boolean, text, enum) rather than numbers."""
+        return self.kind in (BOOLEAN, CATEGORICAL)
+
+
+def filled_columns(source: SourceTable, plan: ImputationPlan) -> list[FilledColumn]:
+    """The plan's columns with a missing cell, each with its SQL type (which it keeps)."""
     names = [name for name in plan.columns if plan.missing.get(name, 0)]
     filled = []
     for j, name in enumerate(names):
         column = source.table.column(name)
         sql_type = column.sql_type.upper() if column is not None else "DOUBLE"
-        keeps = in_place or sql_type not in _DOUBLE_EXACT
-        filled.append(FilledColumn(name, sql_type, j, keeps))
+        if column is not None and sql_type.startswith("ENUM("):
+            sql_type = column.sql_type  # the labels keep their case
+        filled.append(FilledColumn(name, sql_type, j))
     return filled
 
 
 def imputed_frame(
     source: SourceTable, plan: ImputationPlan, imputed: pd.DataFrame, filled: Sequence[FilledColumn]
 ) -> pd.DataFrame:
-    """What is registered with DuckDB: per column `c{j}` (float64) and `m{j}` (imputed), and the
-    key as `k`. Positional names: user column names never reach SQL unquoted."""
-    missing = as_float_frame(source.frame, [c.name for c in filled]).isna()
+    """What is registered with DuckDB: per column `c{j}` (float64, or its labels) and `m{j}`
+    (imputed), and the key as `k`. Positional names: user column names never reach SQL
+    unquoted."""
+    missing = missing_mask(source.frame, [c.name for c in filled])
     frame = pd.DataFrame(index=range(len(imputed)))
     for column in filled:
-        frame[f"c{column.j}"] = imputed[column.name].to_numpy(dtype=np.float64)
+        values = imputed[column.name]
+        if column.labelled:
+            labels = as_labels(values, boolean=column.kind == BOOLEAN)
+            frame[f"c{column.j}"] = labels.to_numpy(dtype=object)
+            if column.kind == BOOLEAN:
+                frame[f"c{column.j}"] = frame[f"c{column.j}"].astype("boolean")
+        else:
+            frame[f"c{column.j}"] = values.to_numpy(dtype="float64", na_value=float("nan"))
         frame[f"m{column.j}"] = missing[column.name].to_numpy()
     if plan.key is not None:
         frame["k"] = source.frame[plan.key].to_numpy()
@@ -115,8 +127,6 @@ def _fill_value(column: FilledColumn) -> str:
     greatest value 2**64 - 1) is that bound: the difference is float rounding, not the imputer.
     """
     value = f"i.c{column.j}"
-    if not column.keeps_type:
-        return value
     kind = column.sql_type
     if kind in _INTEGERS:
         value = f"round({value})"  # to the nearest integer, halves away from zero
@@ -134,8 +144,7 @@ def _fill_value(column: FilledColumn) -> str:
 def target_expression(column: FilledColumn) -> str:
     """SQL for the column in the target: the source cell where observed, else the imputed one.
     `s` is the source, `i` the registered frame."""
-    observed = f"s.{column.quoted}" if column.keeps_type else f"s.{column.quoted}::DOUBLE"
-    return f"CASE WHEN i.m{column.j} THEN {_fill_value(column)} ELSE {observed} END"
+    return f"CASE WHEN i.m{column.j} THEN {_fill_value(column)} ELSE s.{column.quoted} END"
 
 
 def write_checks(filled: Sequence[FilledColumn], n_observed: int) -> list[CheckOutcome]:
@@ -150,7 +159,7 @@ def write_checks(filled: Sequence[FilledColumn], n_observed: int) -> list[CheckO
     ]
     notes = []
     for column in filled:
-        if not column.keeps_type or column.sql_type == "DOUBLE":
+        if column.labelled or column.sql_type == "DOUBLE":
             continue
         decimal = _DECIMAL.fullmatch(column.sql_type)
         if column.sql_type in _INTEGERS:
@@ -212,17 +221,21 @@ def check_alignment(
 ) -> None:
     """Refuse to write if the imputed rows do not line up with the source rows: the same cells
     missing, observed values equal up to float rounding (the frame went through float64), and
-    the same keys. `rows` pairs each source row `s` with its row `i` of the registered frame."""
+    the same keys (labels equal as text). `rows` pairs each source row `s` with its row `i` of
+    the registered frame."""
     counts = []
     for column in filled:
         cell = f"s.{column.quoted}"
         missing = f"{cell} IS NULL"
         if column.sql_type in ("FLOAT", "DOUBLE"):
             missing = f"({missing} OR isnan({cell}))"
-        value = f"{cell}::DOUBLE"
+        if column.labelled:
+            differs = f"{cell}::VARCHAR IS DISTINCT FROM i.c{column.j}::VARCHAR"
+        else:
+            value = f"{cell}::DOUBLE"
+            differs = f"abs({value} - i.c{column.j}) > 1e-12 * abs({value})"
         counts.append(
-            f"count(*) FILTER (({missing}) <> i.m{column.j} OR (NOT i.m{column.j} AND "
-            f"abs({value} - i.c{column.j}) > 1e-12 * abs({value})))"
+            f"count(*) FILTER (({missing}) <> i.m{column.j} OR (NOT i.m{column.j} AND {differs}))"
         )
     if plan.key is not None:
         counts.append(f"count(*) FILTER (s.{quote_identifier(plan.key)} IS DISTINCT FROM i.k)")

@@ -20,6 +20,9 @@ _WAYS = {
     "target_table": "the target_table parameter, --target flag or a config entry's target",
     "key": "the key parameter, --key flag or a config entry's key",
     "columns": "the columns parameter, --columns flag or a config entry's columns",
+    "pass_through": "the pass_through parameter, --pass-through flag or a config entry's "
+    "pass_through",
+    "bounds": "the bounds parameter or a config entry's bounds",
     "replace_source": "the replace_source parameter or --replace-source flag",
     "replace_target": "the replace_target parameter, --replace-target flag or "
     "TDM_REPLACE_TARGET=true",

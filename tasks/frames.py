@@ -1,13 +1,16 @@
-"""Small conversions between DuckDB-typed pandas columns and the float matrices TDM works on."""
+"""Small conversions between DuckDB-typed pandas columns and what TDM works on: float matrices
+for numeric columns, labels for boolean and categorical ones."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["as_float_frame"]
+from tasks.warehouse import BOOLEAN, CATEGORICAL
+
+__all__ = ["as_float_frame", "as_labels", "as_value_frame", "missing_mask", "observed_labels"]
 
 
 def as_float_frame(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -16,3 +19,44 @@ def as_float_frame(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
         {name: frame[name].to_numpy(dtype=np.float64, na_value=np.nan) for name in columns},
         index=frame.index,
     )
+
+
+def as_value_frame(
+    frame: pd.DataFrame, columns: Sequence[str], kinds: Mapping[str, str]
+) -> pd.DataFrame:
+    """The `columns` of `frame` as the pipeline checks and writes them: boolean and categorical
+    columns (by `kinds`) as labels (`as_labels`), the others as float64 (NaN = missing)."""
+    numbers = as_float_frame(frame, [c for c in columns if kinds.get(c) not in _LABELLED])
+    return pd.DataFrame(
+        {
+            name: numbers[name]
+            if name in numbers
+            else as_labels(frame[name], boolean=kinds.get(name) == BOOLEAN)
+            for name in columns
+        },
+        index=frame.index,
+    )
+
+
+_LABELLED = (BOOLEAN, CATEGORICAL)
+
+
+def missing_mask(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """Whether each cell of `columns` is missing: NULL, or NaN in a float column."""
+    return frame[list(columns)].isna()
+
+
+def as_labels(series: pd.Series, *, boolean: bool) -> pd.Series:
+    """A boolean or categorical column as the imputer takes and returns it: pandas "boolean"
+    (pd.NA = missing), or object holding str labels (None = missing); the index is kept."""
+    if boolean:
+        return series.astype("boolean")
+    values = [None if pd.isna(v) else str(v) for v in series.to_numpy(dtype=object)]
+    return pd.Series(values, index=series.index, name=series.name, dtype=object)
+
+
+def observed_labels(series: pd.Series) -> tuple[object, ...]:
+    """The distinct labels observed in a boolean or categorical column, sorted: bool or str."""
+    values = series.dropna().unique()
+    labels = {bool(v) if isinstance(v, (bool, np.bool_)) else str(v) for v in values}
+    return tuple(sorted(labels, key=lambda v: (str(type(v)), v)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -101,21 +102,35 @@ class PrefectProgress:
             update_progress_artifact(artifact_id=self._artifact, progress=100.0)
 
 
+Bounds = Mapping[str, tuple[float | None, float | None]]
+"""Per numeric column, the (low, high) of its imputed values in the frame's units (None: open)."""
+
+
 @task(name="impute", cache_policy=NO_CACHE)
 def impute(
-    frame: pd.DataFrame, params: ImputerParams, seed: int, table: str = "table"
+    frame: pd.DataFrame,
+    params: ImputerParams,
+    seed: int,
+    table: str = "table",
+    bounds: Bounds | None = None,
 ) -> ImputationOutcome:
-    """Fit TDM on the standardised columns (NaN = missing) and fill the missing cells."""
-    _, outcome = _fit(frame, params, seed, table, keep_frame=True)
+    """Fit TDM on the standardised columns (NaN = missing; boolean and categorical columns as
+    labels) and fill the missing cells, numeric ones within `bounds` (None: the observed
+    range)."""
+    _, outcome = _fit(frame, params, seed, table, bounds)
     return outcome
 
 
 @task(name="fit-model", cache_policy=NO_CACHE)
 def fit_model(
-    frame: pd.DataFrame, params: ImputerParams, seed: int, table: str = "table"
+    frame: pd.DataFrame,
+    params: ImputerParams,
+    seed: int,
+    table: str = "table",
+    bounds: Bounds | None = None,
 ) -> FittedModel:
     """Fit TDM on a standardised sample of a table, keeping the model for `impute_partition`."""
-    imputer, outcome = _fit(frame, params, seed, table, keep_frame=True)
+    imputer, outcome = _fit(frame, params, seed, table, bounds)
     imputer.callback = None  # the model travels to task-runner workers; the Prefect hook stays
     return FittedModel(imputer=imputer, outcome=outcome)
 
@@ -126,20 +141,29 @@ def impute_partition(
 ) -> pd.DataFrame:
     """Impute one standardised partition with a fitted model (its network held fixed)."""
     try:
-        filled = imputer.transform(frame.astype(np.float64))
+        filled = imputer.transform(frame)
     except ValueError as error:
         raise PipelineInputError(
             f'Imputing partition {partition} of table "{table}" failed: {error}'
         ) from None
+    return _as_frame(filled, frame)
+
+
+def _as_frame(filled: Any, frame: pd.DataFrame) -> pd.DataFrame:
+    """The imputer's output with `frame`'s index and columns (a DataFrame keeps its dtypes)."""
+    if isinstance(filled, pd.DataFrame):
+        return filled.set_axis(frame.index, axis=0)[list(frame.columns)]
     return pd.DataFrame(np.asarray(filled, dtype=float), index=frame.index, columns=frame.columns)
 
 
 def _fit(
-    frame: pd.DataFrame, params: ImputerParams, seed: int, table: str, *, keep_frame: bool
+    frame: pd.DataFrame, params: ImputerParams, seed: int, table: str, bounds: Bounds | None
 ) -> tuple[Any, ImputationOutcome]:
     from tdm import TDMImputer  # torch is imported on first use, not when the CLI starts
 
     settings = {k: v for k, v in params.model_dump().items() if v is not None}
+    if bounds is not None:
+        settings["bounds"] = dict(bounds)
     progress = PrefectProgress(table)
     imputer = TDMImputer(
         **settings,
@@ -162,11 +186,7 @@ def _fit(
     used["start_scores"] = imputer.start_scores_
     losses = np.asarray(imputer.loss_history_, dtype=float)
     outcome = ImputationOutcome(
-        frame=pd.DataFrame(
-            np.asarray(filled, dtype=float), index=frame.index, columns=frame.columns
-        )
-        if keep_frame
-        else frame.iloc[:0],
+        frame=_as_frame(filled, frame),
         imputer=type(imputer).__name__,
         hyperparameters=used,
         device=str(imputer.device_),

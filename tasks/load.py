@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +31,9 @@ __all__ = ["SourceTable", "load_table"]
 class SourceTable:
     """The source table: where it lives, its columns, its fingerprint and the columns read.
 
-    `frame` holds the numeric columns and the key column (whatever its type), in table order and
-    in DuckDB's scan order; the other columns are never read: they pass through in SQL.
+    `frame` holds the columns the pipeline can impute (numeric, text, enum, boolean) and the key
+    column (whatever its type), in table order and in DuckDB's scan order; the other columns
+    are never read: they pass through in SQL.
     """
 
     db_path: str
@@ -63,14 +65,22 @@ def _missing_table_message(con: duckdb.DuckDBPyConnection, db_path: str | Path, 
     retry_delay_seconds=RETRY_DELAY_SECONDS,
     retry_condition_fn=retry_when_busy,
 )
-def load_table(db_path: str, table: str, key: str | None = None) -> SourceTable:
-    """Read the source table's numeric columns and key, read-only, with its fingerprint."""
+def load_table(
+    db_path: str, table: str, key: str | None = None, skip: Sequence[str] = ()
+) -> SourceTable:
+    """Read the source table's columns the pipeline can impute (numeric, text, enum, boolean)
+    but those in `skip` (passed through), and its key, read-only, with its fingerprint."""
     with connect(db_path, read_only=True) as con:
         info = find_table(con, table)
         if info is None:
             raise PipelineInputError(_missing_table_message(con, db_path, table))
         key_info = info.column(key) if key is not None else None
-        wanted = [c.name for c in info.columns if c.is_numeric or c is key_info]
+        skipped = {c.name for c in map(info.column, skip) if c is not None}
+        wanted = [
+            c.name
+            for c in info.columns
+            if (c.kind is not None and c.name not in skipped) or c is key_info
+        ]
         try:
             fingerprint = fingerprint_table(con, info)
             if wanted:

@@ -77,6 +77,12 @@ class ImputerParams(BaseModel):
     n_iter_no_change: int | None = Field(
         default=None, ge=1, description="Early-stopping patience, in iterations."
     )
+    bounds_method: Literal["transform", "project", "clip"] | None = Field(
+        default=None,
+        description="How imputed numbers are held within their bounds: a transform of the "
+        "cell's parameter, projection after each step, or clipping of the result (unset: the "
+        "library's default).",
+    )
     transform_max_iter: int | None = Field(
         default=None,
         ge=1,

@@ -9,7 +9,7 @@ the target, inside its transaction: every read sees the same snapshot of the sou
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -18,11 +18,23 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.errors import PipelineInputError
+from schemas.input import MAX_LABELS
+from tasks.bounds import table_bounds
+from tasks.errors import PipelineInputError, setting
+from tasks.frames import observed_labels
 from tasks.load import SourceTable, _missing_table_message
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
-from tasks.validate import ImputationPlan, _resolve_columns, _resolve_key, _resolve_target
+from tasks.validate import (
+    ImputationPlan,
+    _resolve_key,
+    _resolve_target,
+    column_kinds,
+    resolve_columns,
+    resolve_pass_through,
+)
 from tasks.warehouse import (
+    BOOLEAN,
+    CATEGORICAL,
     Fingerprint,
     TableInfo,
     columns_sql,
@@ -45,9 +57,9 @@ class TableProfile:
     fingerprint: Fingerprint
     plan: ImputationPlan
     observed_range: dict[str, tuple[float, float]]
-    """Each imputed column's observed (min, max) over the whole table."""
+    """Each numeric imputed column's observed (min, max) over the whole table."""
     moments: tuple[np.ndarray, np.ndarray]
-    """Each imputed column's mean and standard deviation over the whole table (as
+    """Each numeric imputed column's mean and standard deviation over the whole table (as
     `tdm.scaling.fit_column_scaling` computes them, but in DuckDB)."""
     bounds: tuple[tuple[int, int], ...]
     """The partitions: rowid ranges [start, stop), in storage order."""
@@ -87,27 +99,40 @@ def profile_table(
     target_suffix: str,
     partition_rows: int,
     replace_target: bool = False,
+    pass_through: Sequence[str] | None = None,
+    bounds: Mapping[str, Sequence[float | None]] | None = None,
 ) -> TableProfile:
-    """Resolve columns, key and target; check the values in SQL; plan the partitions.
+    """Resolve columns, key and target; check the values in SQL; work out the bounds and
+    observed labels; plan the partitions.
 
-    Checked over the whole table: no `inf`, every column has an observed value, the key is
-    unique and not null. Writing over the source is refused: its rows are read while the target
-    is written.
+    Checked over the whole table: no `inf`, every column has an observed value, a text or enum
+    column has at most `MAX_LABELS` labels, the key is unique and not null. Writing over the
+    source is refused: its rows are read while the target is written.
     """
     info = find_table(con, table)
     if info is None:
         raise PipelineInputError(_missing_table_message(con, db_path, table))
     key_name = _resolve_key(info, key)
-    chosen = _resolve_columns(info, columns, key_name)
+    passed = resolve_pass_through(info, pass_through)
     target_name = _resolve_target(info.qualified, target, False, target_suffix)
     src = info.sql
+    observed = _labelled_observed(con, info)
+    chosen = resolve_columns(
+        info, columns, key_name, passed, lambda name: 0 < observed.get(name, 0) < observed[""]
+    )
+    kinds = column_kinds(info, chosen)
+    labelled = [name for name in chosen if kinds[name] in (BOOLEAN, CATEGORICAL)]
+    numeric = [name for name in chosen if name not in labelled]
     stats = []
-    for name in chosen:
+    for name in numeric:
         cell = f"{quote_identifier(name)}::DOUBLE"
         stats.append(
             f"count({cell}) FILTER (WHERE NOT isnan({cell})), "
             f"count(*) FILTER (WHERE isinf({cell})), min({cell}), max({cell})"
         )
+    for name in labelled:
+        cell = quote_identifier(name)
+        stats.append(f"count({cell}), 0, count(DISTINCT {cell}), 0")
     key_sql = (
         f", count({quote_identifier(key_name)}), count(DISTINCT {quote_identifier(key_name)})"
         if key_name
@@ -117,15 +142,24 @@ def profile_table(
         f"SELECT count(*), min(rowid), max(rowid), {', '.join(stats)}{key_sql} FROM {src}"
     ).fetchall()[0]
     n_rows, first, last = int(row[0]), row[1], row[2]
-    problems, missing, observed_range = [], {}, {}
-    for j, name in enumerate(chosen):
+    problems, missing, observed_range, labels = [], {}, {}, {}
+    for j, name in enumerate([*numeric, *labelled]):
         observed, infinite, low, high = row[3 + 4 * j : 7 + 4 * j]
         if infinite:
             problems.append(f'column "{name}" has {infinite} infinite values')
         if not observed:
             problems.append(f'column "{name}" has no observed value')
         missing[name] = n_rows - int(observed)
-        observed_range[name] = (float(low or 0.0), float(high or 0.0))
+        if name in labelled and low > MAX_LABELS:
+            problems.append(
+                f'column "{name}" holds {low} distinct labels, more than the {MAX_LABELS} a '
+                f"text or enum column may hold to be imputed: pass it through "
+                f"({setting('pass_through')})"
+            )
+        elif name in labelled:
+            labels[name] = _labels(con, src, name)
+        else:
+            observed_range[name] = (float(low or 0.0), float(high or 0.0))
     if key_name:
         non_null, distinct = row[-2], row[-1]
         if non_null < n_rows:
@@ -137,6 +171,7 @@ def profile_table(
             f'Table "{info.qualified}" cannot be imputed: {"; ".join(problems)}. '
             "Nothing was written."
         )
+    found = table_bounds(info, numeric, observed_range, bounds)
     plan = ImputationPlan(
         source_table=info.qualified,
         target_table=target_name,
@@ -144,8 +179,13 @@ def profile_table(
         key=key_name,
         replace_source=False,
         n_rows=n_rows,
-        missing=missing,
+        missing={name: missing[name] for name in chosen},
         replace_target=replace_target,
+        kinds=kinds,
+        bounds=found.columns,
+        labels=labels,
+        pass_through=passed,
+        ignored_checks=found.ignored_checks,
     )
     return TableProfile(
         db_path=str(db_path),
@@ -153,9 +193,25 @@ def profile_table(
         fingerprint=fingerprint_table(con, info),
         plan=plan,
         observed_range=observed_range,
-        moments=_moments(con, src, chosen, observed_range),
+        moments=_moments(con, src, numeric, observed_range),
         bounds=partition_plan(con, src, n_rows, first, last, partition_rows),
     )
+
+
+def _labelled_observed(con: duckdb.DuckDBPyConnection, info: TableInfo) -> dict[str, int]:
+    """The observed cells of each boolean, text and enum column, and the rows (under ""): the
+    default columns take those with a NULL and an observed cell."""
+    names = [c.name for c in info.columns if c.kind in (BOOLEAN, CATEGORICAL)]
+    counts = "".join(f", count({quote_identifier(n)})" for n in names)
+    row = con.execute(f"SELECT count(*){counts} FROM {info.sql}").fetchall()[0]
+    return {"": int(row[0])} | {name: int(n) for name, n in zip(names, row[1:], strict=True)}
+
+
+def _labels(con: duckdb.DuckDBPyConnection, src: str, name: str) -> tuple[object, ...]:
+    """The distinct labels observed in a boolean, text or enum column, as `observed_labels`."""
+    cell = quote_identifier(name)
+    frame = con.execute(f"SELECT DISTINCT {cell} AS v FROM {src} WHERE {cell} IS NOT NULL").df()
+    return observed_labels(frame["v"])
 
 
 def _moments(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -12,14 +12,26 @@ import pandera.errors
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from schemas.expectations import RANGE_FACTOR, expectation_suite
+from schemas.expectations import CHECK_COLUMN, CHECK_META, RANGE_FACTOR, expectation_suite
 from schemas.output import output_schema
+from tasks.bounds import ColumnBounds
 from tasks.errors import QualityCheckError
 from tasks.frames import as_float_frame
 from tasks.load import SourceTable
 from tasks.validate import ImputationPlan
+from tasks.warehouse import INTEGER
 
-__all__ = ["CheckOutcome", "QualityReport", "check_quality", "merge_reports", "sane_bounds"]
+__all__ = [
+    "INTEGRAL",
+    "CheckOutcome",
+    "QualityReport",
+    "check_quality",
+    "merge_reports",
+    "sane_bounds",
+]
+
+INTEGRAL = "integral_values"
+"""The name of the check that an integer column holds whole numbers only."""
 
 
 @dataclass(frozen=True)
@@ -34,11 +46,15 @@ class CheckOutcome:
 @dataclass(frozen=True)
 class QualityReport:
     """Every check run on the imputed table; `passed` only if all of them passed. `bounds`
-    holds, per imputed column, the [low, high] its sane-range check allowed."""
+    holds, per numeric imputed column, the [low, high] its sane-range check allowed;
+    `value_bounds` the bounds its imputed values were held to (`tasks.bounds`), `labels` the
+    number of labels observed in each boolean or categorical column."""
 
     checks: tuple[CheckOutcome, ...]
     range_factor: float
     bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    value_bounds: Mapping[str, ColumnBounds] = field(default_factory=dict)
+    labels: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -46,11 +62,14 @@ class QualityReport:
         return all(c.passed for c in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary for the lineage row."""
+        """A JSON-ready summary for the lineage row (the bounds as [low, high, where the low
+        end comes from, where the high end comes from], an open end as null)."""
         return {
             "passed": self.passed,
             "range_factor": self.range_factor,
             "checks": [asdict(c) for c in self.checks],
+            "bounds": {name: b.to_list() for name, b in self.value_bounds.items()},
+            "labels": dict(self.labels),
         }
 
 
@@ -69,13 +88,16 @@ def check_quality(
     range_factor: float = RANGE_FACTOR,
     observed_range: Mapping[str, tuple[float, float]] | None = None,
 ) -> QualityReport:
-    """Run the GX suite, the output schema and the observed-cells check; raise if any fails.
+    """Run the GX suite, the output schema, the integer and observed-cells checks; raise if any
+    fails.
 
-    `observed_range` gives each column's observed (min, max) over the whole table when `source`
-    holds one partition of it; by default they are taken from `source`.
+    `observed_range` gives each numeric column's observed (min, max) over the whole table when
+    `source` holds one partition of it; by default they are taken from `source`.
     """
     columns = list(plan.columns)
-    original = as_float_frame(source.frame, columns)
+    labelled = [name for name in columns if name in plan.labels]
+    numeric = [name for name in columns if name not in plan.labels]
+    original = as_float_frame(source.frame, numeric)
     output = imputed[columns].copy()
     if plan.key is not None:
         output[plan.key] = source.frame[plan.key].to_numpy()
@@ -83,15 +105,25 @@ def check_quality(
         name: sane_bounds(
             pd.Series(observed_range[name]) if observed_range else original[name], range_factor
         )
-        for name in columns
+        for name in numeric
     }
-
+    value_bounds = {name: (b.low, b.high) for name, b in plan.bounds.items() if name in numeric}
     checks = [
-        *_run_expectations(output, columns, plan, bounds),
-        _run_output_schema(output, columns, plan),
-        _observed_cells_identical(original, imputed[columns]),
+        *_run_expectations(
+            _with_imputed_cells(output, source.frame, columns), columns, plan, bounds, value_bounds
+        ),
+        _run_output_schema(output, columns, plan, labelled),
+        *_integral(imputed, [name for name in numeric if plan.kind(name) == INTEGER]),
+        _observed_cells_identical(original, imputed[numeric]),
+        *([_observed_labels_identical(source.frame, imputed, labelled)] if labelled else []),
     ]
-    report = QualityReport(checks=tuple(checks), range_factor=range_factor, bounds=bounds)
+    report = QualityReport(
+        checks=tuple(checks),
+        range_factor=range_factor,
+        bounds=bounds,
+        value_bounds={name: plan.bounds[name] for name in value_bounds},
+        labels={name: len(plan.labels[name]) for name in labelled},
+    )
     if not report.passed:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in report.checks if not c.passed)
         raise QualityCheckError(
@@ -101,12 +133,31 @@ def check_quality(
     return report
 
 
+def _with_imputed_cells(
+    output: pd.DataFrame, source: pd.DataFrame, columns: list[str]
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """`output` with, per column, a column holding only its imputed cells (the others null),
+    for the checks that concern imputed values alone (bounds, labels); and their names."""
+    extra: dict[str, str] = {}
+    frame = output.copy()
+    for name in columns:
+        column = f"{name} (imputed cells)"
+        while column in frame:
+            column += "'"
+        extra[name] = column
+        missing = source[name].isna().to_numpy()
+        frame[column] = output[name].where(missing)
+    return frame, extra
+
+
 def _run_expectations(
-    output: pd.DataFrame,
+    with_imputed: tuple[pd.DataFrame, dict[str, str]],
     columns: list[str],
     plan: ImputationPlan,
     bounds: dict[str, tuple[float, float]],
+    value_bounds: dict[str, tuple[float, float]],
 ) -> list[CheckOutcome]:
+    output, imputed_cells = with_imputed
     import great_expectations as gx
     from great_expectations.data_context.types.base import (
         DataContextConfig,
@@ -126,12 +177,18 @@ def _run_expectations(
         .add_batch_definition_whole_dataframe("whole")
         .get_batch(batch_parameters={"dataframe": output})
     )
-    suite = expectation_suite(columns, plan.key, plan.n_rows, bounds)
+    labels = {name: plan.labels[name] for name in plan.labelled}
+    suite = expectation_suite(
+        columns, plan.key, plan.n_rows, bounds, value_bounds, labels, imputed_cells
+    )
     outcomes = []
     for result in batch.validate(suite).results:
         expectation = result.expectation_config
         kind = expectation.type if expectation is not None else "expectation"
+        meta = (expectation.meta or {}) if expectation is not None else {}
+        kind = str(meta.get(CHECK_META, kind))
         column = expectation.kwargs.get("column") if expectation is not None else None
+        column = meta.get(CHECK_COLUMN, column)
         name = kind + (f'["{column}"]' if column is not None else "")
         seen = result.result or {}
         if "unexpected_count" in seen:
@@ -148,10 +205,10 @@ def _run_expectations(
 
 
 def _run_output_schema(
-    output: pd.DataFrame, columns: list[str], plan: ImputationPlan
+    output: pd.DataFrame, columns: list[str], plan: ImputationPlan, labelled: list[str]
 ) -> CheckOutcome:
     try:
-        output_schema(columns, plan.key, plan.n_rows).validate(output, lazy=True)
+        output_schema(columns, plan.key, plan.n_rows, labelled).validate(output, lazy=True)
     except pandera.errors.SchemaErrors as errors:
         cases = errors.failure_cases
         summary = ", ".join(
@@ -159,7 +216,43 @@ def _run_output_schema(
             for (column, check), _ in cases.groupby(["column", "check"], dropna=False)
         )
         return CheckOutcome("output_schema", False, summary)
-    return CheckOutcome("output_schema", True, "float64, finite, no nulls, key unique")
+    return CheckOutcome("output_schema", True, "numbers float64 and finite, no nulls, key unique")
+
+
+def _integral(imputed: pd.DataFrame, columns: list[str]) -> list[CheckOutcome]:
+    """One check per integer column: every value is a whole number."""
+    outcomes = []
+    for name in columns:
+        values = imputed[name].to_numpy(dtype=np.float64)
+        off = values[np.isfinite(values) & (values != np.round(values))]
+        detail = (
+            f"{off.size} fractional value(s), e.g. {[float(v) for v in off[:3]]}"
+            if off.size
+            else f"{values.size} whole numbers"
+        )
+        outcomes.append(CheckOutcome(f'{INTEGRAL}["{name}"]', not off.size, detail))
+    return outcomes
+
+
+def _observed_labels_identical(
+    source: pd.DataFrame, imputed: pd.DataFrame, columns: list[str]
+) -> CheckOutcome:
+    """Every observed cell of a boolean or categorical column keeps its label."""
+    changed = {}
+    total = 0
+    for name in columns:
+        given = source[name]
+        observed = given.notna().to_numpy()
+        before = given.to_numpy(dtype=object)[observed]
+        after = imputed[name].to_numpy(dtype=object)[observed]
+        total += int(observed.sum())
+        differ = sum(str(a) != str(b) for a, b in zip(before, after, strict=True))
+        if differ:
+            changed[name] = differ
+    if changed:
+        listed = ", ".join(f'"{c}" ({n})' for c, n in changed.items())
+        return CheckOutcome("observed_labels_identical", False, f"labels changed in {listed}")
+    return CheckOutcome("observed_labels_identical", True, f"{total} cells")
 
 
 def _observed_cells_identical(original: pd.DataFrame, imputed: pd.DataFrame) -> CheckOutcome:
@@ -195,6 +288,4 @@ def merge_reports(reports: Sequence[QualityReport]) -> QualityReport:
         )
         merged.append(CheckOutcome(name=first.name, passed=not failed, detail=detail))
     # Every partition is checked against the whole table's observed range: the same bounds.
-    return QualityReport(
-        checks=tuple(merged), range_factor=reports[0].range_factor, bounds=reports[0].bounds
-    )
+    return replace(reports[0], checks=tuple(merged))

@@ -12,6 +12,11 @@ publishes what comes back as Prefect artifacts.
 - `benchmark.csv`: every trial (without its loss trace), the committed form of the results.
 - `figures/mae_over_iterations.png`: MAE after k steps for TDM vs OTImputer when MAE traces were
   recorded; otherwise `figures/loss_over_iterations.png`, the recorded loss traces.
+
+Mixed-type tables (trials with a categorical error rate, `cat_error`) get their own section:
+numeric MAE in column standard deviations and categorical error rate per dataset and mechanism,
+a line per dataset on whether `tdm` is no worse than the best baseline, and
+`figures/mixed.png`.
 """
 
 from __future__ import annotations
@@ -23,15 +28,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.figures import MECHANISM_ORDER, bar_figures, ordered, trace_figure
+from tasks.figures import MECHANISM_ORDER, bar_figures, mixed_figure, ordered, trace_figure
 
 __all__ = [
     "METRICS",
+    "MIXED_METRICS",
     "MethodLayout",
     "Report",
     "label_configurations",
     "latest_per_trial",
     "metric_table",
+    "mixed_verdicts",
     "rank_table",
     "summarise",
     "versus_best",
@@ -44,6 +51,11 @@ METRICS: dict[str, tuple[str, bool]] = {
     "rmse": ("RMSE", True),
     "w2sq_half": ("W2²/2 (the paper's OT)", True),
     "accuracy": ("SVM accuracy (5-fold CV)", False),
+}
+#: The mixed-type tables' metrics: `mae` there is in column standard deviations (numeric cells).
+MIXED_METRICS: dict[str, tuple[str, bool]] = {
+    "mae": ("numeric MAE (column SDs)", True),
+    "cat_error": ("categorical error rate", True),
 }
 
 
@@ -68,7 +80,9 @@ class Report:
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     """Mean, std and count over seeds of every metric per dataset, mechanism and method."""
-    grouped = results.groupby(["dataset", "mechanism", "method"], sort=False)[list(METRICS)]
+    metrics = list(METRICS) + (["cat_error"] if "cat_error" in results else [])
+    values = results.astype({metric: float for metric in metrics})
+    grouped = values.groupby(["dataset", "mechanism", "method"], sort=False)[metrics]
     summary = grouped.agg(["mean", "std", "count"])
     summary.columns = [f"{metric}_{stat}" for metric, stat in summary.columns]
     return summary.reset_index()
@@ -85,7 +99,7 @@ def _cell(mean: float, std: float, count: int, most: int, bold: bool) -> str:
 
 def metric_table(summary: pd.DataFrame, metric: str, order: Sequence[str] = ()) -> str:
     """One markdown table: rows dataset/mechanism, columns methods, cells mean ± std."""
-    lower_is_better = METRICS[metric][1]
+    lower_is_better = {**METRICS, **MIXED_METRICS}[metric][1]
     methods = ordered(summary["method"].tolist(), order)
     most = int(summary[f"{metric}_count"].max()) if len(summary) else 0
     if metric == "accuracy" and summary["accuracy_count"].sum() == 0:
@@ -229,6 +243,63 @@ def _tables_markdown(results: pd.DataFrame, summary: pd.DataFrame, layout: Metho
     return "\n".join(parts) + "\n"
 
 
+def mixed_verdicts(summary: pd.DataFrame, method: str = "tdm") -> str:
+    """Markdown lines, one per dataset: per mechanism and metric, `method` against the best
+    baseline (the best mean among methods that are not TDM variants), and per mechanism and
+    metric on how many datasets `method` is no worse (its mean at most the best baseline's)."""
+    lines: list[str] = []
+    no_worse: dict[tuple[str, str], list[int]] = {}
+    for dataset in sorted(summary["dataset"].unique()):
+        part = summary[summary["dataset"] == dataset]
+        notes = []
+        for mechanism in ordered(part["mechanism"].tolist(), MECHANISM_ORDER):
+            group = part[part["mechanism"] == mechanism].set_index("method")
+            baselines = group[~group.index.str.startswith("tdm")]
+            if method not in group.index or baselines.empty:
+                continue
+            for metric, (heading, _) in MIXED_METRICS.items():
+                scores = baselines[f"{metric}_mean"].dropna()
+                ours = float(group.loc[method, f"{metric}_mean"])
+                if scores.empty or np.isnan(ours):
+                    continue
+                best = str(scores.idxmin())
+                ok = ours <= float(scores[best])
+                tally = no_worse.setdefault((mechanism, heading), [0, 0])
+                tally[0] += int(ok)
+                tally[1] += 1
+                notes.append(
+                    f"{mechanism.upper()} {heading} {ours:.3f} vs {best} {scores[best]:.3f} "
+                    f"({'no worse' if ok else f'worse by {ours - scores[best]:.3f}'})"
+                )
+        if notes:
+            lines.append(f"- **{dataset}**: " + "; ".join(notes) + ".")
+    if not lines:
+        return f"(no dataset where {method} and a baseline both ran)"
+    counts = ", ".join(
+        f"{heading}, {mechanism.upper()}: {k} of {n}"
+        for (mechanism, heading), (k, n) in no_worse.items()
+    )
+    return "\n".join([*lines, "", f"Datasets where {method} is no worse than the best baseline: "
+                       f"{counts}."])  # fmt: skip
+
+
+def _mixed_markdown(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout) -> str:
+    seeds = sorted(int(s) for s in results["seed"].unique())
+    parts = [
+        "# Mixed-type tables",
+        "",
+        f"{len(results)} trials; mean ± std over seeds {seeds}; best mean per row in bold. "
+        "Numeric MAE: absolute error of each masked float or integer cell over its column's "
+        "standard deviation, averaged over the cells; categorical error rate: share of masked "
+        "categorical and boolean cells with the wrong label. 30% missing.",
+    ]
+    for metric, (heading, _) in MIXED_METRICS.items():
+        parts += ["", f"## {heading} (lower is better)", "",
+                  metric_table(summary, metric, layout.order)]  # fmt: skip
+    parts += ["", "## tdm against the best baseline", "", mixed_verdicts(summary)]
+    return "\n".join(parts) + "\n"
+
+
 def label_configurations(results: pd.DataFrame) -> pd.DataFrame:
     """Results whose method names tell apart configurations run under one name.
 
@@ -258,6 +329,14 @@ def latest_per_trial(results: pd.DataFrame) -> pd.DataFrame:
     return latest.sort_index()
 
 
+def _mixed_rows(results: pd.DataFrame) -> pd.Series:
+    """Rows of the mixed-type tables: every trial of a dataset where one has `cat_error`."""
+    if results.empty or "cat_error" not in results:
+        return pd.Series(False, index=results.index)
+    mixed = set(results.loc[results["cat_error"].notna(), "dataset"])
+    return results["dataset"].isin(mixed)
+
+
 def write_report(
     results: pd.DataFrame,
     traces: pd.DataFrame,
@@ -272,20 +351,25 @@ def write_report(
     out = Path(out_dir)
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
+    mixed_rows = _mixed_rows(results)
+    paper, mixed = results[~mixed_rows], results[mixed_rows]
+    markdown, summaries, paths = "", [], []
+    if not paper.empty:
+        labelled = label_configurations(latest_per_trial(paper))
+        summaries.append(summarise(labelled))
+        markdown = _tables_markdown(labelled, summaries[-1], layout)
+        paths = bar_figures(summaries[-1], figures, layout.order)
+        trace_path = trace_figure(paper, traces, figures, layout.order)
+        if trace_path is not None:
+            paths.append(trace_path)
+    if not mixed.empty:
+        labelled = label_configurations(latest_per_trial(mixed))
+        summaries.append(summarise(labelled))
+        markdown += ("\n" if markdown else "") + _mixed_markdown(labelled, summaries[-1], layout)
+        paths.append(mixed_figure(summaries[-1], figures, layout.order))
     if results.empty:
         markdown = "# Benchmark results\n\nNo trial recorded yet.\n"
-        summary = pd.DataFrame()
-        paths: list[Path] = []
-    else:
-        labelled = label_configurations(latest_per_trial(results))
-        summary = summarise(labelled)
-        markdown = _tables_markdown(labelled, summary, layout)
-        paths = bar_figures(summary, figures, layout.order)
-    trace_path = None
-    if not results.empty:
-        trace_path = trace_figure(results, traces, figures, layout.order)
-    if trace_path is not None:
-        paths.append(trace_path)
+    summary = pd.concat(summaries, ignore_index=True) if summaries else pd.DataFrame()
     tables_path = out / "tables.md"
     tables_path.write_text(markdown)
     # The committed copy of the results: plain CSV, sorted, diff-friendly (the .duckdb is not).

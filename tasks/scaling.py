@@ -1,41 +1,91 @@
 """Standardise and inverse-scale steps: per-column centring and scaling around the imputer.
 
 The means and scales are `tdm.scaling`'s, the ones the imputers standardise with themselves.
+Numeric columns are scaled; boolean and categorical columns go to the imputer as labels
+("boolean" dtype, or object labels), which it encodes itself. On the way back, integer columns
+are rounded and every numeric column is held within its bounds (`tasks.bounds`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from pandas.api import types as ptypes
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.frames import as_float_frame
+from tasks.frames import as_float_frame, as_labels
+from tasks.warehouse import BOOLEAN, CATEGORICAL, FLOAT, INTEGER
 
 if TYPE_CHECKING:
     from tdm.scaling import ColumnScaling
 
-__all__ = ["Scaling", "Standardised", "apply_scaling", "inverse_scale", "standardise"]
+__all__ = [
+    "BOUNDS_TOLERANCE",
+    "Scaling",
+    "Standardised",
+    "apply_scaling",
+    "infer_kinds",
+    "inverse_scale",
+    "standardise",
+]
+
+BOUNDS_TOLERANCE = 1e-6
+"""How far outside its bounds (relative to the column's scale and the bound's distance from
+its mean) an imputed value may come back and still be taken as on the bound: the imputer works
+in single precision and standardised units. A value further out is left as it is, and the
+quality checks refuse it."""
 
 
 @dataclass(frozen=True, eq=False)
 class Scaling:
-    """The scaled columns and, in the same order, their mean and scale."""
+    """The scaled (numeric) columns and, in the same order, their mean and scale; and how the
+    imputer's frame is mapped back: its columns in order (`order`; empty: `columns`), each
+    column's kind (missing: "float"), and each numeric column's bounds in the data's units."""
 
     columns: tuple[str, ...]
     statistics: ColumnScaling
+    order: tuple[str, ...] = ()
+    kinds: Mapping[str, str] = field(default_factory=dict)
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def all_columns(self) -> tuple[str, ...]:
+        """Every column of the imputer's frame, numeric and labelled, in order."""
+        return self.order or self.columns
 
 
 @dataclass(frozen=True, eq=False)
 class Standardised:
-    """The chosen columns standardised (NaN = missing), and the scaling that undoes it."""
+    """The chosen columns as the imputer takes them (numeric ones standardised, NaN = missing;
+    the others as labels), the scaling that undoes it, and each numeric column's bounds in
+    standardised units (None: open), for the imputer's `bounds`."""
 
     frame: pd.DataFrame
     scaling: Scaling
+    bounds: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+
+
+def infer_kinds(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, str]:
+    """Each column's kind from its pandas dtype: bool → "boolean", integer → "integer", other
+    numbers → "float", anything else (text, category) → "categorical"."""
+    kinds = {}
+    for name in columns:
+        dtype = frame[name].dtype
+        if ptypes.is_bool_dtype(dtype):
+            kinds[name] = BOOLEAN
+        elif ptypes.is_integer_dtype(dtype):
+            kinds[name] = INTEGER
+        elif ptypes.is_numeric_dtype(dtype):
+            kinds[name] = FLOAT
+        else:
+            kinds[name] = CATEGORICAL
+    return kinds
 
 
 @task(name="standardise", cache_policy=NO_CACHE)
@@ -43,18 +93,49 @@ def standardise(
     frame: pd.DataFrame,
     columns: Sequence[str],
     moments: tuple[np.ndarray, np.ndarray] | None = None,
+    *,
+    kinds: Mapping[str, str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> Standardised:
-    """Centre and scale each chosen column by the mean and std of its observed values, or by
-    `moments` (mean, std per column) where given: a whole table's, when `frame` is a sample."""
+    """Centre and scale each numeric column by the mean and std of its observed values, or by
+    `moments` (mean, std per numeric column) where given: a whole table's, when `frame` is a
+    sample. `kinds` (None: from the dtypes, `infer_kinds`) tells numeric columns from labelled
+    ones; `bounds` (None: each numeric column's observed [min, max]) are in the data's units."""
     # imported here: `tdm --help` needs no torch
     from tdm.scaling import ColumnScaling, fit_column_scaling
 
+    kinds = dict(kinds) if kinds is not None else infer_kinds(frame, columns)
+    numeric = [name for name in columns if kinds.get(name, FLOAT) in (FLOAT, INTEGER)]
+    values = as_float_frame(frame, numeric)
     if moments is None:
-        statistics = fit_column_scaling(as_float_frame(frame, columns).to_numpy())
+        statistics = fit_column_scaling(values.to_numpy())
     else:
         statistics = ColumnScaling(mean=moments[0], scale=moments[1])
-    scaling = Scaling(columns=tuple(columns), statistics=statistics)
-    return Standardised(frame=apply_scaling(frame, scaling), scaling=scaling)
+    if bounds is None:
+        bounds = {name: (float(values[name].min()), float(values[name].max())) for name in numeric}
+    scaling = Scaling(
+        columns=tuple(numeric),
+        statistics=statistics,
+        order=tuple(columns),
+        kinds=kinds,
+        bounds={name: bounds[name] for name in numeric},
+    )
+    return Standardised(
+        frame=apply_scaling(frame, scaling), scaling=scaling, bounds=_standardised(scaling)
+    )
+
+
+def _standardised(scaling: Scaling) -> dict[str, tuple[float | None, float | None]]:
+    """Each numeric column's bounds in standardised units; an infinite end is open (None)."""
+    result = {}
+    mean, scale = scaling.statistics.mean, scaling.statistics.scale
+    for j, name in enumerate(scaling.columns):
+        low, high = ((b - mean[j]) / scale[j] for b in scaling.bounds[name])
+        result[name] = (
+            float(low) if math.isfinite(low) else None,
+            float(high) if math.isfinite(high) else None,
+        )
+    return result
 
 
 @task(name="inverse-scale", cache_policy=NO_CACHE)
@@ -62,15 +143,68 @@ def inverse_scale(imputed: pd.DataFrame, scaling: Scaling, original: pd.DataFram
     """Map imputed cells back to the original units; observed cells are taken from `original`.
 
     Taking observed cells from the source, rather than un-scaling them, keeps them bit-identical.
+    Integer columns are rounded to the nearest integer; a value within `BOUNDS_TOLERANCE` of its
+    bounds is set on them. Labelled columns keep the imputer's labels in their missing cells.
     """
     source = as_float_frame(original, scaling.columns)
     statistics = scaling.statistics
-    restored = imputed[list(scaling.columns)].to_numpy() * statistics.scale + statistics.mean
+    restored = imputed[list(scaling.columns)].to_numpy(dtype=np.float64)
+    restored = restored * statistics.scale + statistics.mean
+    for j, name in enumerate(scaling.columns):
+        restored[:, j] = _within_bounds(
+            restored[:, j],
+            scaling.bounds.get(name, (-math.inf, math.inf)),
+            float(statistics.mean[j]),
+            float(statistics.scale[j]),
+            integer=scaling.kinds.get(name) == INTEGER,
+        )
     values = np.where(source.isna().to_numpy(), restored, source.to_numpy())
-    return pd.DataFrame(values, index=source.index, columns=list(scaling.columns))
+    numbers = pd.DataFrame(values, index=source.index, columns=list(scaling.columns))
+    result = {}
+    for name in scaling.all_columns:
+        if name in numbers:
+            result[name] = numbers[name]
+            continue
+        boolean = scaling.kinds.get(name) == BOOLEAN
+        given = as_labels(original[name], boolean=boolean)
+        filled = as_labels(imputed[name].set_axis(given.index), boolean=boolean)
+        result[name] = given.where(given.notna(), filled)
+    return pd.DataFrame(result, index=source.index)
+
+
+def _within_bounds(
+    values: np.ndarray, bounds: tuple[float, float], mean: float, scale: float, *, integer: bool
+) -> np.ndarray:
+    """`values` set on the nearest bound where no further out than the tolerance, then, for an
+    integer column, rounded to the nearest integer within the bounds (ceil of the low end,
+    floor of the high end). Values further out are left out of bounds, for the checks."""
+    low, high = bounds
+    result = values.copy()
+    for end, below in ((low, True), (high, False)):
+        if math.isfinite(end):
+            tolerance = BOUNDS_TOLERANCE * (scale + abs(end - mean))
+            out = (result < end) if below else (result > end)
+            result[out & (np.abs(result - end) <= tolerance)] = end
+    if integer:
+        inside = (result >= low) & (result <= high)
+        result = np.round(result)
+        edges = (math.ceil(low) if math.isfinite(low) else low,
+                 math.floor(high) if math.isfinite(high) else high)  # fmt: skip
+        result[inside] = np.clip(result[inside], *edges)
+    return result
 
 
 def apply_scaling(frame: pd.DataFrame, scaling: Scaling) -> pd.DataFrame:
-    """Standardise `frame`'s columns with a scaling fitted elsewhere (e.g. on a sample)."""
+    """The columns of `frame` as the imputer takes them, scaled with a scaling fitted elsewhere
+    (e.g. on a sample): numeric ones standardised, labelled ones as labels."""
     values = as_float_frame(frame, scaling.columns)
-    return (values - scaling.statistics.mean) / scaling.statistics.scale
+    scaled = (values - scaling.statistics.mean) / scaling.statistics.scale
+    return pd.DataFrame(
+        {
+            name: scaled[name]
+            if name in scaled
+            else as_labels(frame[name], boolean=scaling.kinds.get(name) == BOOLEAN)
+            for name in scaling.all_columns
+        },
+        index=frame.index,
+    )

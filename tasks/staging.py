@@ -98,14 +98,11 @@ class PartitionedWrite:
         """Check the target name, then create the empty staged target and imputed-cells record.
 
         The target has the source's columns and types, as a single fit writes them
-        (`tasks.cells.filled_columns`): an imputed column becomes DOUBLE only where a double
-        holds each of its values exactly. `source` is any part of the table (its column types)."""
+        (`tasks.cells`). `source` is any part of the table (its column types)."""
         self.replaced_existing = check_target_table(self.con, plan)
-        self._filled = filled_columns(source, plan, in_place=False)
-        doubles = ", ".join(f"NULL::DOUBLE AS {c.quoted}" for c in self._filled if not c.keeps_type)
-        replace = f" REPLACE ({doubles})" if doubles else ""
+        self._filled = filled_columns(source, plan)
         self.con.execute(
-            f"CREATE TABLE {self.STAGE}.target AS SELECT *{replace} "
+            f"CREATE TABLE {self.STAGE}.target AS SELECT * "
             f"FROM {quote_table(plan.source_table)} LIMIT 0"
         )
         self.con.execute(IMPUTED_CELLS_DDL.replace(IMPUTED_CELLS_TABLE, f"{self.STAGE}.cells", 1))

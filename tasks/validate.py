@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -10,16 +10,35 @@ import pandera.errors
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from schemas.input import CHECK_FINITE, CHECK_MIN_ROWS, CHECK_OBSERVED, MIN_ROWS, input_schema
+from schemas.input import (
+    CHECK_FINITE,
+    CHECK_LABELS,
+    CHECK_MIN_ROWS,
+    CHECK_OBSERVED,
+    MAX_LABELS,
+    MIN_ROWS,
+    input_schema,
+)
 from schemas.lineage import IMPUTED_CELLS_TABLE, LINEAGE_TABLE
+from tasks.bounds import ColumnBounds, table_bounds
 from tasks.errors import PipelineInputError, setting
-from tasks.frames import as_float_frame
+from tasks.frames import as_float_frame, observed_labels
 from tasks.load import SourceTable
 from tasks.names import RESERVED_PREFIX, is_reserved, parse_table_name, same_table
 from tasks.params import DEFAULT_TARGET_SUFFIX
-from tasks.warehouse import TableInfo
+from tasks.warehouse import BOOLEAN, CATEGORICAL, FLOAT, TableInfo
 
-__all__ = ["ImputationPlan", "validate_input"]
+__all__ = [
+    "ImputationPlan",
+    "column_kinds",
+    "plan_notes",
+    "resolve_columns",
+    "resolve_pass_through",
+    "validate_input",
+]
+
+BoundsConfig = Mapping[str, Sequence[float | None]]
+"""Bounds given per column name: [low, high], either end None (open)."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +47,10 @@ class ImputationPlan:
 
     Table names are canonical (`tasks.names`): `table` in schema main, `schema.table` elsewhere.
     `replace_target`: an existing target the pipeline did not write (no lineage row names it)
-    may be replaced; without it, such a target is refused.
+    may be replaced; without it, such a target is refused. `kinds` says how each column is
+    imputed ("float", "integer", "boolean", "categorical"; a column not in it is "float"),
+    `bounds` the range of each numeric column's imputed values (`tasks.bounds`), `labels` the
+    labels observed in each boolean or categorical column (its imputed cells take one of them).
     """
 
     source_table: str
@@ -39,11 +61,25 @@ class ImputationPlan:
     n_rows: int
     missing: Mapping[str, int] = field(default_factory=dict)
     replace_target: bool = False
+    kinds: Mapping[str, str] = field(default_factory=dict)
+    bounds: Mapping[str, ColumnBounds] = field(default_factory=dict)
+    labels: Mapping[str, tuple[object, ...]] = field(default_factory=dict)
+    pass_through: tuple[str, ...] = ()
+    ignored_checks: tuple[str, ...] = ()
 
     @property
     def n_missing(self) -> int:
         """Cells to impute, over all chosen columns."""
         return sum(self.missing.values())
+
+    def kind(self, column: str) -> str:
+        """How `column` is imputed: "float", "integer", "boolean" or "categorical"."""
+        return self.kinds.get(column, FLOAT)
+
+    @property
+    def labelled(self) -> tuple[str, ...]:
+        """The boolean and categorical columns (imputed with observed labels)."""
+        return tuple(c for c in self.columns if c in self.labels)
 
 
 @task(name="validate-input", cache_policy=NO_CACHE)
@@ -55,14 +91,27 @@ def validate_input(
     replace_source: bool = False,
     target_suffix: str = DEFAULT_TARGET_SUFFIX,
     replace_target: bool = False,
+    pass_through: Sequence[str] | None = None,
+    bounds: BoundsConfig | None = None,
 ) -> ImputationPlan:
-    """Check the chosen columns, the key and the target name; run the pandera input schema."""
+    """Check the chosen columns, the key and the target name; run the pandera input schema;
+    work out each numeric column's bounds and each labelled column's observed labels."""
     table = source.table
     target_name = _resolve_target(table.qualified, target, replace_source, target_suffix)
     key_name = _resolve_key(table, key)
-    chosen = _resolve_columns(table, columns, key_name)
-    values = _check_values(source, chosen, key_name)
-    missing = {name: int(values[name].isna().sum()) for name in chosen}
+    passed = resolve_pass_through(table, pass_through)
+    frame = source.frame
+
+    def partly_missing(name: str) -> bool:
+        return name in frame and bool(frame[name].isna().any() and frame[name].notna().any())
+
+    chosen = resolve_columns(table, columns, key_name, passed, partly_missing)
+    kinds = column_kinds(table, chosen)
+    labelled = [name for name in chosen if kinds[name] in (BOOLEAN, CATEGORICAL)]
+    values = _check_values(source, chosen, key_name, labelled)
+    numeric = [name for name in chosen if name not in labelled]
+    observed = {name: (float(values[name].min()), float(values[name].max())) for name in numeric}
+    found = table_bounds(table, numeric, observed, bounds)
     return ImputationPlan(
         source_table=table.qualified,
         target_table=target_name,
@@ -70,9 +119,38 @@ def validate_input(
         key=key_name,
         replace_source=replace_source,
         n_rows=source.fingerprint.rows,
-        missing=missing,
+        missing={name: int(values[name].isna().sum()) for name in chosen},
         replace_target=replace_target,
+        kinds=kinds,
+        bounds=found.columns,
+        labels={name: observed_labels(values[name]) for name in labelled},
+        pass_through=passed,
+        ignored_checks=found.ignored_checks,
     )
+
+
+def plan_notes(plan: ImputationPlan) -> list[str]:
+    """Lines for the run's log: each imputed column's kind and bounds or labels, and the CHECK
+    constraints not used for bounds."""
+    notes = []
+    for name in plan.columns:
+        if not plan.missing.get(name):
+            continue
+        if name in plan.bounds:
+            what = f"{plan.kind(name)}, bounds {plan.bounds[name].describe()}"
+        else:
+            what = f"{plan.kind(name)}, {len(plan.labels.get(name, ()))} observed labels"
+        notes.append(f'\n  "{name}": {plan.missing[name]} cells, {what}')
+    lines = [f'Columns of "{plan.source_table}" to impute:' + "".join(notes)] if notes else []
+    if plan.pass_through:
+        lines.append(f"Passed through with their NULLs: {_names(plan.pass_through)}")
+    lines += [
+        f'CHECK {check} of "{plan.source_table}" is not a simple bound (column compared with '
+        "a number, BETWEEN), so it is not used for bounds; an imputed value that breaks it is "
+        "refused when written in place"
+        for check in plan.ignored_checks
+    ]
+    return lines
 
 
 def _resolve_target(source: str, target: str | None, replace_source: bool, suffix: str) -> str:
@@ -129,19 +207,50 @@ def _resolve_key(table: TableInfo, key: str | None) -> str | None:
 _NOT_KEY_TYPES = ("BLOB", "BYTEA", "BIT", "STRUCT", "MAP", "UNION", "UHUGEINT")
 
 
-def _resolve_columns(table: TableInfo, columns: Sequence[str] | None, key: str | None) -> list[str]:
+def resolve_pass_through(table: TableInfo, names: Sequence[str] | None) -> tuple[str, ...]:
+    """The stored names of the columns to pass through (their NULLs kept); refuse unknown ones."""
+    if not names:
+        return ()
+    unknown = [name for name in names if table.column(name) is None]
+    if unknown:
+        raise PipelineInputError(
+            f'The pass-through columns name no column of table "{table.qualified}": '
+            f"{_names(unknown)} ({setting('pass_through')}). Its columns are: "
+            f"{_names(c.name for c in table.columns)}."
+        )
+    return tuple(dict.fromkeys(c.name for c in map(table.column, names) if c is not None))
+
+
+def resolve_columns(
+    table: TableInfo,
+    columns: Sequence[str] | None,
+    key: str | None,
+    pass_through: Sequence[str] = (),
+    partly_missing: Callable[[str], bool] = lambda name: True,
+) -> list[str]:
+    """The stored names of the columns to impute: `columns`, or by default every numeric
+    column and every text, enum or boolean column with a NULL and an observed value
+    (`partly_missing`), but the key and the `pass_through` columns."""
     if columns is None:
-        chosen = [c.name for c in table.columns if c.is_numeric and c.name != key]
+        chosen = [
+            c.name
+            for c in table.columns
+            if c.name != key
+            and c.name not in pass_through
+            and (c.is_numeric or (c.kind is not None and partly_missing(c.name)))
+        ]
         if not chosen:
             raise PipelineInputError(
-                f'Table "{table.qualified}" has no numeric column to impute '
-                f"(columns: {_describe(table)})."
+                f'Table "{table.qualified}" has no column to impute: no numeric column, and no '
+                "text, enum or boolean column with a NULL, that is not the key or passed "
+                f"through (columns: {_describe(table)})."
             )
         return chosen
     if not columns:
         raise PipelineInputError(
             f'No column to impute was given for table "{table.qualified}"; name at least one, '
-            "or leave the columns out to impute every numeric column."
+            "or leave the columns out to impute every numeric column and every text, enum or "
+            "boolean column with a NULL."
         )
     unknown = [name for name in columns if table.column(name) is None]
     if unknown:
@@ -150,30 +259,55 @@ def _resolve_columns(table: TableInfo, columns: Sequence[str] | None, key: str |
             f'The {noun} not exist in table "{table.qualified}": {_names(unknown)}. '
             f"Its columns are: {_names(c.name for c in table.columns)}."
         )
-    resolved = [table.column(name) for name in columns]
-    not_numeric = [c for c in resolved if c is not None and not c.is_numeric]
-    if not_numeric:
-        listed = ", ".join(f'"{c.name}" ({c.sql_type})' for c in not_numeric)
+    resolved = [c for c in map(table.column, columns) if c is not None]
+    unusable = [c for c in resolved if c.kind is None]
+    if unusable:
+        listed = ", ".join(f'"{c.name}" ({c.sql_type})' for c in unusable)
         raise PipelineInputError(
-            f'Only numeric columns can be imputed, but table "{table.qualified}" has non-numeric '
-            f"{listed} among the chosen columns. Non-numeric columns pass through untouched; "
-            f"leave them out of the columns ({setting('columns')})."
+            f"Only numeric, text (VARCHAR), ENUM and BOOLEAN columns can be imputed, but table "
+            f'"{table.qualified}" has {listed} among the chosen columns. Other columns pass '
+            f"through untouched; leave them out of the columns ({setting('columns')})."
         )
-    chosen = list(dict.fromkeys(c.name for c in resolved if c is not None))
+    chosen = list(dict.fromkeys(c.name for c in resolved))
     if key is not None and key in chosen:
         raise PipelineInputError(
             f'The key column "{key}" of table "{table.qualified}" cannot also be imputed: '
             f"leave it out of the columns ({setting('columns')})."
         )
+    both = [name for name in chosen if name in pass_through]
+    if both:
+        raise PipelineInputError(
+            f'Columns of table "{table.qualified}" are named both to impute and to pass '
+            f"through: {_names(both)}. Leave them out of the columns ({setting('columns')}) or "
+            f"of the pass-through columns ({setting('pass_through')})."
+        )
     return chosen
 
 
-def _check_values(source: SourceTable, columns: list[str], key: str | None) -> pd.DataFrame:
-    """The chosen columns as floats, once the pandera input schema has accepted them."""
-    values = as_float_frame(source.frame, columns)
+def column_kinds(table: TableInfo, names: Sequence[str]) -> dict[str, str]:
+    """How each of the named columns is imputed ("float" where the table says nothing)."""
+    kinds = {}
+    for name in names:
+        column = table.column(name)
+        kinds[name] = (column.kind if column is not None else None) or FLOAT
+    return kinds
+
+
+def _check_values(
+    source: SourceTable, columns: list[str], key: str | None, labelled: Sequence[str]
+) -> pd.DataFrame:
+    """The chosen columns (numeric ones as floats, the others as read), once the pandera input
+    schema has accepted them."""
+    numeric = [name for name in columns if name not in labelled]
+    floats = as_float_frame(source.frame, numeric)
+    values = pd.DataFrame(
+        {name: floats[name] if name in floats else source.frame[name] for name in columns},
+        index=source.frame.index,
+    )
     frame = values if key is None else values.assign(**{key: source.frame[key]})
+    schema = input_schema(columns, key, min_rows=MIN_ROWS, labelled=labelled)
     try:
-        input_schema(columns, key, min_rows=MIN_ROWS).validate(frame, lazy=True)
+        schema.validate(frame, lazy=True)
     except pandera.errors.SchemaErrors as errors:
         problems = _describe_failures(errors.failure_cases, frame, key)
         raise PipelineInputError(
@@ -203,6 +337,13 @@ def _describe_failures(cases: pd.DataFrame, frame: pd.DataFrame, key: str | None
                 f'column "{column}" holds infinite values in {len(rows)} '
                 f"row{'s' if len(rows) != 1 else ''} (0-based row numbers {_first(rows)}); "
                 "TDM needs finite numbers: replace them with NULL to have them imputed"
+            )
+        elif check == CHECK_LABELS:
+            labels = int(frame[column].nunique(dropna=True))
+            problems.append(
+                f'column "{column}" holds {labels} distinct labels, more than the {MAX_LABELS} '
+                "a text or enum column may hold to be imputed (it looks like an identifier or "
+                f"free text): pass it through ({setting('pass_through')}) to keep its NULLs"
             )
         elif check == CHECK_OBSERVED:
             problems.append(

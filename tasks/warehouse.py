@@ -21,9 +21,15 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "BOOLEAN",
+    "CATEGORICAL",
+    "FLOAT",
+    "INTEGER",
     "ColumnInfo",
     "Fingerprint",
     "TableInfo",
+    "column_kind",
+    "columns_sql",
     "connect",
     "describe_table",
     "find_table",
@@ -42,6 +48,13 @@ _NUMERIC_TYPES = frozenset(
         "FLOAT", "DOUBLE",
     }
 )  # fmt: skip
+_INTEGER_TYPES = _NUMERIC_TYPES - {"FLOAT", "DOUBLE"}
+
+# The kinds of column the pipeline imputes (`column_kind`), named as the library names them.
+FLOAT = "float"
+INTEGER = "integer"
+BOOLEAN = "boolean"
+CATEGORICAL = "categorical"
 
 
 @dataclass(frozen=True)
@@ -53,8 +66,13 @@ class ColumnInfo:
 
     @property
     def is_numeric(self) -> bool:
-        """Whether the pipeline can impute this column."""
+        """Whether the column holds numbers (imputed as numbers, within bounds)."""
         return is_numeric_type(self.sql_type)
+
+    @property
+    def kind(self) -> str | None:
+        """How the pipeline imputes the column (`column_kind`); None: it cannot."""
+        return column_kind(self.sql_type)
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,8 @@ class TableInfo:
     name: str
     columns: tuple[ColumnInfo, ...]
     schema: str = DEFAULT_SCHEMA
+    checks: tuple[str, ...] = ()
+    """The expressions of its CHECK constraints, as DuckDB prints them (`(x >= 0)`)."""
 
     @property
     def qualified(self) -> str:
@@ -96,6 +116,23 @@ def is_numeric_type(sql_type: str) -> bool:
     """Whether a DuckDB type name is a number type the imputer accepts."""
     upper = sql_type.upper()
     return upper in _NUMERIC_TYPES or upper.startswith("DECIMAL")
+
+
+def column_kind(sql_type: str) -> str | None:
+    """How a column of this DuckDB type is imputed: "integer" (TINYINT…HUGEINT, unsigned),
+    "float" (FLOAT, DOUBLE, DECIMAL: rounded to its scale when written), "boolean", or
+    "categorical" (VARCHAR, ENUM: a label observed in the column); None for the other types
+    (dates, times, blobs, nested), which pass through."""
+    upper = sql_type.upper()
+    if upper in _INTEGER_TYPES:
+        return INTEGER
+    if is_numeric_type(upper):
+        return FLOAT
+    if upper == "BOOLEAN":
+        return BOOLEAN
+    if upper == "VARCHAR" or upper.startswith("ENUM("):
+        return CATEGORICAL
+    return None
 
 
 def _is_lock_error(error: duckdb.Error) -> bool:
@@ -221,14 +258,26 @@ def list_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
 def describe_table(
     con: duckdb.DuckDBPyConnection, name: str, *, schema: str = DEFAULT_SCHEMA
 ) -> TableInfo:
-    """The columns of the base table `name` of `schema` (stored names), in table order."""
+    """The columns of the base table `name` of `schema` (stored names), in table order, and its
+    CHECK constraints."""
     rows = con.execute(
         "SELECT column_name, data_type FROM duckdb_columns() "
         "WHERE database_name = current_database() AND schema_name = ? "
         "AND table_name = ? ORDER BY column_index",
         [schema, name],
     ).fetchall()
-    return TableInfo(name=name, columns=tuple(ColumnInfo(n, t) for n, t in rows), schema=schema)
+    checks = con.execute(
+        "SELECT expression FROM duckdb_constraints() WHERE database_name = current_database() "
+        "AND schema_name = ? AND table_name = ? AND constraint_type = 'CHECK' "
+        "ORDER BY constraint_index",
+        [schema, name],
+    ).fetchall()
+    return TableInfo(
+        name=name,
+        columns=tuple(ColumnInfo(n, t) for n, t in rows),
+        schema=schema,
+        checks=tuple(str(c[0]) for c in checks),
+    )
 
 
 def fingerprint_table(con: duckdb.DuckDBPyConnection, table: TableInfo) -> Fingerprint:

@@ -36,7 +36,7 @@ from tasks.cells import (
     write_checks,
 )
 from tasks.errors import PipelineError, PipelineInputError
-from tasks.frames import as_float_frame
+from tasks.frames import missing_mask
 from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
 from tasks.names import quote_table
@@ -147,11 +147,11 @@ def _create_imputed_target(
 ) -> LineageRecord:
     """Fill the missing cells (`tasks.cells`), rows matched by position; returns `lineage` with
     the checks made here. A new target is the source with each imputed column's missing cells
-    filled (as DOUBLE, or in the column's type where a double cannot hold it); in place, the
-    source's missing cells are updated in their column's type, its definition kept. Observed
-    cells, and every other column, are copied by DuckDB and proved unchanged in their own type.
+    filled in the column's own type; in place, the source's missing cells are updated, its
+    definition kept. Observed cells, and every other column, are copied by DuckDB and proved
+    unchanged in their own type.
     """
-    filled = filled_columns(source, plan, in_place=plan.replace_source)
+    filled = filled_columns(source, plan)
     frame = imputed_frame(source, plan, imputed, filled)
     src = quote_table(plan.source_table)
     with register_frame(con, frame, "tdm_imputed") as view:
@@ -188,10 +188,11 @@ def record_imputed_cells(
     offset: int = 0,
     table: str = IMPUTED_CELLS_TABLE,
 ) -> None:
-    """One row per imputed cell: run, target, row number (0-based), key value and column.
+    """One row per imputed cell (numeric, boolean or categorical): run, target, row number
+    (0-based), key value and column.
 
     `offset` is the row number of `source.frame`'s first row (a partition of the table)."""
-    mask = as_float_frame(source.frame, plan.columns).isna().to_numpy()
+    mask = missing_mask(source.frame, plan.columns).to_numpy()
     rows, cols = np.nonzero(mask)
     keys = (
         source.frame[plan.key].to_numpy()[rows].astype(str)

@@ -3,9 +3,14 @@ stops a fit when their error stops improving and restores the best iterate."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from tdm._cells import MissingCells
 
 __all__ = ["VALIDATE_EVERY", "HoldoutMonitor", "holdout_cells"]
 
@@ -13,8 +18,22 @@ VALIDATE_EVERY = 25
 """Steps between two looks at the held-out cells."""
 
 
-def holdout_cells(mask: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
-    """A random ``fraction`` of the observed cells (at least one), never a column's last one."""
+def holdout_cells(
+    mask: np.ndarray,
+    fraction: float,
+    rng: np.random.Generator,
+    groups: np.ndarray | None = None,
+) -> np.ndarray:
+    """A random ``fraction`` of the observed cells (at least one), never a column's last one.
+
+    With ``groups`` (the original column of every column of ``mask``, as
+    :attr:`tdm._mixed.TableEncoding.groups`), whole cells of the original columns are drawn:
+    the coordinates of a categorical cell are held out together.
+    """
+    if groups is not None:
+        firsts = np.unique(groups, return_index=True)[1]
+        drawn = holdout_cells(mask[:, firsts], fraction, rng)
+        return drawn[:, np.searchsorted(groups[firsts], groups)]
     observed = np.flatnonzero(~mask.ravel())
     n_hold = max(1, round(fraction * observed.size))
     flat = np.zeros(mask.size, dtype=bool)
@@ -38,29 +57,28 @@ class HoldoutMonitor:
 
     def __init__(
         self,
-        theta: Tensor,
+        cells: MissingCells,
         network: nn.Module,
-        slot: Tensor,
         holdout: np.ndarray,
         Z: np.ndarray,
         patience: int,
         device: torch.device,
         dtype: torch.dtype,
     ) -> None:
-        self.theta = theta
+        self.cells = cells
         self.network = network
-        self.index = slot[torch.as_tensor(holdout, device=device)]
+        self.index = torch.as_tensor(holdout, device=device)
         self.truth = torch.as_tensor(Z[holdout], device=device, dtype=dtype)
         self.patience = patience
         self.best = self._score()
         self.scores: list[float] = [self.best]  # scores[k] is at step k * VALIDATE_EVERY
         self.best_iteration = 0
-        self.best_theta = theta.detach().clone()
+        self.best_cells = cells.state()
         self.best_network = _state_copy(network)
 
     @torch.no_grad()
     def _score(self) -> float:
-        return float((self.theta[self.index] - self.truth).abs().mean())
+        return float((self.cells.values()[self.index] - self.truth).abs().mean())
 
     @torch.no_grad()
     def should_stop(self, iteration: int) -> bool:
@@ -69,14 +87,14 @@ class HoldoutMonitor:
         self.scores.append(score)
         if score < self.best * (1 - 1e-4):
             self.best, self.best_iteration = score, iteration
-            self.best_theta.copy_(self.theta)
+            self.best_cells = self.cells.state()
             self.best_network = _state_copy(self.network)
         return iteration - self.best_iteration >= self.patience
 
     @torch.no_grad()
     def restore_best(self) -> int:
         """Put the best iterate back in place; returns its iteration (0: the initial values)."""
-        self.theta.copy_(self.best_theta)
+        self.cells.load_state(self.best_cells)
         self.network.load_state_dict(self.best_network)
         return self.best_iteration
 

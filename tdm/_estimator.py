@@ -10,34 +10,33 @@ from numbers import Integral, Real
 from typing import Any, ClassVar, Self
 
 import numpy as np
-import pandas as pd
 import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from torch import Tensor, nn
 
+from tdm._bounds import BOUNDS_METHODS, BoundedCells
+from tdm._cells import MissingCells
 from tdm._early_stopping import HoldoutMonitor, holdout_cells
+from tdm._inductive import impute_new_rows
+from tdm._mixed import TableEncoding
 from tdm._optimise import (
     FitProgress,
     StepHistory,
-    assemble,
     cell_rate,
-    default_transform_iter,
-    missing_parameters,
     paper_batch_size,
     run_steps,
 )
-from tdm._outputs import fingerprint, wrap_like
+from tdm._outputs import fingerprint
 from tdm._persistence import load_imputer, save_imputer
-from tdm._starts import choose_start, context_start, start_fill
+from tdm._starts import choose_start, start_fill
+from tdm._tables import BoundsParam, bounds_arrays, complete_table, fitted_bounds, read_table
 from tdm._validation import (
     MIN_SAMPLES,
     Boolean,
     Interval,
     Options,
-    check_finite_or_nan,
-    check_frame_numeric,
     column_labels,
     resolve_device,
     resolve_dtype,
@@ -68,6 +67,9 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         "dtype": [Options(("float32", "float64"))],
         "callback": ["callable", None],
         "early_stopping": [Boolean()],
+        "bounds": [BoundsParam()],
+        "bounds_margin": [Interval(Real, 0, None)],
+        "bounds_method": [Options(BOUNDS_METHODS)],
     }
 
     # Hyperparameters every subclass has (set by its ``__init__``).
@@ -88,6 +90,9 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     early_stopping: bool
     validation_fraction: float
     n_iter_no_change: int
+    bounds: Any
+    bounds_margin: float
+    bounds_method: str
 
     # Fitted state, set by ``fit`` (declared for type checkers).
     mean_: np.ndarray
@@ -106,6 +111,10 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     best_iteration_: int | None
     init_: str
     start_scores_: dict[str, float] | None
+    encoding_: TableEncoding
+    column_kinds_: dict[Any, str]
+    categories_: dict[Any, np.ndarray]
+    bounds_: dict[Any, tuple[float, float]]
 
     def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
         raise NotImplementedError
@@ -147,7 +156,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
         """Fit on ``X`` and return it imputed (same type as ``X``; observed cells unchanged)."""
         values = self._fit(X)
-        return wrap_like(X, self._fill_from_fit(values))
+        return self._complete(X, values, self.X_fit_)
 
     def transform(self, X: Any) -> Any:
         """Impute ``X``, which may hold rows not seen in ``fit`` (inductive).
@@ -159,17 +168,19 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
+            With the columns (and, for a DataFrame, the column kinds) seen in ``fit``.
 
         Returns
         -------
         ndarray or DataFrame of shape (n_samples, n_features)
-            Same type as ``X``; observed cells are returned bit-for-bit unchanged.
+            Same type as ``X``, every DataFrame column in its own dtype; observed cells are
+            returned bit-for-bit unchanged.
         """
         check_is_fitted(self, "X_fit_")
         values = self._validate(X, reset=False)
         if fingerprint(values) == self.fit_fingerprint_:
-            return wrap_like(X, self._fill_from_fit(values))
-        return wrap_like(X, self._transform_new(values))
+            return self._complete(X, values, self.X_fit_)
+        return self._complete(X, values, self._transform_new(values))
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the fitted imputer to ``path`` (atomically; ``callback`` is not saved)."""
@@ -188,34 +199,39 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         return type(self).__name__
 
     def _validate(self, X: Any, *, reset: bool) -> np.ndarray:
-        owner = self._owner()
-        if isinstance(X, pd.DataFrame):
-            check_frame_numeric(X, owner)
-        check_finite_or_nan(X, owner)
-        values: np.ndarray = validate_data(
-            self,
-            X,
-            reset=reset,
-            dtype=[np.float64, np.float32],
-            ensure_all_finite="allow-nan",
-            ensure_min_samples=1,
+        return read_table(self, X, reset=reset, owner=self._owner())
+
+    def _complete(self, X: Any, values: np.ndarray, filled: np.ndarray) -> Any:
+        return complete_table(
+            X, values, filled, self.encoding_, self.mean_, self.scale_, self.bounds_
         )
-        return values
+
+    def _bounded_cells(
+        self, device: torch.device, dtype: torch.dtype, method: str | None = None
+    ) -> BoundedCells:
+        """The bounds of the numeric columns in the standardised units."""
+        p = len(self.encoding_.numeric)
+        low, high = bounds_arrays(self.bounds_, self.encoding_)
+        with np.errstate(all="ignore"):
+            low = (low - self.mean_[:p]) / self.scale_[:p]
+            high = (high - self.mean_[:p]) / self.scale_[:p]
+        return BoundedCells.build(method or self.bounds_method, low, high, device, dtype)
 
     def _fit(self, X: Any) -> np.ndarray:
         owner = self._owner()
         validate_params(owner, self.get_params(deep=False), self._PARAMETER_CONSTRAINTS)
         values = self._validate(X, reset=True)
-        n_samples, n_features = values.shape
+        n_samples, width = values.shape
         if n_samples < MIN_SAMPLES:
             raise ValueError(
                 f"{owner} needs at least {MIN_SAMPLES} rows to fit (two disjoint batches of two); "
                 f"got n_samples={n_samples}."
             )
         mask = np.isnan(values)
-        empty = np.flatnonzero(mask.all(axis=0))
+        encoding = self.encoding_
+        empty = np.flatnonzero(encoding.column_mask(mask).all(axis=0))
         if empty.size:
-            labels = column_labels(X, n_features)
+            labels = column_labels(X, self.n_features_in_)
             raise ValueError(
                 f"{owner}: {labels[int(empty[0])]} has no observed value; a column with nothing "
                 "observed cannot be imputed. Drop it or provide some of its values."
@@ -226,8 +242,11 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
 
         self.mean_, self.scale_ = self._scaling(values, mask)
         Z = (values.astype(np.float64) - self.mean_) / self.scale_
+        self.bounds_ = fitted_bounds(self.bounds, self.bounds_margin, encoding, values, owner)
+        self.column_kinds_ = {c.name: c.kind for c in encoding.columns}
+        self.categories_ = {c.name: c.labels for c in encoding.columns if c.labels is not None}
         generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
-        network = self._make_network(n_features, generator).to(device=device, dtype=dtype)
+        network = self._make_network(width, generator).to(device=device, dtype=dtype)
         self.batch_size_ = paper_batch_size(self.batch_size, n_samples)
         self.device_ = device
         self.epsilon_ = None
@@ -244,11 +263,15 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         return values
 
     def _scaling(self, values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n_features = values.shape[1]
+        """Observed mean and std of the numeric columns; label points are not rescaled."""
+        width = values.shape[1]
         if not self.standardize:
-            return np.zeros(n_features), np.ones(n_features)
+            return np.zeros(width), np.ones(width)
         scaling = fit_column_scaling(np.where(mask, np.nan, values))
-        return scaling.mean, scaling.scale
+        p = len(self.encoding_.numeric)
+        mean, scale = scaling.mean, scaling.scale
+        mean[p:], scale[p:] = 0.0, 1.0
+        return mean, scale
 
     def _optimise(
         self,
@@ -261,8 +284,11 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     ) -> tuple[np.ndarray, StepHistory]:
         """Fit-time loop: returns the imputed standardised data and the per-step records."""
         n_samples = Z.shape[0]
+        cell_groups = self.encoding_.groups if self.encoding_.mixed else None
         holdout = (
-            holdout_cells(mask, self.validation_fraction, rng) if self.early_stopping else None
+            holdout_cells(mask, self.validation_fraction, rng, cell_groups)
+            if self.early_stopping
+            else None
         )
         train_mask = mask if holdout is None else mask | holdout
         train_Z = Z if holdout is None else np.where(holdout, np.nan, Z)
@@ -272,10 +298,18 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         if init != "mean":  # the mean start draws nothing from rng here
             seed = int(rng.integers(2**31 - 1))
             if init == "auto":
-                self.init_, self.start_scores_ = choose_start(train_Z, train_mask, rng, seed)
-            start = start_fill(self.init_, train_Z, train_mask, seed)
-        theta, X0, mask_t, slot = missing_parameters(
-            train_Z, train_mask, rng, self.init_noise, device, dtype, start=start
+                self.init_, self.start_scores_ = choose_start(
+                    train_Z, train_mask, rng, seed, cell_groups
+                )
+            start = start_fill(self.init_, train_Z, train_mask, seed, cell_groups)
+        cells = MissingCells.build(
+            train_Z,
+            train_mask,
+            self.encoding_,
+            self._bounded_cells(device, dtype),
+            rng,
+            self.init_noise,
+            start=start,
         )
         # Complete data still trains the network (``transform`` then has a learned geometry).
         groups: list[dict[str, Any]] = []
@@ -283,74 +317,40 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         if weights:
             groups.append({"params": weights, "lr": self._network_lr()})
         B = self.batch_size_
-        if theta.numel():
-            groups.append({"params": [theta], "lr": self._cell_lr(2 * B, n_samples)})
+        if cells.parameters():
+            groups.append({"params": cells.parameters(), "lr": self._cell_lr(2 * B, n_samples)})
         optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
 
         def step(_: int) -> TransportTerms:
             rows = torch.from_numpy(rng.choice(n_samples, size=2 * B, replace=False)).to(device)
-            latent = network(assemble(X0[rows], mask_t[rows], slot[rows], theta))
+            latent = network(cells.values(rows))
             return self._loss(latent[:B], latent[B:])
 
         monitor = None
         if holdout is not None:
             monitor = HoldoutMonitor(
-                theta, network, slot, holdout, Z, self.n_iter_no_change, device, dtype
+                cells, network, holdout, Z, self.n_iter_no_change, device, dtype
             )
         history = self._run(
-            step, optimizer, self.max_iter, device=device, dtype=dtype, stage="fit", monitor=monitor
+            step,
+            optimizer,
+            self.max_iter,
+            device=device,
+            dtype=dtype,
+            stage="fit",
+            monitor=monitor,
+            after_step=cells.project_,
         )
         self.validation_scores_ = None if monitor is None else np.asarray(monitor.scores)
         self.best_iteration_ = None if monitor is None else monitor.restore_best()
-        filled = assemble(X0, mask_t, slot, theta).detach().cpu().numpy()
+        filled = cells.result()
         if holdout is not None:
             filled[holdout] = Z[holdout]  # held-out cells are observed: give back their values
         return filled, history
 
     def _transform_new(self, values: np.ndarray) -> np.ndarray:
-        """Impute rows unseen in ``fit`` with the fitted network held fixed."""
-        out = values.copy()
-        mask = np.isnan(values)
-        rows_missing = np.flatnonzero(mask.any(axis=1))
-        if rows_missing.size == 0:
-            return out
-        owner = self._owner()
-        device = resolve_device(self.device, owner)
-        dtype = resolve_dtype(self.dtype, owner)
-        rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
-        network = self.network_.to(device=device, dtype=dtype)
-        for p in network.parameters():
-            p.requires_grad_(False)
-        Z = (values[rows_missing].astype(np.float64) - self.mean_) / self.scale_
-        sub_mask = mask[rows_missing]
-        start = None
-        if self.init_ != "mean":
-            start = context_start(self.init_, self.X_fit_, Z, sub_mask, rng)
-        fill = np.asarray(self.X_fit_, dtype=np.float64).mean(axis=0)
-        theta, X0, mask_t, slot = missing_parameters(
-            Z, sub_mask, rng, self.init_noise, device, dtype, fill=fill, start=start
-        )
-        with torch.no_grad():
-            latent_fit = network(torch.as_tensor(self.X_fit_, device=device, dtype=dtype))
-        n_new, n_fit = len(rows_missing), latent_fit.shape[0]
-        B = min(self.batch_size_, n_fit // 2)
-        k = min(n_new, max(1, B // 2))  # new rows per batch; the rest of the batch is fitted rows
-        n_iter = self.transform_max_iter or default_transform_iter(n_new, k, self.max_iter)
-        optimizer = torch.optim.RMSprop([theta], lr=self._cell_lr(k, n_new))
-
-        def step(_: int) -> TransportTerms:
-            new = torch.from_numpy(rng.choice(n_new, size=k, replace=False)).to(device)
-            fit = torch.from_numpy(rng.choice(n_fit, size=2 * B - k, replace=False)).to(device)
-            z_new = network(assemble(X0[new], mask_t[new], slot[new], theta))
-            z1 = torch.cat([z_new, latent_fit[fit[: B - k]]])
-            return self._loss(z1, latent_fit[fit[B - k :]])
-
-        if theta.numel():
-            self._run(step, optimizer, n_iter, device=device, dtype=dtype, stage="transform")
-        imputed = assemble(X0, mask_t, slot, theta).detach().cpu().numpy()
-        filled = imputed * self.scale_ + self.mean_
-        out[rows_missing] = np.where(sub_mask, filled.astype(out.dtype), values[rows_missing])
-        return out
+        """The standardised completion of rows unseen in ``fit``, the network held fixed."""
+        return impute_new_rows(self, values)
 
     def _cell_lr(self, rows_per_step: int, n_rows: int) -> float:
         """RMSprop rate of the missing cells when ``rows_per_step`` of ``n_rows`` rows are drawn."""
@@ -376,10 +376,3 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             callback=self.callback,
             **kwargs,
         )
-
-    def _fill_from_fit(self, values: np.ndarray) -> np.ndarray:
-        out = values.copy()
-        mask = np.isnan(values)
-        filled = np.asarray(self.X_fit_, dtype=np.float64) * self.scale_ + self.mean_
-        out[mask] = filled[mask].astype(out.dtype)
-        return out

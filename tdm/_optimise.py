@@ -194,6 +194,7 @@ def run_steps(
     verbose: int = 0,
     callback: Callable[[FitProgress], bool | None] | None = None,
     monitor: StopMonitor | None = None,
+    after_step: Callable[[], None] | None = None,
 ) -> StepHistory:
     """Run up to ``n_iter`` optimisation steps; returns the records of the steps run.
 
@@ -202,7 +203,8 @@ def run_steps(
     it is only recorded). The losses are checked to be finite every 100 steps and at the end
     (``FloatingPointError`` names the first bad step). With ``verbose``, progress goes to stderr
     ten times; ``callback`` gets a :class:`FitProgress` after every step and stops the loop by
-    returning ``True``; ``monitor`` may stop it too.
+    returning ``True``; ``monitor`` may stop it too. ``after_step`` is called after every
+    optimiser step (a projection of the parameters, say).
     """
     # Both records stay on the device: no step waits for a transfer to the host.
     history = torch.empty(n_iter, device=device, dtype=dtype)
@@ -220,6 +222,8 @@ def run_steps(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            if after_step is not None:
+                after_step()
         history[it] = loss.detach()
         mean_costs[it] = terms.mean_cost
         done = it + 1

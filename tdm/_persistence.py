@@ -11,12 +11,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from tdm._mixed import FLOAT, ColumnCoding, TableEncoding
 from tdm._version import __version__
 
 __all__ = ["FORMAT_VERSION", "SavedImputer", "load_imputer", "save_imputer"]
 
-FORMAT_VERSION = 2
-"""Layout of the saved state; files of another layout are refused."""
+FORMAT_VERSION = 3
+"""Layout of the saved state. Files of layout 2 (numeric arrays only) are read too; files of
+another layout are refused."""
+_READABLE = (2, FORMAT_VERSION)
 
 
 class SavedImputer(Protocol):
@@ -68,6 +71,8 @@ def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
         "init_": imputer.init_,
         "start_scores_": imputer.start_scores_,
         "device_": str(imputer.device_),
+        "encoding_": save_encoding(imputer.encoding_),
+        "bounds_": [[_plain(k), lo, hi] for k, (lo, hi) in imputer.bounds_.items()],
     }
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -92,7 +97,7 @@ def load_imputer(
     state = torch.load(path, map_location="cpu", weights_only=True)
     if state.get("class") != cls.__name__:
         raise ValueError(f"{path}: not a saved {cls.__name__} (class {state.get('class')!r})")
-    if state.get("format_version") != FORMAT_VERSION:
+    if state.get("format_version") not in _READABLE:
         saved_by = state.get("tdm_version", "a version before 0.5")
         raise ValueError(
             f"{path}: saved by tdm {saved_by} in save format {state.get('format_version')!r}; "
@@ -103,10 +108,22 @@ def load_imputer(
     if device is not None:
         est.set_params(device=device)
     n_features = int(state["n_features_in_"])
-    est.network_ = est._make_network(n_features, None)
-    est.network_.load_state_dict(state["network"])
     for name in _ARRAYS:
         setattr(est, name, state[name].numpy())
+    est.network_ = est._make_network(est.X_fit_.shape[1], None)
+    est.network_.load_state_dict(state["network"])
+    if "encoding_" in state:
+        est.encoding_ = load_encoding(state["encoding_"])
+        est.bounds_ = {_key(k): (float(lo), float(hi)) for k, lo, hi in state["bounds_"]}
+    else:  # layout 2: an array or a frame of numeric columns, no bounds
+        names = state["feature_names_in_"] or list(range(n_features))
+        est.encoding_ = TableEncoding(
+            [ColumnCoding(name, FLOAT, "float64") for name in names],
+            frame=state["feature_names_in_"] is not None,
+        )
+        est.bounds_ = {name: (-np.inf, np.inf) for name in names}
+    est.column_kinds_ = {c.name: c.kind for c in est.encoding_.columns}
+    est.categories_ = {c.name: c.labels for c in est.encoding_.columns if c.labels is not None}
     ratio = state.get(_RATIO)
     est.cost_ratio_history_ = (
         np.full(est.loss_history_.shape, np.nan) if ratio is None else ratio.numpy()
@@ -126,3 +143,45 @@ def load_imputer(
     est.device_ = torch.device(state["device_"])
     loaded: Imputer = est
     return loaded
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value (the safe loader reads plain values only)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _key(value: Any) -> Any:
+    """A saved column name: tuples (MultiIndex columns) come back as tuples."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def save_encoding(encoding: TableEncoding) -> dict[str, Any]:
+    """The encoding as plain values and tensors."""
+    return {
+        "frame": encoding.frame,
+        "columns": [
+            {
+                "name": _plain(c.name) if not isinstance(c.name, tuple) else list(c.name),
+                "kind": c.kind,
+                "dtype": str(c.dtype),
+                "labels": None if c.labels is None else [_plain(v) for v in c.labels],
+                "embedding": None if c.embedding is None else torch.from_numpy(c.embedding),
+            }
+            for c in encoding.columns
+        ],
+    }
+
+
+def load_encoding(saved: dict[str, Any]) -> TableEncoding:
+    """The encoding saved by :func:`save_encoding`."""
+    columns = [
+        ColumnCoding(
+            _key(c["name"]),
+            c["kind"],
+            c["dtype"],
+            None if c["labels"] is None else np.asarray(c["labels"], dtype=object),
+            None if c["embedding"] is None else c["embedding"].numpy(),
+        )
+        for c in saved["columns"]
+    ]
+    return TableEncoding(columns, frame=bool(saved["frame"]))

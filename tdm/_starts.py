@@ -106,40 +106,60 @@ def ice_fill(values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
     return np.where(mask, completed, values)
 
 
-def forest_fill(values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
+def forest_fill(
+    values: np.ndarray, mask: np.ndarray, seed: int, groups: np.ndarray | None = None
+) -> np.ndarray:
     """``values`` with its ``mask`` cells replaced by a light MissForest's (:data:`FOREST_START`).
 
     The rounds of ``make_missforest(seed, **FOREST_START).fit_transform``, written out: the same
     imputations, bit for bit (tested), without scikit-learn's ``ConvergenceWarning``, which three
     rounds would raise on almost every fit although stopping there is the design, and without
     fitting forests for columns that have nothing to impute.
+
+    With ``groups`` (the original column of every column, :attr:`tdm._mixed.TableEncoding.groups`),
+    the coordinates of a categorical column are one multi-output forest's targets, and the other
+    columns' coordinates its features: one forest per original column, as for a numeric table.
     """
     forest_seed = _forest_seeds(seed)[0]
     filled = SimpleImputer(strategy="mean").fit_transform(np.where(mask, np.nan, values))
     n_features = values.shape[1]
-    if n_features == 1:  # no other column to regress on: the mean, as IterativeImputer gives
+    if groups is None:
+        groups = np.arange(n_features)
+    targets = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    if len(targets) == 1:  # no other column to regress on: the mean, as IterativeImputer gives
         return np.where(mask, filled, values)
-    order = np.argsort(mask.mean(axis=0), kind="mergesort")  # ascending missingness
+    missingness = [mask[:, cols[0]].mean() for cols in targets]
     for _ in range(FOREST_START["max_iter"]):
-        for j in order:
-            rows = mask[:, j]
+        for k in np.argsort(missingness, kind="mergesort"):  # ascending missingness
+            cols = targets[k]
+            rows = mask[:, cols[0]]
             if not rows.any():
                 continue
-            others = np.concatenate([np.arange(j), np.arange(j + 1, n_features)])
+            others = np.flatnonzero(~np.isin(np.arange(n_features), cols))
             forest = _forest(forest_seed, FOREST_START["n_estimators"])
-            forest.fit(filled[~rows][:, others], filled[~rows, j])
-            filled[rows, j] = forest.predict(filled[rows][:, others])
+            target = filled[~rows][:, cols[0]] if cols.size == 1 else filled[~rows][:, cols]
+            forest.fit(filled[~rows][:, others], target)
+            predicted = forest.predict(filled[rows][:, others])
+            filled[np.ix_(np.flatnonzero(rows), cols)] = predicted.reshape(-1, cols.size)
     return np.where(mask, filled, values)
 
 
-def start_fill(init: str, values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
-    """The ``"ice"`` or ``"forest"`` starting point of the ``mask`` cells of ``values``."""
-    fills = {"ice": ice_fill, "forest": forest_fill}
-    return fills[init](values, mask, seed)
+def start_fill(
+    init: str, values: np.ndarray, mask: np.ndarray, seed: int, groups: np.ndarray | None = None
+) -> np.ndarray:
+    """The ``"ice"`` or ``"forest"`` starting point of the ``mask`` cells of ``values``
+    (``groups``: see :func:`forest_fill`; ICE regresses every coordinate on its own)."""
+    if init == "forest":
+        return forest_fill(values, mask, seed, groups)
+    return ice_fill(values, mask, seed)
 
 
 def choose_start(
-    Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator, seed: int
+    Z: np.ndarray,
+    mask: np.ndarray,
+    rng: np.random.Generator,
+    seed: int,
+    groups: np.ndarray | None = None,
 ) -> tuple[str, dict[str, float]]:
     """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
 
@@ -147,12 +167,13 @@ def choose_start(
     along with the missing cells, and their mean absolute errors (standardised units) on the
     probe cells are compared. The forest is chosen when its error is below
     :data:`FOREST_MARGIN` times ICE's, ICE being the cheaper of the two. No ground truth of the
-    missing cells is used. Returns the choice and both scores.
+    missing cells is used. ``groups`` (:func:`tdm._early_stopping.holdout_cells`) hides the
+    coordinates of a categorical cell together. Returns the choice and both scores.
     """
-    probe = holdout_cells(mask, PROBE_FRACTION, rng)
+    probe = holdout_cells(mask, PROBE_FRACTION, rng, groups)
     hidden = mask | probe
     scores = {
-        name: float(np.abs(start_fill(name, Z, hidden, seed)[probe] - Z[probe]).mean())
+        name: float(np.abs(start_fill(name, Z, hidden, seed, groups)[probe] - Z[probe]).mean())
         for name in ("ice", "forest")
     }
     choice = "forest" if scores["forest"] < FOREST_MARGIN * scores["ice"] else "ice"
@@ -160,7 +181,12 @@ def choose_start(
 
 
 def context_start(
-    init: str, X_fit: np.ndarray, Z: np.ndarray, mask: np.ndarray, rng: np.random.Generator
+    init: str,
+    X_fit: np.ndarray,
+    Z: np.ndarray,
+    mask: np.ndarray,
+    rng: np.random.Generator,
+    groups: np.ndarray | None = None,
 ) -> np.ndarray:
     """The ``init`` start of new rows ``Z``, imputed beside (at most
     :data:`START_CONTEXT_ROWS`) complete fitted rows ``X_fit`` as context."""
@@ -171,5 +197,5 @@ def context_start(
     stacked = np.vstack([np.asarray(context, dtype=np.float64), Z])
     known = np.zeros(context.shape, dtype=bool)
     seed = int(rng.integers(2**31 - 1))
-    filled = start_fill(init, stacked, np.vstack([known, mask]), seed)
+    filled = start_fill(init, stacked, np.vstack([known, mask]), seed, groups)
     return filled[context.shape[0] :]

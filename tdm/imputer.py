@@ -56,6 +56,12 @@ class TDMImputer(BatchOTImputer):
     and the missing cells with RMSprop. Because ``f`` is invertible, matching in its latent space
     cannot collapse the data, while it lets the matching use a geometry learned from the data.
 
+    ``X`` may be a DataFrame of float, integer, boolean and categorical (object, string,
+    ``category``) columns; each comes back in its own dtype. A categorical column is a block of
+    fixed label points in the space the network maps, each missing cell a softmax mix of them
+    optimised with the rest, decoded to its most weighted label (a label observed in that
+    column); integer columns come back rounded, every numeric column within ``bounds``.
+
     Parameters
     ----------
     n_blocks : int, default=3
@@ -109,6 +115,20 @@ class TDMImputer(BatchOTImputer):
     standardize : bool, default=True
         Work on per-column standardised data (observed mean and standard deviation; a constant
         column keeps scale 1) and map back. Set False for data that is already standardised.
+    bounds : "observed", None or dict, default="observed"
+        Bounds of the imputed values of numeric (float and integer) columns. ``"observed"``:
+        the column's observed range, widened by ``bounds_margin``. ``None``: no bounds. A dict
+        ``{column: (low, high)}`` (a DataFrame's column name, or a position for an array; an end
+        may be ``None``, open) bounds the columns it names, the others by their observed range.
+        In the units of ``X`` (standardised units if ``standardize=False`` and ``X`` is).
+    bounds_margin : float, default=0.0
+        Share of a column's observed range added below and above it by the observed bounds.
+    bounds_method : {"transform", "project", "clip"}, default="transform"
+        How the bounds hold while the cells are optimised: each bounded cell is a smooth clamp
+        of a free parameter (softplus ramps at its bounds, slope 1 between them), so that every
+        iterate is inside;
+        ``"project"``: cells are clamped into their bounds after every step; ``"clip"``: only
+        the result is clamped. Imputed values are clamped to the bounds in every case.
     transform_max_iter : int or None, default=None
         Steps of :meth:`transform` on new rows; ``None`` gives each new row about 200 updates
         (at least 200 steps), but never more than ``max_iter`` steps.
@@ -145,9 +165,10 @@ class TDMImputer(BatchOTImputer):
         batches: scale-free, in [0, 1] for the exact solvers (1: no better than random pairs).
     network_ : InvertibleNetwork
         The fitted network ``f``.
-    X_fit_ : ndarray of shape (n_samples, n_features)
-        The fitted data, imputed, in the standardised space.
-    mean_, scale_ : ndarray of shape (n_features,)
+    X_fit_ : ndarray of shape (n_samples, n_coordinates)
+        The fitted data, imputed, in the standardised space (a categorical column takes a block
+        of coordinates there, after the numeric columns).
+    mean_, scale_ : ndarray of shape (n_coordinates,)
         The standardisation (zeros and ones when ``standardize=False``).
     batch_size_ : int
         Batch size used.
@@ -163,6 +184,14 @@ class TDMImputer(BatchOTImputer):
     start_scores_ : dict or None
         With ``init="auto"``: each candidate's mean absolute error (standardised units) on the
         probe cells.
+    column_kinds_ : dict
+        Each column's kind: ``"float"``, ``"integer"``, ``"boolean"`` or ``"categorical"``
+        (keys: a DataFrame's column names, else positions).
+    categories_ : dict
+        The labels observed in each categorical or boolean column.
+    bounds_ : dict
+        Each numeric column's ``(low, high)`` bounds, in the units of ``X`` (``-inf``/``inf``:
+        open).
 
     References
     ----------
@@ -214,6 +243,9 @@ class TDMImputer(BatchOTImputer):
         init: str = "auto",
         init_noise: float = 0.0,
         standardize: bool = True,
+        bounds: Any = "observed",
+        bounds_margin: float = 0.0,
+        bounds_method: str = "transform",
         transform_max_iter: int | None = None,
         dtype: str = "float32",
         device: str | torch.device = "auto",
@@ -264,6 +296,9 @@ class OTImputer(BatchOTImputer):
     ("NS", exact OT). Parameters not listed here mean what they mean for :class:`TDMImputer`;
     the defaults follow Muzellec et al.
 
+    Like TDMImputer, it takes a DataFrame of float, integer, boolean and categorical columns and
+    returns each in its own dtype.
+
     Parameters
     ----------
     solver : {"sinkhorn", "assignment", "emd"}, default="sinkhorn"
@@ -290,6 +325,9 @@ class OTImputer(BatchOTImputer):
         epsilon: float = 0.05,
         init_noise: float = 0.1,
         standardize: bool = True,
+        bounds: Any = "observed",
+        bounds_margin: float = 0.0,
+        bounds_method: str = "transform",
         transform_max_iter: int | None = None,
         dtype: str = "float32",
         device: str | torch.device = "auto",

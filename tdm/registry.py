@@ -26,8 +26,11 @@ from tdm.baselines import (
     GAINImputer,
     ICEImputer,
     MeanImputer,
+    MiceForestImputer,
     MissForestImputer,
+    MissForestMixedImputer,
     MIWAEImputer,
+    ModeImputer,
     SoftImputeImputer,
 )
 from tdm.imputer import PAPER_PARAMS, OTImputer, TDMImputer
@@ -125,6 +128,17 @@ _ALL = (
         "importance-weighted autoencoder for missing data (MIWAE, Mattei & Frellsen 2019)",
         MIWAEImputer,
         has_max_iter=True,
+    ),
+    Method("mode", "column means and modes (mixed types: labels get the mode)", ModeImputer),
+    Method(
+        "missforest_mixed",
+        "MissForest with forest classifiers for label columns (mixed types)",
+        MissForestMixedImputer,
+    ),
+    Method(
+        "miceforest",
+        "chained equations with LightGBM (miceforest; mixed types)",
+        MiceForestImputer,
     ),
     Method(
         "ot_sh",

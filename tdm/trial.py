@@ -100,6 +100,10 @@ class TrialResult(TrialCell):
         Optimisation steps run (batch-OT methods only).
     loss_trace : tuple of (int, float)
         ``(iteration, mean loss over the last record_every steps)``; empty for other methods.
+    cat_error : float or None
+        Share of the masked categorical cells imputed with the wrong label (mixed-type tables,
+        :func:`tdm.mixed_trial.run_mixed_trial`, where ``mae`` and ``rmse`` are in column
+        standard deviations over the numeric cells); ``None`` for the paper's datasets.
     """
 
     missing_rate: float
@@ -110,6 +114,7 @@ class TrialResult(TrialCell):
     fit_seconds: float
     n_iter: int | None
     loss_trace: tuple[tuple[int, float], ...] = field(default=())
+    cat_error: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Warehouse tables for the exactness tests: every numeric column type DuckDB has, with its
-extremes (2**63 - 1, -0.0, subnormals, the widest decimals) and NULLs, beside pass-through
-columns; and the comparisons that prove observed cells unchanged in their own type."""
+extremes (2**63 - 1, -0.0, subnormals, the widest decimals) and NULLs, beside text, enum and
+boolean columns (imputed with labels) and date, timestamp and blob columns (passed through);
+and the comparisons that prove observed cells unchanged in their own type."""
 
 from __future__ import annotations
 
@@ -45,9 +46,12 @@ INTEGER_RANGES = {
 }
 DECIMALS = {"DECIMAL(4,2)": (4, 2), "DECIMAL(18,6)": (18, 6), "DECIMAL(38,10)": (38, 10)}
 NUMERIC_TYPES = [*INTEGER_RANGES, "FLOAT", "DOUBLE", *DECIMALS]
-PASS_THROUGH = {"s": "VARCHAR", "day": "DATE", "ts": "TIMESTAMP", "ok": "BOOLEAN", "raw": "BLOB"}
-# A new target stores these as DOUBLE (exact: every value of theirs is a double).
-AS_DOUBLE = {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT", "UINTEGER", "FLOAT"}
+MOODS = ("lo", "mid", "hi")
+# Imputed with labels: s, e, ok; passed through: day, ts, raw.
+OTHER_TYPES = {
+    "s": "VARCHAR", "e": f"ENUM{MOODS!r}", "day": "DATE", "ts": "TIMESTAMP", "ok": "BOOLEAN",
+    "raw": "BLOB",
+}  # fmt: skip
 FLOAT_EXTREMES = [-0.0, 1e-45, -1.1754942e-38, 3.4028235e38, -3.4028235e38]
 EXTREME_RATE = 0.1
 DOUBLE_EXTREMES = [-0.0, 5e-324, -2.2250738585072014e-308, 1e300, -1e300]
@@ -81,12 +85,13 @@ def random_value(rng: np.random.Generator, sql_type: str, forced: int | None = N
 
 
 def random_table(db: Path, seed: int, n_rows: int = 24) -> None:
-    """Table `every_type` (key id, each numeric type, each pass-through type; a quarter NULL,
-    the first two rows complete) and an unrelated table `other`."""
+    """Table `every_type` (key id, each numeric type, text, enum, boolean, date, timestamp and
+    blob; a quarter NULL, the first two rows' numbers complete) and an unrelated table
+    `other`."""
     rng = np.random.default_rng(seed)
     columns = {"id": "INTEGER PRIMARY KEY"}
     columns |= {f"n{j}": kind for j, kind in enumerate(NUMERIC_TYPES)}
-    columns |= PASS_THROUGH
+    columns |= OTHER_TYPES
     rows = []
     for i in range(n_rows):
         row: list[object] = [i]
@@ -94,7 +99,8 @@ def random_table(db: Path, seed: int, n_rows: int = 24) -> None:
             forced = {0: 0, 1: 1}.get(i)  # rows 0 and 1: 2**63 - 1, -0.0, subnormals, ...
             row.append(None if i >= 2 and rng.random() < 0.25 else random_value(rng, kind, forced))
         passed = [
-            f"text {rng.integers(1000)}",
+            f"text {rng.integers(12)}",
+            MOODS[int(rng.integers(len(MOODS)))],
             f"2024-0{rng.integers(1, 10)}-1{rng.integers(0, 10)}",
             f"2024-01-01 0{rng.integers(0, 10)}:00:00",
             bool(rng.random() < 0.5),

@@ -17,6 +17,17 @@ GAINImputer         generative adversarial imputation with hints (Yoon et al., 2
 MIWAEImputer        missing-data importance-weighted autoencoder (Mattei & Frellsen, 2019)
 =================== ========================================================================
 
+Mixed-type baselines (a DataFrame of float, integer, boolean and categorical columns in, the
+same columns and dtypes out; a float array works too):
+
+====================== =====================================================================
+class                  method
+====================== =====================================================================
+ModeImputer            column means (rounded for integers) and modes (labels)
+MissForestMixedImputer MissForest with a classifier per label column (Stekhoven & Buehlmann)
+MiceForestImputer      chained equations with LightGBM (miceforest; optional dependency)
+====================== =====================================================================
+
 MCFlow (Richardson et al., 2020), EMFlow (Ma & Ghosh, 2021) and MIRACLE (Kyono et al., 2021),
 the paper's three other baselines, are not implemented.
 """
@@ -24,7 +35,9 @@ the paper's three other baselines, are not implemented.
 from tdm.baselines._base import BaseImputer
 from tdm.baselines.gain import GAINImputer
 from tdm.baselines.iterative import ICEImputer, MissForestImputer
+from tdm.baselines.miceforest import MiceForestImputer
 from tdm.baselines.miwae import MIWAEImputer
+from tdm.baselines.mixed import MissForestMixedImputer, ModeImputer
 from tdm.baselines.simple import MeanImputer
 from tdm.baselines.softimpute import SoftImputeImputer
 
@@ -34,6 +47,9 @@ __all__ = [
     "ICEImputer",
     "MIWAEImputer",
     "MeanImputer",
+    "MiceForestImputer",
     "MissForestImputer",
+    "MissForestMixedImputer",
+    "ModeImputer",
     "SoftImputeImputer",
 ]

@@ -81,6 +81,9 @@ def test_run_passes_replace_target_only_when_given(
     assert main(["run", "readings", "--no-wait", *flags]) == 0
     assert sent[0].get("replace_target") == expected
     assert ("replace_target" in sent[0]) == (expected is not None)
+    assert "pass_through" not in sent[0]
+    assert main(["run", "readings", "--no-wait", "--pass-through", "site,note"]) == 0
+    assert sent[1]["pass_through"] == ["site", "note"]
 
 
 def _refused_serve(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

@@ -129,7 +129,7 @@ def test_bad_input_prints_one_paragraph_without_traceback(warehouse: Path) -> No
     from prefect.settings import PREFECT_API_URL
 
     env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-    args = ["impute", "--db", str(warehouse), "--table", "readings", "--columns", "site"]
+    args = ["impute", "--db", str(warehouse), "--table", "readings", "--columns", "day"]
     run = subprocess.run(
         [sys.executable, "-m", "cli.main", *args],
         cwd=REPO,
@@ -139,8 +139,8 @@ def test_bad_input_prints_one_paragraph_without_traceback(warehouse: Path) -> No
     )
     assert run.returncode == 2
     last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("tdm impute: error: Only numeric columns can be imputed")
-    assert '"site" (VARCHAR)' in last
+    assert last.startswith("tdm impute: error: Only numeric, text (VARCHAR), ENUM and BOOLEAN")
+    assert '"day" (DATE)' in last
     assert "Traceback" not in run.stdout + run.stderr
 
 
@@ -152,6 +152,7 @@ def test_demo_builds_imputes_and_scores(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "178 wines" in out and "Wrote 'wines_imputed'" in out
     assert "TDM" in out and "mean imputation" in out and "Where to look" in out
+    assert "labels removed" in out and "Wrong labels among the" in out
     with duckdb.connect(str(db), read_only=True) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert {"wines", "wines_complete", "wines_imputed", "tdm_lineage"} <= tables

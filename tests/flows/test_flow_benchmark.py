@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 import tdm.trial
+from cli.bench import grid_settings, parse_seeds
 from cli.bench import main as bench_main
-from cli.bench import parse_seeds
 from flows.benchmark import benchmark
 from schemas.benchmark import BenchmarkResultsSchema
 from tasks.bench import read_results, read_traces
@@ -234,3 +234,43 @@ def test_merge_rejects_a_bad_source_and_changes_nothing(
     assert bench_main(["--db", str(db), "--merge", str(db)]) == 2
     assert "is the results file itself" in capsys.readouterr().err
     pd.testing.assert_frame_equal(read_results(db), before)
+
+
+def test_a_mixed_type_grid_runs_and_reports(tmp_path: Path) -> None:
+    """A mixed table's trials carry the categorical error rate and get the mixed section."""
+    rng = np.random.default_rng(0)
+    (tmp_path / "data" / "mixed").mkdir(parents=True)
+    z = rng.standard_normal(60)
+    pd.DataFrame(
+        {"species": np.where(z > 0, "a", "b"), "mass": 3 * z + 10, "year": rng.integers(0, 3, 60)}
+    ).to_csv(tmp_path / "data" / "mixed" / "penguins.csv", index=False)
+    db = tmp_path / "mixed" / "bench.duckdb"
+    outcome = benchmark(
+        datasets=["penguins"],
+        mechanisms=["mcar", "mar"],
+        seeds=[0],
+        methods=["mode", "missforest_mixed"],
+        db_path=str(db),
+        data_dir=str(tmp_path / "data"),
+    )
+    assert outcome.ran == 4 and not outcome.failed
+    results = read_results(db)
+    assert results["cat_error"].between(0, 1).all() and results["accuracy"].isna().all()
+    text = (db.parent / "tables.md").read_text()
+    assert text.startswith("# Mixed-type tables") and "| penguins | mar |" in text
+    assert (db.parent / "figures" / "mixed.png").is_file()
+
+
+def test_the_mixed_flag_fills_only_what_was_not_given() -> None:
+    from flows.benchmark import MIXED_DB_PATH, MIXED_METHODS
+    from tdm.mixed_data import MIXED_DATASETS
+
+    unset = {"datasets": None, "methods": None, "seeds": None, "db": None}
+    mixed = grid_settings(argparse.Namespace(mixed=True, **unset))
+    assert mixed.datasets == list(MIXED_DATASETS) and mixed.methods == list(MIXED_METHODS)
+    assert mixed.seeds == [0, 1, 2, 3, 4] and mixed.db == MIXED_DB_PATH
+    given = grid_settings(argparse.Namespace(mixed=True, **{**unset, "seeds": [0], "db": "x.db"}))
+    assert given.seeds == [0] and given.db == "x.db" and given.datasets == list(MIXED_DATASETS)
+    paper = grid_settings(argparse.Namespace(mixed=False, **unset))
+    assert paper.seeds == [0, 1, 2] and paper.db == "results/benchmark.duckdb"
+    assert "penguins" not in paper.datasets

@@ -166,7 +166,7 @@ def _db_with(sql: str) -> Callable[[Path], Path]:
 
 
 _GOOD = "SELECT i AS k, CASE WHEN i % 4 = 0 THEN NULL ELSE i * 1.5 END AS x, 'a' AS s, " \
-    "i * 2.0 AS y FROM range(12) r(i)"  # fmt: skip
+    "i * 2.0 AS y, DATE '2024-01-01' AS day FROM range(12) r(i)"  # fmt: skip
 
 BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict[str, Any], str]] = {
     "missing-database": (
@@ -176,8 +176,8 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict[str, Any], str]] = {
     "unknown-column": (
         _db_with(_GOOD), {"columns": ["x", "zz"]}, r'not exist in table "t": "zz"',
     ),
-    "non-numeric-column": (
-        _db_with(_GOOD), {"columns": ["x", "s"]}, r'non-numeric "s" \(VARCHAR\)',
+    "unusable-column": (
+        _db_with(_GOOD), {"columns": ["x", "day"]}, r'has "day" \(DATE\) among the chosen',
     ),
     "no-observed-value": (
         _db_with("SELECT i * 1.0 AS x, NULL::DOUBLE AS gone FROM range(9) r(i)"), {},

@@ -63,6 +63,30 @@ def test_threads_impute_every_table_with_its_own_settings(
     assert set(lineage["status"]) == {"imputed"}
 
 
+def test_a_config_entry_s_pass_through_and_bounds_apply_to_its_table(
+    tmp_path: Path, make_readings: Callable[..., pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pass_through` keeps a text column's NULLs while a boolean column with NULLs is imputed;
+    `bounds` replace the observed range (here below the observed maximum) and are recorded."""
+    db = tmp_path / "warehouse.duckdb"
+    make_readings(db, table="north")
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE north SET site = NULL WHERE id % 5 = 0")
+        con.execute("UPDATE north SET ok = NULL WHERE id % 7 = 0")
+    entry = "  - table: north\n    key: id\n    pass_through: [site]\n"
+    entry += "    bounds: {humidity: [0, 55]}\n"
+    monkeypatch.setenv("TDM_MAX_ITER", "10")
+    impute_warehouse(str(write_config(tmp_path / "w.yaml", db, entry)))
+    source = read(db, "SELECT * FROM north ORDER BY id")
+    target = read(db, "SELECT * FROM north_imputed ORDER BY id")
+    assert target["site"].isna().equals(source["site"].isna()) and source["site"].isna().any()
+    assert not target["ok"].isna().any()
+    filled = target["humidity"][source["humidity"].isna()]
+    assert filled.max() <= 55 < source["humidity"].max() and filled.min() >= 0
+    report = read(db, "SELECT quality_report FROM tdm_lineage")["quality_report"][0]
+    assert '"humidity": [0.0, 55.0, "config", "config"]' in report
+
+
 def test_a_failing_table_is_named_and_the_others_are_still_written(
     tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

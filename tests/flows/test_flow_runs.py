@@ -94,13 +94,13 @@ def test_warehouse_runs_are_named_after_the_config_and_tagged_with_each_table(
 def test_a_foreseen_failure_is_the_state_message_and_logs_no_traceback(warehouse: Path) -> None:
     """Bug: the one-line reason was buried under ~120 lines of tracebacks in the run's logs."""
     state = impute_table(
-        "readings", db_path=warehouse, columns=["site"], imputer=FAST, return_state=True
+        "readings", db_path=warehouse, columns=["day"], imputer=FAST, return_state=True
     )
 
     assert state.is_failed()
     reason = str(state.result(raise_on_failure=False))
     assert state.message == reason
-    assert reason.startswith('Only numeric columns can be imputed, but table "readings"')
+    assert reason.startswith("Only numeric, text (VARCHAR), ENUM and BOOLEAN columns can be")
     assert "the columns parameter, --columns flag" in reason  # the UI's and the CLI's way
     logs = run_logs(state.state_details.flow_run_id)
     assert not [log.message for log in logs if "Traceback" in log.message]

@@ -102,3 +102,52 @@ def test_expectation_suite_covers_nulls_range_row_count_and_key() -> None:
     assert ("expect_column_values_to_be_between", "a") in kinds
     assert ("expect_column_values_to_be_unique", "k") in kinds
     assert ("expect_column_values_to_not_be_null", "k") in kinds
+
+
+def test_labelled_columns_are_checked_for_labels_not_numbers() -> None:
+    """A text or boolean column to impute takes any dtype, with NULLs, but at most MAX_LABELS
+    distinct labels and one observed; the output schema wants no NULL left in it."""
+    from schemas.input import CHECK_LABELS, MAX_LABELS
+
+    frame = pd.DataFrame({"s": ["a", None, "b", "a"], "ok": pd.array([True, None, None, False])})
+    input_schema(["s", "ok"], labelled=["s", "ok"]).validate(frame)
+    many = pd.DataFrame({"s": [f"id {i}" for i in range(MAX_LABELS + 1)]})
+    assert _failed_checks(input_schema(["s"], labelled=["s"]), many) == {CHECK_LABELS}
+    nothing = pd.DataFrame({"s": pd.Series([None] * 4, dtype=object)})
+    assert _failed_checks(input_schema(["s"], labelled=["s"]), nothing) == {CHECK_OBSERVED}
+    schema = output_schema(["s"], None, n_rows=2, labelled=["s"])
+    schema.validate(pd.DataFrame({"s": ["a", "b"]}))
+    with pytest.raises(pandera.errors.SchemaErrors):
+        schema.validate(pd.DataFrame({"s": ["a", None]}), lazy=True)
+
+
+def test_expectation_suite_checks_bounds_and_labels_on_imputed_cells() -> None:
+    """Bounds (an infinite end open) and observed labels run on the columns holding only the
+    imputed cells, each naming its table column in `meta`."""
+    from schemas.expectations import CHECK_COLUMN, CHECK_META, WITHIN_BOUNDS
+
+    suite = expectation_suite(
+        ["x", "s"], None, 5, {"x": (-9.0, 9.0)}, value_bounds={"x": (0.0, float("inf"))},
+        labels={"s": ["a", "b"]}, imputed_cells={"x": "x*", "s": "s*"},
+    )  # fmt: skip
+    found = {(e.expectation_type, e.column): e for e in suite.expectations if hasattr(e, "column")}
+    bounded = found[("expect_column_values_to_be_between", "x*")]
+    assert (bounded.min_value, bounded.max_value) == (0.0, None)
+    assert bounded.meta == {CHECK_META: WITHIN_BOUNDS, CHECK_COLUMN: "x"}
+    labelled = found[("expect_column_values_to_be_in_set", "s*")]
+    assert list(labelled.value_set) == ["a", "b"] and labelled.meta == {CHECK_COLUMN: "s"}
+    assert ("expect_column_values_to_be_between", "s") not in found
+
+
+def test_a_config_entry_takes_pass_through_and_ordered_bounds() -> None:
+    """`pass_through` lists columns; `bounds` maps a column to [low, high] (null: open), low not
+    above high, finite."""
+    from pydantic import ValidationError
+
+    from schemas.warehouse import TableEntry
+
+    entry = TableEntry(table="t", pass_through=["note"], bounds={"x": [0, None]})
+    assert entry.pass_through == ["note"] and entry.bounds == {"x": (0.0, None)}
+    for bad in ({"x": [3, 1]}, {"x": [0]}, {"x": [0, float("inf")]}, {"x": ["a", 1]}):
+        with pytest.raises(ValidationError, match="bounds"):
+            TableEntry(table="t", bounds=bad)

@@ -156,6 +156,35 @@ def test_report_of_a_copied_table_says_so_and_quotes_odd_names() -> None:
     assert "Sane range" not in text  # no bounds were given
 
 
+def test_report_shows_each_column_s_bounds_and_where_they_come_from_or_its_labels() -> None:
+    """With bounds and labels, a column of the table gives each numeric column's [low, high]
+    and where each end comes from (an open end as ∞), and a labelled column's label count;
+    the new checks have short names."""
+    from tasks.bounds import ColumnBounds
+
+    quality = QualityReport(
+        checks=(
+            _check("within_bounds", "price"),
+            _check("expect_column_values_to_be_in_set", "kind"),
+            _check("integral_values", "qty", detail="40 whole numbers"),
+        ),
+        range_factor=1.0,
+        value_bounds={
+            "price": ColumnBounds(0.01, float("inf"), "CHECK", "open"),
+            "qty": ColumnBounds(0.0, 8.0),
+        },
+        labels={"kind": 3},
+    )
+    result = _result(cells_imputed={"price": 4, "qty": 0, "kind": 6})
+    text = run_report_markdown(result, quality=quality, outcome=None)
+    assert "| `price` | 4 | 10.0% | [0.01000, ∞] (CHECK / open) |" in text
+    assert "| `qty` | 0 | 0.0% | [0.000, 8.000] (observed) |" in text
+    assert "| `kind` | 6 | 15.0% | 3 observed labels |" in text
+    assert "- within bounds: 1 column passed" in text
+    assert "- observed labels: 1 column passed" in text and "- integral: 1 column passed" in text
+    assert "`CHECK` (a CHECK constraint)" in text
+
+
 def test_an_unknown_check_keeps_its_own_name() -> None:
     """A check the report has no short name for is listed under its name."""
     quality = QualityReport(checks=(CheckOutcome("new_check", True, "fine"),), range_factor=1.0)
@@ -199,6 +228,17 @@ def test_statistics_match_hand_computed_values() -> None:
     assert (d["mean after"], d["min after"], d["max after"]) == (2.5, 1.0, 4.0)
     assert d["mean shift"] is None and d["std change"] is None  # relative to a std of 0
     assert (c["missing"], c["imputed"], c["std before"], c["std after"]) == (0, 0, 0.0, 0.0)
+
+
+def test_statistics_of_a_labelled_column_are_its_counts() -> None:
+    """A text or boolean column gets its counts; its numeric statistics are n/a."""
+    source = pd.DataFrame({"s": ["a", None, "b", None], "x": [1.0, 2.0, np.nan, 4.0]})
+    imputed = pd.DataFrame({"s": ["a", "b", "b", "a"], "x": [1.0, 2.0, 3.0, 4.0]})
+    label, number = column_statistics(source, imputed, {"s": 2, "x": 1})
+    assert (label["observed"], label["missing"], label["imputed"]) == (2, 2, 2)
+    assert label["mean before"] is None and label["std change"] is None
+    assert number["mean after"] == 2.5
+    assert "| `s` | 2 | 2 | n/a | n/a | n/a |" in statistics_markdown([label], "t")
 
 
 def test_statistics_of_a_single_observed_value_have_no_std() -> None:

@@ -1,4 +1,4 @@
-"""Load step: reads numeric and key columns read-only; clear errors for missing things."""
+"""Load step: reads the imputable and key columns read-only; clear errors for missing things."""
 
 from __future__ import annotations
 
@@ -11,15 +11,26 @@ from tasks.errors import PipelineInputError
 from tasks.load import load_table
 
 
-def test_load_reads_numeric_columns_and_key_with_fingerprint(warehouse: Path) -> None:
-    """Numeric columns and the key are read in table order; other columns stay in DuckDB."""
+def test_load_reads_imputable_columns_and_key_with_fingerprint(warehouse: Path) -> None:
+    """Numeric, text and boolean columns and the key are read in table order; a DATE column
+    and the columns to skip (passed through) stay in DuckDB."""
     source = load_table.fn(str(warehouse), "readings", "id")
     assert list(source.frame.columns) == [
-        "id", "temperature", "pressure", "humidity", "visits", "price",
+        "id", "temperature", "pressure", "humidity", "visits", "site", "ok", "price",
     ]  # fmt: skip
     assert source.fingerprint.rows == 80
     assert len(source.frame) == 80
     assert source.table.column("site").sql_type == "VARCHAR"
+    skipped = load_table.fn(str(warehouse), "readings", "id", ["SITE", "ok"])
+    assert "site" not in skipped.frame and "ok" not in skipped.frame
+
+
+def test_load_reads_check_constraints(tmp_path: Path) -> None:
+    """The table's CHECK constraints are read with its columns (the bounds use them)."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t (x DOUBLE CHECK (x >= 0), y INTEGER, CHECK (y < x))")
+    assert load_table.fn(str(path), "t").table.checks == ("(x >= 0)", "(y < x)")
 
 
 def test_load_reads_a_non_numeric_key(tmp_path: Path) -> None:

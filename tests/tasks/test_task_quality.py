@@ -68,3 +68,59 @@ def test_sane_bounds_widen_the_observed_range_by_k_ranges() -> None:
     """Bounds are [min - k * range, max + k * range]; a constant column gets a unit range."""
     assert sane_bounds(pd.Series([1.0, 3.0, np.nan]), 1.0) == (-1.0, 5.0)
     assert sane_bounds(pd.Series([2.0, 2.0]), 0.5) == (1.0, 3.0)
+
+
+def _mixed_plan(tmp_path: Path) -> tuple:
+    """A table with an integer, a double (config bounds [0, 5], narrower than the data), a text
+    and a boolean column with NULLs; its plan, and an imputation that passes every check."""
+    from tasks.frames import as_value_frame
+    from tasks.load import load_table
+    from tasks.validate import validate_input
+    from tests.tables import write_table
+
+    db = tmp_path / "w.duckdb"
+    rows = [
+        (k, None if k % 4 == 1 else k, None if k % 5 == 2 else k / 2,
+         None if k % 3 == 0 else "ab"[k % 2], None if k % 6 == 4 else k % 2 == 0)
+        for k in range(20)
+    ]  # fmt: skip
+    columns = {"id": "INTEGER", "n": "INTEGER", "x": "DOUBLE", "s": "VARCHAR", "ok": "BOOLEAN"}
+    write_table(db, "t", columns, rows)
+    source = load_table.fn(str(db), "t", "id")
+    plan = validate_input.fn(source, None, "id", bounds={"x": [0, 5]})
+    imputed = as_value_frame(source.frame, plan.columns, plan.kinds)
+    missing = source.frame.isna()
+    imputed.loc[missing["n"], "n"] = 3.0
+    imputed.loc[missing["x"], "x"] = 4.5
+    imputed.loc[missing["s"], "s"] = "b"
+    imputed.loc[missing["ok"], "ok"] = True
+    return source, plan, imputed
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        (None, None, None),
+        ("s", "c", r'expect_column_values_to_be_in_set\["s"\]: 1 unexpected value\(s\)'),
+        ("n", 3.5, r'integral_values\["n"\]: 1 fractional value\(s\), e\.g\. \[3\.5\]'),
+        ("x", 5.5, r'within_bounds\["x"\]: 1 unexpected value\(s\), e\.g\. \[5\.5\]'),
+        ("s", None, r'expect_column_values_to_not_be_null\["s"\]'),
+    ],
+    ids=["passes", "unseen-label", "fractional-integer", "outside-bounds", "label-left-null"],
+)
+def test_labels_integers_and_bounds_are_checked_on_imputed_cells(
+    tmp_path: Path, column: str | None, value: object, message: str | None
+) -> None:
+    """An imputed label never observed, a fractional integer, or an imputed number outside its
+    bounds fails; observed values outside the config's bounds (x up to 9.5) do not."""
+    source, plan, imputed = _mixed_plan(tmp_path)
+    if column is None:
+        report = check_quality.fn(source, plan, imputed)
+        assert report.passed and report.labels == {"s": 2, "ok": 2}
+        assert report.to_dict()["bounds"]["x"] == [0.0, 5.0, "config", "config"]
+        assert report.to_dict()["bounds"]["n"] == [0.0, 19.0, "observed", "observed"]
+        return
+    row = int(np.flatnonzero(source.frame[column].isna())[0])
+    imputed.loc[row, column] = value
+    with pytest.raises(QualityCheckError, match=message):
+        check_quality.fn(source, plan, imputed)

@@ -30,3 +30,32 @@ def test_inverse_scale_keeps_observed_cells_bit_for_bit() -> None:
     assert np.array_equal(result.to_numpy()[observed], frame.to_numpy()[observed])
     expected = 0.5 * scaled.scaling.statistics.scale[1] + scaled.scaling.statistics.mean[1]
     np.testing.assert_allclose(result["y"][frame["y"].isna()], expected)
+
+
+def test_labels_pass_through_scaling_and_integers_come_back_whole_within_bounds() -> None:
+    """Text and boolean columns go to the imputer as labels and come back with the imputer's
+    labels in their missing cells only; an integer column is rounded, and a value just past a
+    bound (the imputer's single precision) is set on it, while one far past is left for the
+    checks to refuse."""
+    frame = pd.DataFrame(
+        {
+            "n": pd.array([1, None, 4, None, 7, None], dtype="Int32"),
+            "s": pd.Series(["a", None, "b", "a", None, "b"], dtype="str"),
+            "ok": pd.array([True, None, False, True, True, None], dtype="boolean"),
+        }
+    )
+    scaled = standardise.fn(frame, ["n", "s", "ok"], bounds={"n": (1.0, 7.0)})
+    assert scaled.scaling.columns == ("n",)
+    assert scaled.frame["s"].tolist() == ["a", None, "b", "a", None, "b"]
+    assert str(scaled.frame["ok"].dtype) == "boolean"
+    mean, scale = scaled.scaling.statistics.mean[0], scaled.scaling.statistics.scale[0]
+    assert scaled.bounds == {"n": ((1.0 - mean) / scale, (7.0 - mean) / scale)}
+    imputed = scaled.frame.copy()
+    standard = [(4.4 - mean) / scale, (7.0 + 1e-7 - mean) / scale, (9.0 - mean) / scale]
+    imputed.loc[frame["n"].isna(), "n"] = standard
+    imputed["s"] = ["z", "b", "z", "z", "a", "z"]
+    imputed["ok"] = pd.array([False, False, True, False, False, True], dtype="boolean")
+    result = inverse_scale.fn(imputed, scaled.scaling, frame)
+    assert result["n"].tolist() == [1.0, 4.0, 4.0, 7.0, 7.0, 9.0]
+    assert result["s"].tolist() == ["a", "b", "b", "a", "a", "b"]
+    assert result["ok"].tolist() == [True, False, False, True, True, True]

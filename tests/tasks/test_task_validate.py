@@ -25,7 +25,8 @@ def _validate(path: Path, table: str = "t", **kwargs: object):
 
 
 def test_default_columns_are_the_numeric_ones_but_the_key(warehouse: Path) -> None:
-    """Without --columns, every numeric column except the key is imputed; counts are reported."""
+    """Without --columns, every numeric column except the key is imputed (text and boolean
+    columns without a NULL are not); counts are reported."""
     plan = _validate(warehouse, "readings", key="id")
     assert plan.columns == ("temperature", "pressure", "humidity", "visits", "price")
     assert plan.target_table == "readings_imputed"
@@ -48,9 +49,9 @@ def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
             r'column does not exist in table "t": "nope"',
         ),
         (
-            "SELECT i * 1.0 AS x, 'a' AS label FROM range(10) r(i)",
-            {"columns": ["x", "label"]},
-            r'non-numeric "label" \(VARCHAR\)',
+            "SELECT i * 1.0 AS x, DATE '2024-01-01' + i::INTEGER AS day FROM range(10) r(i)",
+            {"columns": ["x", "day"]},
+            r'Only numeric, text \(VARCHAR\), ENUM and BOOLEAN columns.*"day" \(DATE\)',
         ),
         (
             "SELECT i * 1.0 AS x, NULL::DOUBLE AS empty FROM range(10) r(i)",
@@ -121,13 +122,50 @@ def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
         (
             "SELECT 'a' || i AS label FROM range(10) r(i)",
             {},
-            r'Table "t" has no numeric column to impute',
+            r'Table "t" has no column to impute: no numeric column, and no text',
+        ),
+        (
+            "SELECT i * 1.0 AS x, 'a' AS s FROM range(10) r(i)",
+            {"pass_through": ["nope"]},
+            r'pass-through columns name no column of table "t": "nope"',
+        ),
+        (
+            "SELECT i * 1.0 AS x, 'a' AS s FROM range(10) r(i)",
+            {"columns": ["x", "s"], "pass_through": ["S"]},
+            r'named both to impute and to pass through: "s"',
+        ),
+        (
+            "SELECT i * 1.0 AS x, CASE WHEN i > 0 THEN 'id-' || i END AS s FROM range(600) r(i)",
+            {},
+            r'column "s" holds 599 distinct labels, more than the 500.*--pass-through',
+        ),
+        (
+            "SELECT CASE WHEN i > 0 THEN i END AS x, 'a' AS s FROM range(10) r(i)",
+            {"bounds": {"nope": [0, 1]}},
+            r'bounds given for column "nope" of table "t".*name no column',
+        ),
+        (
+            "SELECT CASE WHEN i > 0 THEN i END AS x, 'a' AS s FROM range(10) r(i)",
+            {"bounds": {"s": [0, 1]}},
+            r'bounds given for column "s".*VARCHAR, and bounds apply to numeric columns only',
+        ),
+        (
+            "SELECT CASE WHEN i > 0 THEN i END AS x FROM range(10) r(i)",
+            {"bounds": {"x": [2, 1]}},
+            r'bounds given for column "x".*low <= high',
+        ),
+        (
+            "SELECT CASE WHEN i > 0 THEN i END::TINYINT AS x FROM range(10) r(i)",
+            {"bounds": {"x": [200, None]}},
+            r'Column "x" \(TINYINT\) of table "t" has no value.*\[200, 127\] \(config/type\)',
         ),
     ],
     ids=[
-        "unknown-column", "non-numeric", "all-missing", "inf", "too-few-rows", "duplicate-key",
+        "unknown-column", "unusable-type", "all-missing", "inf", "too-few-rows", "duplicate-key",
         "null-key", "unknown-key", "blob-key", "list-key", "struct-key", "key-in-columns",
-        "target-is-source", "replace-and-target", "reserved-target", "no-numeric-column",
+        "target-is-source", "replace-and-target", "reserved-target", "no-column",
+        "unknown-pass-through", "impute-and-pass-through", "too-many-labels",
+        "bounds-unknown-column", "bounds-text-column", "bounds-reversed", "bounds-empty",
     ],
 )  # fmt: skip
 def test_bad_input_is_refused_with_a_clear_message(
@@ -167,3 +205,60 @@ def test_a_table_without_missing_values_is_valid(tmp_path: Path) -> None:
     path = _table(tmp_path, "SELECT i * 1.0 AS x, i * 2.0 AS y FROM range(10) r(i)")
     plan = _validate(path)
     assert plan.n_missing == 0
+
+
+def test_a_mixed_table_plans_kinds_labels_and_bounds(tmp_path: Path) -> None:
+    """Text, enum and boolean columns with a NULL are imputed by default, with their observed
+    labels (not a complete one, nor one with nothing observed); a pass-through column keeps its
+    NULLs; numeric columns get bounds: the observed range, or the config (null = open)."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "CREATE TABLE t (id INTEGER, n INTEGER CHECK (n > 2), x DOUBLE, d DECIMAL(6,2), "
+            "s VARCHAR, e ENUM('lo', 'hi'), b BOOLEAN, note VARCHAR, full_text VARCHAR, "
+            "empty VARCHAR)"
+        )
+        con.execute(
+            "INSERT INTO t SELECT i, CASE WHEN i % 4 THEN i + 3 END, "
+            "CASE WHEN i % 5 THEN i * 0.5 END, CASE WHEN i % 3 THEN i * 1.25 END, "
+            "CASE WHEN i % 6 THEN ['a', 'b'][i % 2 + 1] END, "
+            "CASE WHEN i % 7 THEN ['lo', 'hi'][i % 2 + 1] END, "
+            "CASE WHEN i % 8 THEN i % 2 = 0 END, CASE WHEN i % 2 THEN 'n' || i END, 'f', NULL "
+            "FROM range(1, 25) r(i)"
+        )
+    plan = _validate(path, key="id", pass_through=["NOTE"], bounds={"x": [None, 100]})
+    assert plan.columns == ("n", "x", "d", "s", "e", "b")
+    assert plan.pass_through == ("note",)
+    assert dict(plan.kinds) == {
+        "n": "integer", "x": "float", "d": "float", "s": "categorical", "e": "categorical",
+        "b": "boolean",
+    }  # fmt: skip
+    assert dict(plan.labels) == {"s": ("a", "b"), "e": ("hi", "lo"), "b": (False, True)}
+    assert all(plan.missing[name] > 0 for name in plan.columns)
+    n, x, d = plan.bounds["n"], plan.bounds["x"], plan.bounds["d"]
+    assert (n.low, n.high, n.low_from, n.high_from) == (4.0, 26.0, "observed", "observed")
+    assert (x.low, x.high, x.low_from, x.high_from) == (float("-inf"), 100.0, "open", "config")
+    assert (d.low, d.high) == (1.25, 28.75)
+
+
+def test_check_bounds_beat_the_observed_range_and_strict_ones_move_inwards(
+    tmp_path: Path,
+) -> None:
+    """A strict CHECK at the observed minimum moves the bound one type step inwards (an integer,
+    a DECIMAL's scale); a CHECK tighter than an open config end applies; other CHECKs are
+    listed as not used."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "CREATE TABLE t (n INTEGER CHECK (n > 0), d DECIMAL(8,2) CHECK (d > 0 AND d <= 50), "
+            "y DOUBLE CHECK (y IS NULL OR y > 0))"
+        )
+        con.execute(
+            "INSERT INTO t SELECT CASE WHEN i % 3 THEN i END, CASE WHEN i % 4 THEN i END, "
+            "CASE WHEN i % 5 THEN i END FROM range(1, 20) r(i)"
+        )
+    plan = _validate(path, bounds={"n": [0, None], "d": [None, None]})
+    n, d = plan.bounds["n"], plan.bounds["d"]
+    assert (n.low, n.low_from, n.high, n.high_from) == (1.0, "CHECK", 2147483647.0, "type")
+    assert (d.low, d.low_from, d.high, d.high_from) == (0.01, "CHECK", 50.0, "CHECK")
+    assert plan.ignored_checks == ("(y IS NULL) OR (y > 0)",)

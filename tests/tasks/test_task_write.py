@@ -19,7 +19,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def test_write_back_creates_target_cells_and_lineage(
     warehouse: Path, steps_before_write: Callable[..., tuple]
 ) -> None:
-    """The target keeps every column and type, imputed columns become DOUBLE, records are kept."""
+    """The target keeps every column and type (an imputed INTEGER column too), records are
+    kept."""
     source, plan, imputed, lineage = steps_before_write(warehouse)
     result = write_back.fn(source, plan, imputed, lineage)
     assert result.target_table == "readings_imputed"
@@ -34,7 +35,7 @@ def test_write_back_creates_target_cells_and_lineage(
         lineage_rows = con.execute("SELECT run_id, cells_imputed FROM tdm_lineage").fetchall()
     assert types == {
         "id": "INTEGER", "temperature": "DOUBLE", "pressure": "DOUBLE", "humidity": "DOUBLE",
-        "visits": "DOUBLE", "site": "VARCHAR", "day": "DATE", "ok": "BOOLEAN",
+        "visits": "INTEGER", "site": "VARCHAR", "day": "DATE", "ok": "BOOLEAN",
         "price": "DECIMAL(8,2)",
     }  # fmt: skip
     assert nulls == 0

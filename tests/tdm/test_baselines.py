@@ -33,6 +33,9 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
         "n_imputation_samples": 100,
         "device": "cpu",
     },
+    "mode": {},
+    "missforest_mixed": {"n_estimators": 10, "max_iter": 3},
+    "miceforest": {"iterations": 2},
     "tdm": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
     "tdm_fixed_cell_lr": {
         "max_iter": 10,
@@ -53,7 +56,7 @@ CHECK_PARAMS: dict[str, dict[str, Any]] = {
     "miwae": {"max_iter": 20, "hidden_dim": 8, "n_imputation_samples": 10},
 }
 # Methods that must clearly beat column means on low-rank data with 20% MCAR.
-SHOULD_BEAT_MEAN = ("ice", "missforest", "softimpute", "miwae")
+SHOULD_BEAT_MEAN = ("ice", "missforest", "softimpute", "miwae", "missforest_mixed", "miceforest")
 
 
 # The baselines: registered methods whose factory is a BaseImputer class.

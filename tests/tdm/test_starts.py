@@ -25,16 +25,19 @@ def mean_imputation_mae(X: np.ndarray, X_nan: np.ndarray, mask: np.ndarray) -> f
 
 # ---------------------------------------------------------------------------- initialisation
 def test_ice_start_is_the_ice_imputation(data) -> None:
-    """With no step and no noise, init="ice" returns ICE's imputation of the standardised data."""
+    """With no step, no noise and no bounds, init="ice" returns ICE's imputation of the
+    standardised data."""
 
     _, X_nan, mask = data
-    est = TDMImputer(init="ice", init_noise=0.0, max_iter=0, random_state=0)
+    est = TDMImputer(init="ice", init_noise=0.0, max_iter=0, bounds=None, random_state=0)
     start = est.fit_transform(X_nan)
     Z = (X_nan - est.mean_) / est.scale_
     ice = make_imputer("ice", random_state=0).fit_transform(Z) * est.scale_ + est.mean_
     np.testing.assert_allclose(start[mask], ice[mask], rtol=0, atol=1e-5)
     assert start[~mask].tobytes() == X_nan[~mask].tobytes()
-    mean_start = TDMImputer(init="mean", init_noise=0.0, max_iter=0).fit_transform(X_nan)
+    mean_start = TDMImputer(init="mean", init_noise=0.0, max_iter=0, bounds=None).fit_transform(
+        X_nan
+    )
     np.testing.assert_allclose(
         mean_start, np.where(mask, np.nanmean(X_nan, axis=0), X_nan), rtol=0, atol=1e-5
     )
@@ -67,9 +70,11 @@ def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> 
     seen: list[tuple[str, int]] = []
     original = tdm._starts.start_fill
 
-    def spy(kind: str, values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
+    def spy(
+        kind: str, values: np.ndarray, mask: np.ndarray, seed: int, groups: np.ndarray | None
+    ) -> np.ndarray:
         seen.append((kind, values.shape[0]))
-        return original(kind, values, mask, seed)
+        return original(kind, values, mask, seed, groups)
 
     monkeypatch.setattr(tdm._starts, "start_fill", spy)
     monkeypatch.setattr(tdm._starts, "START_CONTEXT_ROWS", 50)
@@ -91,9 +96,11 @@ def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> Non
     seeds: list[int] = []
     original = tdm._estimator.start_fill
 
-    def spy(kind: str, values: np.ndarray, hidden: np.ndarray, seed: int) -> np.ndarray:
+    def spy(
+        kind: str, values: np.ndarray, hidden: np.ndarray, seed: int, groups: np.ndarray | None
+    ) -> np.ndarray:
         seeds.append(seed)
-        return original(kind, values, hidden, seed)
+        return original(kind, values, hidden, seed, groups)
 
     monkeypatch.setattr(tdm._estimator, "start_fill", spy)
     est = TDMImputer(init="forest", max_iter=0, random_state=0)
@@ -165,7 +172,9 @@ def test_auto_start_needs_the_forest_clearly_better(monkeypatch, forest_error, c
     """The forest's start is taken only when its probe error is below 0.9 times ICE's."""
     import tdm._starts
 
-    def fake_fill(kind: str, values: np.ndarray, hidden: np.ndarray, seed: int) -> np.ndarray:
+    def fake_fill(
+        kind: str, values: np.ndarray, hidden: np.ndarray, seed: int, groups: np.ndarray | None
+    ) -> np.ndarray:
         error = 1.0 if kind == "ice" else forest_error
         return np.where(hidden, np.nan_to_num(values) + error, values)
 

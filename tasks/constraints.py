@@ -1,0 +1,177 @@
+"""The simple bounds a table's CHECK constraints put on its columns, read from the expressions
+DuckDB reports (`duckdb_constraints()`), e.g. `(x >= 0)`, `(x BETWEEN 0 AND 10)`, `(0 < x)`.
+
+Read forms: `col op number` or `number op col` (op one of < <= > >= =), `col BETWEEN number AND
+number`, numbers possibly in a CAST, and conjunctions (AND) of these. Anything else (OR, NOT,
+functions, two columns) is returned as not used, for the caller to name in its log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+__all__ = ["CheckBounds", "Limit", "parse_checks"]
+
+_NUMBER = r"[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d+)?"
+_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
+_OP = r"<=|>=|==|=|<|>"
+_CAST = re.compile(rf"CAST\(\s*({_NUMBER})\s+AS\s+[A-Za-z ]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?\s*\)")
+_COLUMN_FIRST = re.compile(rf"({_IDENT})\s*({_OP})\s*({_NUMBER})")
+_NUMBER_FIRST = re.compile(rf"({_NUMBER})\s*({_OP})\s*({_IDENT})")
+_BETWEEN = re.compile(rf"({_IDENT})\s+BETWEEN\s+({_NUMBER})\s+AND\s+({_NUMBER})", re.IGNORECASE)
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "==": "="}
+
+Limit = tuple[Decimal, bool]
+"""One end of an interval: the value, and whether it is strict (`x > value`)."""
+
+
+@dataclass(frozen=True)
+class CheckBounds:
+    """The bounds of one column implied by a table's simple CHECK constraints."""
+
+    low: Limit | None = None
+    high: Limit | None = None
+
+
+def parse_checks(checks: Sequence[str]) -> tuple[dict[str, CheckBounds], list[str]]:
+    """Per column name (as the constraint writes it), the bounds the CHECK expressions imply;
+    and the expressions, or parts of a conjunction, that are not simple bounds (not used)."""
+    by_column: dict[str, CheckBounds] = {}
+    ignored: list[str] = []
+    for check in checks:
+        for part in _conjuncts(_CAST.sub(r"\1", check)):
+            found = _comparison(part)
+            if found is None:
+                ignored.append(part)
+                continue
+            for column, op, value in found:
+                _add(by_column, column, op, value)
+    return by_column, ignored
+
+
+def _add(by_column: dict[str, CheckBounds], column: str, op: str, value: Decimal) -> None:
+    now = by_column.get(column, CheckBounds())
+    low, high = now.low, now.high
+    if op in (">", ">=", "=", "=="):
+        low = _tighter(low, (value, op == ">"), lower=True)
+    if op in ("<", "<=", "=", "=="):
+        high = _tighter(high, (value, op == "<"), lower=False)
+    by_column[column] = CheckBounds(low, high)
+
+
+def _tighter(old: Limit | None, new: Limit, *, lower: bool) -> Limit:
+    if old is None or (new[0] > old[0] if lower else new[0] < old[0]):
+        return new
+    if new[0] == old[0]:
+        return (old[0], old[1] or new[1])
+    return old
+
+
+def _comparison(part: str) -> list[tuple[str, str, Decimal]] | None:
+    """(column, op, number) of a simple comparison, with the column on the left; None if the
+    part is not one."""
+    text = part.strip()
+    between = _BETWEEN.fullmatch(text)
+    if between:
+        column = _unquote(between[1])
+        low, high = _number(between[2]), _number(between[3])
+        if low is None or high is None:
+            return None
+        return [(column, ">=", low), (column, "<=", high)]
+    match = _COLUMN_FIRST.fullmatch(text)
+    if match:
+        value = _number(match[3])
+        return None if value is None else [(_unquote(match[1]), match[2], value)]
+    match = _NUMBER_FIRST.fullmatch(text)
+    if match:
+        value = _number(match[1])
+        return None if value is None else [(_unquote(match[3]), _FLIPPED[match[2]], value)]
+    return None
+
+
+def _number(text: str) -> Decimal | None:
+    try:
+        value = Decimal(text.replace("_", ""))
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace('""', '"') if name.startswith('"') else name
+
+
+def _conjuncts(expression: str) -> list[str]:
+    """The parts of `expression` joined by a top-level AND (a BETWEEN's AND excluded), each
+    without its enclosing parentheses."""
+    text = _strip_parens(expression)
+    parts, depth, start, between, i = [], 0, 0, False, 0
+    while i < len(text):
+        char = text[i]
+        if char in "\"'":
+            i = _after_quoted(text, i)
+            continue
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif depth == 0 and _word_at(text, i, "BETWEEN"):
+            between = True
+        elif depth == 0 and _word_at(text, i, "AND"):
+            if between:
+                between = False
+            else:
+                parts.append(text[start:i])
+                start = i + 3
+        i += 1
+    parts.append(text[start:])
+    if len(parts) == 1:
+        return [text]
+    return [piece for part in parts for piece in _conjuncts(part)]
+
+
+def _word_at(text: str, i: int, word: str) -> bool:
+    before = text[i - 1] if i else " "
+    after = text[i + len(word)] if i + len(word) < len(text) else " "
+    return (
+        text[i : i + len(word)].upper() == word
+        and not (before.isalnum() or before in "_$")
+        and not (after.isalnum() or after in "_$")
+    )
+
+
+def _strip_parens(text: str) -> str:
+    text = text.strip()
+    while text.startswith("(") and _closing(text) == len(text) - 1:
+        text = text[1:-1].strip()
+    return text
+
+
+def _closing(text: str) -> int:
+    """The index of the parenthesis that closes the one at index 0 (-1 if none)."""
+    depth, i = 0, 0
+    while i < len(text):
+        char = text[i]
+        if char in "\"'":
+            i = _after_quoted(text, i)
+            continue
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _after_quoted(text: str, i: int) -> int:
+    """The index after the quoted name or string that starts at `i` (doubled quotes inside)."""
+    quote = text[i]
+    end = text.find(quote, i + 1)
+    while end != -1 and text[end + 1 : end + 2] == quote:
+        end = text.find(quote, end + 2)
+    return len(text) if end == -1 else end + 1

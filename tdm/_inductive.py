@@ -1,0 +1,86 @@
+"""``transform`` on rows unseen in ``fit``: their missing cells are optimised with the fitted
+network held fixed, each batch mixing new rows with fitted ones, so that the mapped new rows
+match other fitted rows in transport cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+
+from tdm._cells import MissingCells
+from tdm._optimise import default_transform_iter
+from tdm._starts import context_start
+from tdm._validation import resolve_device, resolve_dtype
+from tdm.transport import TransportTerms
+
+__all__ = ["impute_new_rows"]
+
+
+def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
+    """The standardised completion of ``values`` (the optimised space, NaN where missing) by
+    the fitted batch optimal-transport imputer ``est``; rows with nothing missing are only
+    standardised."""
+    mask = np.isnan(values)
+    filled = (values.astype(np.float64) - est.mean_) / est.scale_
+    rows_missing = np.flatnonzero(mask.any(axis=1))
+    if rows_missing.size == 0:
+        return filled
+    owner = est._owner()
+    device = resolve_device(est.device, owner)
+    dtype = resolve_dtype(est.dtype, owner)
+    rng = np.random.default_rng(check_random_state(est.random_state).randint(2**31 - 1))
+    network = est.network_.to(device=device, dtype=dtype)
+    for p in network.parameters():
+        p.requires_grad_(False)
+    Z = filled[rows_missing]
+    sub_mask = mask[rows_missing]
+    start = None
+    if est.init_ != "mean":
+        start = context_start(
+            est.init_,
+            est.X_fit_,
+            Z,
+            sub_mask,
+            rng,
+            est.encoding_.groups if est.encoding_.mixed else None,
+        )
+    cells = MissingCells.build(
+        Z,
+        sub_mask,
+        est.encoding_,
+        est._bounded_cells(device, dtype),
+        rng,
+        est.init_noise,
+        fill=np.asarray(est.X_fit_, dtype=np.float64).mean(axis=0),
+        start=start,
+    )
+    with torch.no_grad():
+        latent_fit = network(torch.as_tensor(est.X_fit_, device=device, dtype=dtype))
+    n_new, n_fit = len(rows_missing), latent_fit.shape[0]
+    B = min(est.batch_size_, n_fit // 2)
+    k = min(n_new, max(1, B // 2))  # new rows per batch; the rest of the batch is fitted rows
+    n_iter = est.transform_max_iter or default_transform_iter(n_new, k, est.max_iter)
+
+    def step(_: int) -> TransportTerms:
+        new = torch.from_numpy(rng.choice(n_new, size=k, replace=False)).to(device)
+        fit = torch.from_numpy(rng.choice(n_fit, size=2 * B - k, replace=False)).to(device)
+        z_new = network(cells.values(new))
+        z1 = torch.cat([z_new, latent_fit[fit[: B - k]]])
+        return est._loss(z1, latent_fit[fit[B - k :]])
+
+    if cells.parameters():
+        optimizer = torch.optim.RMSprop(cells.parameters(), lr=est._cell_lr(k, n_new))
+        est._run(
+            step,
+            optimizer,
+            n_iter,
+            device=device,
+            dtype=dtype,
+            stage="transform",
+            after_step=cells.project_,
+        )
+    filled[rows_missing] = cells.result()
+    return filled

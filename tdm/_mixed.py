@@ -1,0 +1,264 @@
+"""Mixed-type tables: how the columns of a DataFrame (float, integer, boolean, categorical) are
+put in the numeric space the imputers optimise in, and how imputed values come back in each
+column's own dtype.
+
+Numeric columns (float and integer) are one coordinate each. A categorical column of ``K``
+observed labels (a boolean column: the labels False and True) is a block of
+``min(K - 1, MAX_EMBEDDING_DIM)`` coordinates in which each label is a fixed point: the vertices
+of a regular simplex (every two labels at distance sqrt(2), as one-hot vectors are), projected to
+``MAX_EMBEDDING_DIM`` dimensions when there are more labels. An observed label is its vertex; a
+missing cell is a point of the simplex, a softmax-weighted mix of the vertices over logits that
+are optimised with the rest (:mod:`tdm._cells`), and is decoded to the label of largest weight.
+The points are fixed, not learned: a learned embedding could collapse the labels and make the
+transport cost zero for nothing. Numeric columns come first in that space, then one block per
+categorical column, in column order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "BOOLEAN",
+    "CATEGORICAL",
+    "FLOAT",
+    "INTEGER",
+    "MAX_EMBEDDING_DIM",
+    "ColumnCoding",
+    "TableEncoding",
+    "label_embedding",
+]
+
+FLOAT, INTEGER, BOOLEAN, CATEGORICAL = "float", "integer", "boolean", "categorical"
+NUMERIC_KINDS = (FLOAT, INTEGER)
+
+MAX_EMBEDDING_DIM = 8
+"""Most coordinates a categorical column takes in the optimised space."""
+
+
+def label_embedding(n_labels: int) -> np.ndarray:
+    """Fixed points of ``n_labels`` labels, shape ``(n_labels, d)`` with
+    ``d = min(n_labels - 1, MAX_EMBEDDING_DIM)`` (1 for a single label): a regular simplex with
+    edges sqrt(2), or, for more than
+    ``MAX_EMBEDDING_DIM + 1`` labels, its projection on a fixed (seeded by ``n_labels``) random
+    subspace, rescaled to a mean distance of sqrt(2) between two labels."""
+    if n_labels <= 1:
+        return np.zeros((max(n_labels, 1), 1))
+    centred = np.eye(n_labels) - 1.0 / n_labels
+    # The rows of ``centred`` span a (K-1)-dimensional subspace: its coordinates there keep the
+    # one-hot distances (sqrt(2) between any two labels).
+    _, _, vt = np.linalg.svd(centred)
+    simplex = centred @ vt[: n_labels - 1].T
+    if n_labels - 1 <= MAX_EMBEDDING_DIM:
+        return simplex
+    rng = np.random.default_rng(n_labels)
+    basis, _ = np.linalg.qr(rng.standard_normal((n_labels - 1, MAX_EMBEDDING_DIM)))
+    projected = simplex @ basis
+    diffs = projected[:, None, :] - projected[None, :, :]
+    mean_distance = np.sqrt((diffs**2).sum(-1))[~np.eye(n_labels, dtype=bool)].mean()
+    return projected * (math.sqrt(2.0) / mean_distance)
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnCoding:
+    """One column: its name (a DataFrame's label, or a position), kind and output dtype; for a
+    categorical or boolean column, the labels observed in ``fit`` and their fixed points."""
+
+    name: Hashable
+    kind: str
+    dtype: Any
+    labels: np.ndarray | None = None
+    embedding: np.ndarray | None = None
+
+    @property
+    def width(self) -> int:
+        """Coordinates of the column in the optimised space."""
+        return 1 if self.embedding is None else int(self.embedding.shape[1])
+
+
+def _kind(series: pd.Series) -> str:
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return BOOLEAN
+    if pd.api.types.is_float_dtype(dtype):
+        return FLOAT
+    if pd.api.types.is_integer_dtype(dtype):
+        return INTEGER
+    if (
+        isinstance(dtype, pd.CategoricalDtype)
+        or pd.api.types.is_object_dtype(dtype)
+        or pd.api.types.is_string_dtype(dtype)
+    ):
+        return CATEGORICAL
+    raise TypeError(f"dtype {dtype}")
+
+
+def _observed_labels(series: pd.Series, kind: str) -> np.ndarray:
+    observed = series[series.notna()]
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        present = set(observed.unique())
+        return np.asarray([c for c in series.dtype.categories if c in present], dtype=object)
+    unique = list(pd.unique(observed))
+    if kind == BOOLEAN:
+        unique = [bool(v) for v in unique]
+    with contextlib.suppress(TypeError):  # labels of mixed types keep their first-seen order
+        unique = sorted(unique)
+    return np.asarray(unique, dtype=object)
+
+
+class TableEncoding:
+    """The columns of a fitted table and the map between them and the optimised space.
+
+    Built by :meth:`from_frame` or :meth:`from_array` in ``fit``; :meth:`encode` gives the
+    numeric matrix (NaN where missing) of any table with the same columns, :meth:`decode` the
+    table with its missing cells filled from a completed matrix.
+    """
+
+    def __init__(self, columns: Sequence[ColumnCoding], *, frame: bool) -> None:
+        self.columns = tuple(columns)
+        self.frame = frame
+        self.numeric = tuple(j for j, c in enumerate(self.columns) if c.kind in NUMERIC_KINDS)
+        self.categorical = tuple(
+            j for j, c in enumerate(self.columns) if c.kind not in NUMERIC_KINDS
+        )
+        blocks, start = [], len(self.numeric)
+        for j in self.categorical:
+            width = self.columns[j].width
+            blocks.append((start, start + width))
+            start += width
+        self.blocks: tuple[tuple[int, int], ...] = tuple(blocks)
+        self.width = start
+        # The original column of every coordinate of the optimised space.
+        groups = list(self.numeric)
+        for j, (a, b) in zip(self.categorical, self.blocks, strict=True):
+            groups.extend([j] * (b - a))
+        self.groups = np.asarray(groups, dtype=np.int64)
+
+    @property
+    def mixed(self) -> bool:
+        """Whether any column is categorical or boolean."""
+        return bool(self.categorical)
+
+    @classmethod
+    def from_array(cls, n_features: int) -> TableEncoding:
+        """Every column float, named by its position (NumPy input)."""
+        return cls([ColumnCoding(j, FLOAT, np.float64) for j in range(n_features)], frame=False)
+
+    @classmethod
+    def from_frame(cls, X: pd.DataFrame, owner: str) -> TableEncoding:
+        """The kinds and observed labels of ``X``'s columns; a column of another dtype
+        (datetime, timedelta, complex, ...) is refused with a ``ValueError`` naming it."""
+        codings = []
+        for name in X.columns:
+            series = X[name]
+            try:
+                kind = _kind(series)
+            except TypeError:
+                raise ValueError(
+                    f"{owner}: column {name!r} has dtype {series.dtype}, which cannot be "
+                    "imputed; pass float, integer, boolean or categorical (object, string, "
+                    "category) columns, or drop it."
+                ) from None
+            if kind in NUMERIC_KINDS:
+                codings.append(ColumnCoding(name, kind, series.dtype))
+                continue
+            labels = _observed_labels(series, kind)
+            codings.append(
+                ColumnCoding(name, kind, series.dtype, labels, label_embedding(len(labels)))
+            )
+        return cls(codings, frame=True)
+
+    def encode(self, X: Any) -> np.ndarray:
+        """The optimised-space matrix of ``X`` (float64, NaN where missing).
+
+        A label not seen in ``fit`` is observed but unknown: it is put at the centre of its
+        column's labels, and its cell is never changed.
+        """
+        if not self.frame:
+            return np.asarray(X, dtype=np.float64)
+        n_samples = len(X)
+        out = np.empty((n_samples, self.width))
+        for k, j in enumerate(self.numeric):
+            out[:, k] = _as_float(X.iloc[:, j])
+        for j, (a, b) in zip(self.categorical, self.blocks, strict=True):
+            coding = self.columns[j]
+            assert coding.embedding is not None and coding.labels is not None
+            series = X.iloc[:, j]
+            missing = series.isna().to_numpy()
+            codes = pd.Index(coding.labels).get_indexer(_as_labels(series, coding.kind))
+            block = np.where(
+                (codes >= 0)[:, None], coding.embedding[codes], coding.embedding.mean(axis=0)
+            )
+            block[missing] = np.nan
+            out[:, a:b] = block
+        return out
+
+    def column_mask(self, encoded_mask: np.ndarray) -> np.ndarray:
+        """Missing cells per original column, from the mask of the optimised space."""
+        out = np.zeros((encoded_mask.shape[0], len(self.columns)), dtype=bool)
+        out[:, np.asarray(self.numeric, dtype=np.int64)] = encoded_mask[:, : len(self.numeric)]
+        for j, (a, _) in zip(self.categorical, self.blocks, strict=True):
+            out[:, j] = encoded_mask[:, a]
+        return out
+
+    def decode_labels(self, filled: np.ndarray) -> list[np.ndarray]:
+        """Per categorical column, the code of the label nearest each row's point."""
+        codes = []
+        for j, (a, b) in zip(self.categorical, self.blocks, strict=True):
+            embedding = self.columns[j].embedding
+            assert embedding is not None
+            distances = ((filled[:, a:b, None] - embedding.T[None]) ** 2).sum(axis=1)
+            codes.append(distances.argmin(axis=1))
+        return codes
+
+    def decode(self, X: pd.DataFrame, numeric: np.ndarray, filled: np.ndarray) -> pd.DataFrame:
+        """``X`` with its missing cells filled: numeric columns from ``numeric`` (original
+        units, integer columns already rounded), categorical ones by the labels nearest the
+        points in ``filled`` (the optimised space). Observed cells are ``X``'s own values; every
+        column keeps its dtype."""
+        out = X.copy()
+        codes = dict(zip(self.categorical, self.decode_labels(filled), strict=True))
+        for k, j in enumerate(self.numeric):
+            series = X.iloc[:, j]
+            missing = series.isna().to_numpy()
+            if missing.any():
+                out.isetitem(j, _filled(series, missing, numeric[missing, k]))
+        for j in self.categorical:
+            series = X.iloc[:, j]
+            missing = series.isna().to_numpy()
+            if missing.any():
+                labels = self.columns[j].labels
+                assert labels is not None
+                out.isetitem(j, _filled(series, missing, labels[codes[j][missing]]))
+        return out
+
+
+def _as_float(series: pd.Series) -> np.ndarray:
+    return series.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _as_labels(series: pd.Series, kind: str) -> list[Any]:
+    values = series.astype(object).where(series.notna(), None).tolist()
+    if kind == BOOLEAN:
+        return [None if v is None else bool(v) for v in values]
+    return values
+
+
+def _filled(series: pd.Series, missing: np.ndarray, values: np.ndarray) -> pd.Series:
+    """``series`` with ``values`` in its ``missing`` positions, in its own dtype."""
+    new = series.copy()
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind == "f":
+        new.iloc[np.flatnonzero(missing)] = values.astype(series.dtype)
+        return new
+    if series.dtype == object:
+        new.iloc[np.flatnonzero(missing)] = list(values)
+        return new
+    new.iloc[np.flatnonzero(missing)] = pd.array(list(values), dtype=series.dtype)
+    return new

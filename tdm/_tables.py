@@ -1,0 +1,129 @@
+"""The imputers' tables in and out: an array or a DataFrame read into the optimised space
+(:mod:`tdm._mixed`), the bounds of its numeric columns, and the completed table in the input's
+own type, every column in its own dtype, integer columns rounded and every imputed value within
+its bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.utils.validation import validate_data
+
+from tdm._bounds import column_bounds
+from tdm._mixed import INTEGER, TableEncoding
+from tdm._validation import check_finite_or_nan
+
+__all__ = ["BoundsParam", "complete_table", "fitted_bounds", "read_table"]
+
+
+@dataclass(frozen=True)
+class BoundsParam:
+    """The ``bounds`` hyperparameter: ``"observed"``, ``None`` or a mapping of columns to
+    ``(low, high)`` pairs (the pairs are checked in ``fit``, against the columns)."""
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is ``"observed"``, ``None`` or a mapping."""
+        return value is None or value == "observed" or isinstance(value, Mapping)
+
+    def describe(self) -> str:
+        """What ``bounds`` may be."""
+        return "'observed', None or a dict {column: (low, high)}"
+
+
+def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray:
+    """``X`` in the optimised space (NaN where missing), checking its columns against ``fit``'s.
+
+    With ``reset``, ``estimator.encoding_`` is built from ``X`` (and the feature names and
+    count set); else ``X`` must have the fitted columns.
+    """
+    if not isinstance(X, pd.DataFrame):
+        check_finite_or_nan(X, owner)
+        values: np.ndarray = validate_data(
+            estimator,
+            X,
+            reset=reset,
+            dtype=[np.float64, np.float32],
+            ensure_all_finite="allow-nan",
+            ensure_min_samples=1,
+        )
+        if reset:
+            estimator.encoding_ = TableEncoding.from_array(values.shape[1])
+        elif estimator.encoding_.frame:
+            raise ValueError(f"{owner} was fitted on a DataFrame; pass a DataFrame to transform.")
+        return values
+    validate_data(estimator, X, reset=reset, skip_check_array=True)
+    if len(X) < 1:
+        raise ValueError(f"{owner}: the DataFrame has no row; at least 1 is required.")
+    if reset:
+        estimator.encoding_ = TableEncoding.from_frame(X, owner)
+    encoding: TableEncoding = estimator.encoding_
+    if not encoding.frame:
+        raise ValueError(f"{owner} was fitted on an array; pass an array to transform.")
+    numeric = list(encoding.numeric)
+    check_finite_or_nan(X.iloc[:, numeric], owner)
+    if not reset:
+        for j, coding in enumerate(encoding.columns):
+            if coding.kind != TableEncoding.from_frame(X.iloc[:, [j]], owner).columns[0].kind:
+                raise ValueError(
+                    f"{owner}: column {coding.name!r} was {coding.kind} in fit; got dtype "
+                    f"{X.dtypes.iloc[j]}."
+                )
+    return encoding.encode(X)
+
+
+def fitted_bounds(
+    bounds: Any, margin: float, encoding: TableEncoding, values: np.ndarray, owner: str
+) -> dict[Hashable, tuple[float, float]]:
+    """``bounds_``: each numeric column's ``(low, high)`` in the data's units."""
+    names = [encoding.columns[j].name for j in encoding.numeric]
+    if isinstance(bounds, Mapping):
+        categorical = [c.name for c in encoding.columns if c.name in bounds and c.name not in names]
+        if categorical:
+            raise ValueError(
+                f"{owner}: bounds names column {categorical[0]!r}, which is categorical; "
+                "bounds apply to numeric columns only."
+            )
+    low, high = column_bounds(bounds, margin, names, values[:, : len(names)], owner)
+    return {name: (float(lo), float(hi)) for name, lo, hi in zip(names, low, high, strict=True)}
+
+
+def bounds_arrays(
+    bounds: Mapping[Hashable, tuple[float, float]], encoding: TableEncoding
+) -> tuple[np.ndarray, np.ndarray]:
+    """The low and high bounds of the numeric columns, in their order in the optimised space."""
+    pairs = [bounds[encoding.columns[j].name] for j in encoding.numeric]
+    low = np.asarray([p[0] for p in pairs], dtype=np.float64)
+    high = np.asarray([p[1] for p in pairs], dtype=np.float64)
+    return low, high
+
+
+def complete_table(
+    X: Any,
+    values: np.ndarray,
+    filled: np.ndarray,
+    encoding: TableEncoding,
+    mean: np.ndarray,
+    scale: np.ndarray,
+    bounds: Mapping[Hashable, tuple[float, float]],
+) -> Any:
+    """``X`` with its missing cells from ``filled`` (the optimised, standardised space): numeric
+    values mapped back by ``mean``/``scale``, clamped to ``bounds`` and, for integer columns,
+    rounded to an integer within them; categorical cells by label. Same type as ``X``."""
+    mask = np.isnan(values)
+    p = len(encoding.numeric)
+    low, high = bounds_arrays(bounds, encoding)
+    with np.errstate(all="ignore"):
+        numeric = np.clip(filled[:, :p] * scale[:p] + mean[:p], low, high)
+        for k, j in enumerate(encoding.numeric):
+            if encoding.columns[j].kind == INTEGER:
+                numeric[:, k] = np.clip(np.rint(numeric[:, k]), np.ceil(low[k]), np.floor(high[k]))
+    if not encoding.frame:
+        out = values.copy()
+        out[mask] = numeric[mask].astype(out.dtype)
+        return out
+    return encoding.decode(X, numeric, filled)

@@ -1,0 +1,211 @@
+"""Mixed-type DataFrames: every column comes back in its own dtype, imputed labels were observed,
+integers are integral and numeric values are within their bounds (property-style, over random
+frames), and the categorical imputation learns from the other columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tdm import OTImputer, TDMImputer
+from tdm._mixed import MAX_EMBEDDING_DIM, label_embedding
+
+FAST = {"max_iter": 40, "batch_size": 32}
+
+
+def random_mixed_frame(seed: int, n: int = 80) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A frame of every supported column kind, correlated through a latent factor, and the same
+    frame with about 30% of every column missing (each column keeps an observed value)."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=n)
+    n_labels = int(rng.integers(2, 9))
+    edges = np.quantile(z, np.linspace(0, 1, n_labels + 1)[1:-1])
+    words = np.array([f"w{k}" for k in range(n_labels)], dtype=object)
+    full = pd.DataFrame(
+        {
+            "f64": z + 0.1 * rng.normal(size=n),
+            "f32": (np.exp(z) * 10).astype(np.float32),  # positive: bounded below by its min
+            "int64": pd.array(np.round(30 + 10 * z).astype(np.int64), dtype="Int64"),
+            "uint8": pd.array(np.clip(np.round(5 + 2 * z), 0, 255).astype(np.uint8), "UInt8"),
+            "flag": pd.array(z > 0, dtype="boolean"),
+            "text": words[np.digitize(z, edges)],
+            "string": pd.array(np.where(z > 0.5, "hi", "lo"), dtype="string"),
+            "cat": pd.Categorical(
+                np.where(z > 0, "up", "down"), categories=["down", "up", "never"]
+            ),
+            "obj_bool": np.where(rng.random(n) < 0.5, True, False).astype(object),
+        }
+    )
+    holes = full.copy()
+    mask = rng.random(full.shape) < 0.3
+    mask[0] = False
+    for j, name in enumerate(full.columns):
+        holes.loc[mask[:, j], name] = None
+    return full, holes
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("method", ["transform", "project", "clip"])
+def test_random_mixed_frames_keep_types_labels_integers_and_bounds(seed: int, method: str) -> None:
+    _, holes = random_mixed_frame(seed)
+    imputer = TDMImputer(**FAST, bounds_method=method, random_state=seed)
+    out = imputer.fit_transform(holes)
+    assert list(out.columns) == list(holes.columns)
+    assert out.index.equals(holes.index)
+    assert out.dtypes.to_dict() == holes.dtypes.to_dict()
+    assert not out.isna().any().any()
+    observed = holes.notna()
+    for name in holes.columns:
+        kept = out[name][observed[name]]
+        assert kept.equals(holes[name][observed[name]]), name
+        imputed = out[name][~observed[name]]
+        kind = imputer.column_kinds_[name]
+        if kind in ("categorical", "boolean"):
+            seen = set(holes[name].dropna())
+            assert set(imputed) <= seen, name
+        else:
+            low, high = imputer.bounds_[name]
+            values = imputed.to_numpy(dtype=np.float64)
+            assert (values >= low).all() and (values <= high).all(), name
+            assert low == holes[name].min() and high == holes[name].max(), name
+            if kind == "integer":
+                assert (values == np.round(values)).all(), name
+
+
+def test_category_dtype_keeps_its_categories_and_never_imputes_an_unobserved_one() -> None:
+    _, holes = random_mixed_frame(1)
+    out = TDMImputer(**FAST, random_state=0).fit_transform(holes)
+    assert list(out["cat"].cat.categories) == ["down", "up", "never"]
+    assert "never" not in set(out["cat"])
+
+
+@pytest.mark.parametrize(
+    ("bounds", "margin", "expect"),
+    [
+        ({"f64": (0.0, None)}, 0.0, (0.0, np.inf)),
+        ({"f64": (None, 0.5)}, 0.0, (-np.inf, 0.5)),
+        (None, 0.0, (-np.inf, np.inf)),
+    ],
+)
+def test_bounds_given_per_column_or_switched_off(bounds, margin, expect) -> None:
+    _, holes = random_mixed_frame(2)
+    imputer = TDMImputer(**FAST, bounds=bounds, bounds_margin=margin, random_state=0)
+    out = imputer.fit_transform(holes)
+    assert imputer.bounds_["f64"] == expect
+    imputed = out["f64"][holes["f64"].isna()].to_numpy()
+    assert (imputed >= expect[0]).all() and (imputed <= expect[1]).all()
+
+
+def test_the_margin_widens_the_observed_range() -> None:
+    _, holes = random_mixed_frame(3)
+    imputer = TDMImputer(**FAST, bounds_margin=0.5, random_state=0).fit(holes)
+    low, high = holes["f64"].min(), holes["f64"].max()
+    span = high - low
+    np.testing.assert_allclose(imputer.bounds_["f64"], (low - 0.5 * span, high + 0.5 * span))
+
+
+def test_bounds_hold_on_numpy_input_and_in_transform() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 4))
+    X[rng.random(X.shape) < 0.3] = np.nan
+    X[0] = 0.0
+    imputer = TDMImputer(**FAST, bounds={1: (-0.1, 0.1)}, random_state=0)
+    out = imputer.fit_transform(X)
+    assert (np.abs(out[np.isnan(X[:, 1]), 1]) <= 0.1).all()
+    new = rng.normal(size=(10, 4)) * 5
+    new[:, 1] = np.nan
+    assert (np.abs(imputer.transform(new)[:, 1]) <= 0.1).all()
+
+
+@pytest.mark.parametrize(
+    ("bounds", "match"),
+    [
+        ({"nope": (0, 1)}, "bounds names column 'nope'"),
+        ({"text": (0, 1)}, "'text', which is categorical"),
+        ({"f64": (2, 1)}, "is not an interval"),
+        ({"f64": 3}, "must be a pair"),
+        ("wide", "bounds must be 'observed', None or a dict"),
+    ],
+)
+def test_bad_bounds_are_refused_naming_the_column(bounds, match) -> None:
+    _, holes = random_mixed_frame(0)
+    with pytest.raises(ValueError, match=match):
+        TDMImputer(**FAST, bounds=bounds).fit(holes)
+
+
+def test_categorical_imputation_beats_the_mode_and_numeric_beats_the_mean() -> None:
+    """The labels follow the numeric columns they depend on (the imputation uses them)."""
+    full, holes = random_mixed_frame(4, n=300)
+    out = TDMImputer(max_iter=300, random_state=0).fit_transform(holes)
+    for name in ("text", "string", "cat", "flag"):
+        missing = holes[name].isna()
+        error = (out[name][missing].astype(str) != full[name][missing].astype(str)).mean()
+        mode = holes[name].mode()[0]
+        mode_error = (full[name][missing].astype(str) != str(mode)).mean()
+        assert error < 0.8 * mode_error, name
+    missing = holes["f64"].isna()
+    error = np.abs(out["f64"][missing] - full["f64"][missing]).mean()
+    assert error < 0.8 * np.abs(holes["f64"].mean() - full["f64"][missing]).mean()
+
+
+def test_transform_of_new_rows_and_unseen_labels() -> None:
+    """New rows are imputed in their dtypes; a label not seen in fit is observed, kept as is."""
+    _, holes = random_mixed_frame(5, n=120)
+    imputer = TDMImputer(**FAST, random_state=0).fit(holes)
+    new = holes.iloc[:20].copy()
+    new.loc[new.index[0], "text"] = "brand-new"
+    new.loc[new.index[1:6], "text"] = None
+    out = imputer.transform(new)
+    assert out.dtypes.to_dict() == new.dtypes.to_dict()
+    assert out.loc[new.index[0], "text"] == "brand-new"
+    assert set(out["text"].iloc[1:6]) <= set(imputer.categories_["text"])
+    assert not out.isna().any().any()
+
+
+def test_transform_of_the_fitted_frame_is_the_fit_imputation() -> None:
+    _, holes = random_mixed_frame(0)
+    imputer = TDMImputer(**FAST, random_state=0)
+    first = imputer.fit_transform(holes)
+    pd.testing.assert_frame_equal(imputer.transform(holes), first)
+
+
+def test_a_frame_of_another_column_kind_is_refused_in_transform() -> None:
+    _, holes = random_mixed_frame(0)
+    imputer = TDMImputer(**FAST, random_state=0).fit(holes)
+    changed = holes.assign(text=np.arange(len(holes), dtype=float))
+    with pytest.raises(ValueError, match="column 'text' was categorical in fit"):
+        imputer.transform(changed)
+
+
+def test_early_stopping_and_otimputer_take_mixed_frames() -> None:
+    _, holes = random_mixed_frame(1, n=120)
+    tdm = TDMImputer(**FAST, early_stopping=True, n_iter_no_change=25, random_state=0)
+    for imputer in (tdm, OTImputer(**FAST, random_state=0)):
+        out = imputer.fit_transform(holes)
+        assert out.dtypes.to_dict() == holes.dtypes.to_dict()
+        assert not out.isna().any().any()
+
+
+def test_save_and_load_keep_the_encoding(tmp_path) -> None:
+    _, holes = random_mixed_frame(2)
+    imputer = TDMImputer(**FAST, random_state=0).fit(holes)
+    imputer.save(tmp_path / "mixed.pt")
+    loaded = TDMImputer.load(tmp_path / "mixed.pt")
+    assert loaded.column_kinds_ == imputer.column_kinds_
+    assert loaded.bounds_ == imputer.bounds_
+    pd.testing.assert_frame_equal(loaded.transform(holes), imputer.transform(holes))
+
+
+@pytest.mark.parametrize("n_labels", [1, 2, 3, 4, 9, 10, 50])
+def test_label_points_are_distinct_and_at_one_hot_distances(n_labels: int) -> None:
+    points = label_embedding(n_labels)
+    assert points.shape == (n_labels, min(max(n_labels - 1, 1), MAX_EMBEDDING_DIM))
+    if n_labels < 2:
+        return
+    distances = np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))
+    off = distances[~np.eye(n_labels, dtype=bool)]
+    assert off.min() > 0
+    np.testing.assert_allclose(off.mean(), np.sqrt(2))
+    if n_labels <= MAX_EMBEDDING_DIM + 1:  # a regular simplex: all at the one-hot distance
+        np.testing.assert_allclose(off, np.sqrt(2))
