@@ -70,8 +70,8 @@ def errors(full: pd.DataFrame, out: pd.DataFrame, mask: pd.DataFrame) -> tuple[f
 def variants() -> dict[str, tuple[dict[str, Any], int]]:
     """Name -> (TDMImputer params, MAX_EMBEDDING_DIM)."""
     return {
-        "default (bounds: transform; up to 8 coordinates)": ({}, 8),
-        "bounds: project": ({"bounds_method": "project"}, 8),
+        "default (bounds: project; up to 8 coordinates)": ({}, 8),
+        "bounds: transform": ({"bounds_method": "transform"}, 8),
         "bounds: clip": ({"bounds_method": "clip"}, 8),
         "no bounds": ({"bounds": None}, 8),
         "start only (max_iter=0)": ({"max_iter": 0}, 8),
@@ -135,8 +135,8 @@ def run_uci(seeds: int, log: Callable[[str], None]) -> str:
     from tdm.simulate import simulate_mcar
 
     settings = {
-        "observed range, transform (default)": {},
-        "observed range, project": {"bounds_method": "project"},
+        "observed range, project (default)": {},
+        "observed range, transform": {"bounds_method": "transform"},
         "observed range, clip": {"bounds_method": "clip"},
         "no bounds": {"bounds": None},
     }

@@ -26,7 +26,7 @@ from torch.nn import functional
 
 __all__ = ["BOUNDS_METHODS", "BoundedCells", "column_bounds"]
 
-BOUNDS_METHODS = ("transform", "project", "clip")
+BOUNDS_METHODS = ("project", "transform", "clip")
 
 # Inside margin of a start at or beyond a bound, for the transform (a share of the range, or in
 # standardised units for a one-sided bound): the sigmoid's gradient must not vanish there.

@@ -184,7 +184,7 @@ class MissingCells:
         labels = None
         if encoding.mixed:
             labels = _labels(Z, mask, encoding, rng, noise, fill, start, device, dtype)
-        return cls(
+        cells = cls(
             theta=theta,
             X0=X0,
             mask=torch.as_tensor(num_mask, device=device),
@@ -193,6 +193,8 @@ class MissingCells:
             labels=labels,
             n_numeric=p,
         )
+        cells.project_()  # a start outside the bounds begins on them
+        return cells
 
     def parameters(self) -> list[nn.Parameter]:
         """The free parameters that have cells (numeric values first, then logits)."""

@@ -123,12 +123,12 @@ class TDMImputer(BatchOTImputer):
         In the units of ``X`` (standardised units if ``standardize=False`` and ``X`` is).
     bounds_margin : float, default=0.0
         Share of a column's observed range added below and above it by the observed bounds.
-    bounds_method : {"transform", "project", "clip"}, default="transform"
-        How the bounds hold while the cells are optimised: each bounded cell is a smooth clamp
-        of a free parameter (softplus ramps at its bounds, slope 1 between them), so that every
-        iterate is inside;
-        ``"project"``: cells are clamped into their bounds after every step; ``"clip"``: only
-        the result is clamped. Imputed values are clamped to the bounds in every case.
+    bounds_method : {"project", "transform", "clip"}, default="project"
+        How the bounds hold while the cells are optimised: bounded cells are clamped into their
+        bounds after every step (projected gradient); ``"transform"``: each bounded cell is a
+        smooth clamp of a free parameter (softplus ramps at its bounds, slope 1 between them),
+        so that every iterate is strictly inside; ``"clip"``: only the result is clamped.
+        Imputed values are clamped to the bounds in every case.
     transform_max_iter : int or None, default=None
         Steps of :meth:`transform` on new rows; ``None`` gives each new row about 200 updates
         (at least 200 steps), but never more than ``max_iter`` steps.
@@ -245,7 +245,7 @@ class TDMImputer(BatchOTImputer):
         standardize: bool = True,
         bounds: Any = "observed",
         bounds_margin: float = 0.0,
-        bounds_method: str = "transform",
+        bounds_method: str = "project",
         transform_max_iter: int | None = None,
         dtype: str = "float32",
         device: str | torch.device = "auto",
@@ -327,7 +327,7 @@ class OTImputer(BatchOTImputer):
         standardize: bool = True,
         bounds: Any = "observed",
         bounds_margin: float = 0.0,
-        bounds_method: str = "transform",
+        bounds_method: str = "project",
         transform_max_iter: int | None = None,
         dtype: str = "float32",
         device: str | torch.device = "auto",
