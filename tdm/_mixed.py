@@ -33,6 +33,7 @@ __all__ = [
     "MAX_EMBEDDING_DIM",
     "ColumnCoding",
     "TableEncoding",
+    "column_kind",
     "label_embedding",
 ]
 
@@ -83,8 +84,10 @@ class ColumnCoding:
         return 1 if self.embedding is None else int(self.embedding.shape[1])
 
 
-def _kind(series: pd.Series) -> str:
-    dtype = series.dtype
+def column_kind(dtype: Any) -> str:
+    """The kind of a column of ``dtype``: ``"boolean"`` (bool, pandas ``boolean``),
+    ``"float"``, ``"integer"`` (NumPy or pandas nullable) or ``"categorical"`` (object, string,
+    ``category``); ``TypeError`` for any other dtype."""
     if pd.api.types.is_bool_dtype(dtype):
         return BOOLEAN
     if pd.api.types.is_float_dtype(dtype):
@@ -159,7 +162,7 @@ class TableEncoding:
         for name in X.columns:
             series = X[name]
             try:
-                kind = _kind(series)
+                kind = column_kind(series.dtype)
             except TypeError:
                 raise ValueError(
                     f"{owner}: column {name!r} has dtype {series.dtype}, which cannot be "

@@ -1,5 +1,6 @@
-"""The optimisation shared by the batch optimal-transport imputers: the missing cells as one
-parameter vector, the RMSprop rate of those cells, and the step loop with its progress reports.
+"""The optimisation shared by the batch optimal-transport imputers: the RMSprop rate of the
+missing cells (:mod:`tdm._cells` holds the cells themselves), and the step loop with its
+progress reports.
 
 Each step draws two disjoint batches of rows, maps both through a network ``f`` (the identity for
 OTImputer), and lowers the optimal-transport cost between the two mapped batches (Zhao et al.,
@@ -20,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from tdm.transport import TransportTerms
 
@@ -28,10 +29,8 @@ __all__ = [
     "FitProgress",
     "StepHistory",
     "StopMonitor",
-    "assemble",
     "cell_rate",
     "default_transform_iter",
-    "missing_parameters",
     "paper_batch_size",
     "run_steps",
     "visit_step_factor",
@@ -129,50 +128,6 @@ def cell_rate(lr: float, rows_per_step: int, n_rows: int, *, correct: bool) -> f
         return lr
     factor = visit_step_factor(rows_per_step / n_rows) / visit_step_factor(_REFERENCE_SHARE)
     return lr / max(1.0, factor)
-
-
-def missing_parameters(
-    Z: np.ndarray,
-    mask: np.ndarray,
-    rng: np.random.Generator,
-    noise: float,
-    device: torch.device,
-    dtype: torch.dtype,
-    *,
-    fill: np.ndarray | None = None,
-    start: np.ndarray | None = None,
-) -> tuple[nn.Parameter, Tensor, Tensor, Tensor]:
-    """Missing cells as one parameter vector, initialised at the column mean plus N(0, noise²).
-
-    ``fill`` replaces the column means; ``start`` (the shape of ``Z``) gives every missing cell
-    its own starting value instead (the noise is added either way). Returns
-    ``(theta, X0, mask, slot)``: ``X0`` holds the observed values (0 where missing) and
-    ``slot[i, j]`` is the index in ``theta`` of the missing cell ``(i, j)``.
-    """
-    rows, cols = np.nonzero(mask)
-    if start is not None:
-        centre = start[rows, cols]
-    else:
-        means = fill if fill is not None else np.nanmean(np.where(mask, np.nan, Z), axis=0)
-        centre = means[cols]
-    init = centre + noise * rng.standard_normal(rows.size)
-    theta = nn.Parameter(torch.as_tensor(init, device=device, dtype=dtype))
-    X0 = torch.as_tensor(np.where(mask, 0.0, Z), device=device, dtype=dtype)
-    slot = np.zeros(mask.shape, dtype=np.int64)
-    slot[rows, cols] = np.arange(rows.size)
-    return (
-        theta,
-        X0,
-        torch.as_tensor(mask, device=device),
-        torch.as_tensor(slot, device=device),
-    )
-
-
-def assemble(X0: Tensor, mask: Tensor, slot: Tensor, theta: Tensor) -> Tensor:
-    """Observed values where observed, the parameters where missing (differentiable in theta)."""
-    if theta.numel() == 0:
-        return X0
-    return torch.where(mask, theta[slot], X0)
 
 
 def default_transform_iter(n_new: int, per_batch: int, max_iter: int) -> int:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from tdm._mixed import column_kind
 from tdm.datasets import DATASETS_DIR_ENV, default_data_dir
 from tdm.simulate import simulate_mar, simulate_mcar
 
@@ -110,23 +111,13 @@ def column_kinds(frame: pd.DataFrame) -> dict[str, ColumnKind]:
     """
     kinds: dict[str, ColumnKind] = {}
     for name, dtype in frame.dtypes.items():
-        if pd.api.types.is_bool_dtype(dtype):
-            kinds[name] = "boolean"
-        elif pd.api.types.is_integer_dtype(dtype):
-            kinds[name] = "integer"
-        elif pd.api.types.is_float_dtype(dtype):
-            kinds[name] = "float"
-        elif (
-            isinstance(dtype, pd.CategoricalDtype)
-            or pd.api.types.is_object_dtype(dtype)
-            or pd.api.types.is_string_dtype(dtype)
-        ):
-            kinds[name] = "categorical"
-        else:
+        try:
+            kinds[name] = cast(ColumnKind, column_kind(dtype))
+        except TypeError:
             raise TypeError(
                 f"column {name!r} has dtype {dtype}, which is neither float, integer, boolean "
                 "nor categorical (object, string, category); convert or drop it"
-            )
+            ) from None
     return kinds
 
 
