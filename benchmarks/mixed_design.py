@@ -3,7 +3,13 @@ cell parameter, projection after each step, clipping of the result, no bounds), 
 transport refinement improves on the start's labels, and how many coordinates a categorical
 column takes (a full regular simplex up to 8, or 3).
 
-Run: ``python -m benchmarks.mixed_design [--seeds 2] [--write]``. Data: the six tables of
+The speed choices (``--speed``) are measured the same way, each against the default: the
+network's width set by the table's columns rather than its coordinates, the forest start's
+one feature per categorical column rather than one per coordinate, and ``init="auto"``'s start
+taken from its probe run rather than computed again; ``--uci --speed`` measures the last on
+numeric UCI tables.
+
+Run: ``python -m benchmarks.mixed_design [--seeds 2] [--speed] [--write]``. Data: the six tables of
 ``../shared/datasets/mixed/`` (diamonds: a 3,000-row sample, seed 0), 30% MCAR, the default
 ``TDMImputer``. Metrics: numeric MAE in standard deviations of the complete column, categorical
 error rate (share of masked labels imputed wrong), each averaged over datasets and seeds.
@@ -12,10 +18,11 @@ error rate (share of masked labels imputed wrong), each averaged over datasets a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -24,9 +31,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+import tdm._estimator
 import tdm._mixed
+import tdm._starts
 from benchmarks._report import replace_section
 from tdm import TDMImputer
+from tdm.coupling import InvertibleNetwork
 from tdm.datasets import default_data_dir
 
 DATA = (default_data_dir() or Path("datasets")) / "mixed"  # $TDM_DATASETS_DIR or ../shared
@@ -79,17 +89,78 @@ def variants() -> dict[str, tuple[dict[str, Any], int]]:
     }
 
 
-def run(seeds: int, log: Callable[[str], None]) -> pd.DataFrame:
+class _CoordinateWidth(TDMImputer):
+    """Conditioners ``width_factor`` times as wide as the coordinates (tdm 0.6)."""
+
+    def _make_network(self, n_features: int, generator: torch.Generator | None) -> torch.nn.Module:
+        return InvertibleNetwork(
+            n_features,
+            n_blocks=self.n_blocks,
+            width_factor=self.width_factor,
+            clamp=self.clamp,
+            generator=generator,
+        )
+
+
+@contextlib.contextmanager
+def _patched(module: object, name: str, value: object) -> Iterator[None]:
+    """``module.name`` replaced for the block (this benchmark's own process only)."""
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
+
+
+def _coordinate_features(filled, targets, directions, skip):  # type: ignore[no-untyped-def]
+    """The forest start's features as in tdm 0.6: every coordinate of the other columns."""
+    return np.delete(filled, targets[skip], axis=1)
+
+
+def _start_again(Z, mask, rng, seed, groups=None):  # type: ignore[no-untyped-def]
+    """``init="auto"`` as in tdm 0.6: the chosen start computed a second time, without the
+    probe cells hidden."""
+    choice, scores, _ = tdm._starts.choose_start(Z, mask, rng, seed, groups)
+    return choice, scores, tdm._starts.start_fill(choice, Z, mask, seed, groups)
+
+
+SPEED_SECTION = "Mixed-type speed choices"
+
+
+def speed_variants() -> dict[str, tuple[type[TDMImputer], list[tuple[object, str, object]]]]:
+    """Name -> (imputer class, module attributes replaced)."""
+    width = _CoordinateWidth
+    features = (tdm._starts, "_column_features", _coordinate_features)
+    again = (tdm._estimator, "choose_start", _start_again)
+    return {
+        "default": (TDMImputer, []),
+        "network width: K x coordinates": (width, []),
+        "forest start: a feature per coordinate": (TDMImputer, [features]),
+        "auto start: computed again": (TDMImputer, [again]),
+        "all three (tdm 0.6)": (width, [features, again]),
+    }
+
+
+def run(seeds: int, log: Callable[[str], None], *, speed: bool = False) -> pd.DataFrame:
     rows = []
+    chosen: dict[str, tuple[type[TDMImputer], dict[str, Any], int, list[Any]]] = (
+        {name: (cls, {}, 8, patches) for name, (cls, patches) in speed_variants().items()}
+        if speed
+        else {name: (TDMImputer, params, dim, []) for name, (params, dim) in variants().items()}
+    )
     for name in NAMES:
         full = load(name)
         for seed in range(seeds):
             mask = mask_mcar(full, seed)
             holes = full.mask(mask)
-            for variant, (params, dim) in variants().items():
+            for variant, (cls, params, dim, patches) in chosen.items():
                 tdm._mixed.MAX_EMBEDDING_DIM = dim  # the benchmark's own process only
                 started = time.perf_counter()
-                out = TDMImputer(random_state=seed, **params).fit_transform(holes)
+                with contextlib.ExitStack() as stack:
+                    for patch in patches:
+                        stack.enter_context(_patched(*patch))
+                    out = cls(random_state=seed, **params).fit_transform(holes)
                 seconds = time.perf_counter() - started
                 num, cat = errors(full, out, mask)
                 rows.append((name, seed, variant, num, cat, seconds))
@@ -97,7 +168,7 @@ def run(seeds: int, log: Callable[[str], None]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "seed", "variant", "num", "cat", "seconds"])
 
 
-def report(results: pd.DataFrame, command: str) -> str:
+def report(results: pd.DataFrame, command: str, names: list[str]) -> str:
     means = results.groupby(["variant", "dataset"], sort=False)[["num", "cat"]].mean()
     lines = [
         f"Command: `{command}`  ",
@@ -110,7 +181,7 @@ def report(results: pd.DataFrame, command: str) -> str:
         "| variant | " + " | ".join(NAMES) + " | mean | s / fit |",
         "|---|" + "---|" * (len(NAMES) + 2),
     ]
-    for variant in variants():
+    for variant in names:
         cells = [
             f"{means.loc[(variant, n), 'num']:.3f} / {means.loc[(variant, n), 'cat']:.3f}"
             for n in NAMES
@@ -125,41 +196,63 @@ def report(results: pd.DataFrame, command: str) -> str:
 
 UCI_NAMES = ("concrete_slump", "seeds", "glass", "blood_transfusion")
 UCI_SECTION = "Bounds on numeric tables"
+UCI_SPEED_NAMES = (*UCI_NAMES, "parkinsons", "wine_quality_white", "california")
+UCI_SPEED_SECTION = "Start from the probe run on numeric tables"
 
 
-def run_uci(seeds: int, log: Callable[[str], None]) -> str:
-    """The bounds methods on four small UCI tables of the paper (NumPy input, 30% MCAR):
-    standardised MAE, mean over datasets and seeds."""
+def run_uci(seeds: int, log: Callable[[str], None], *, speed: bool = False) -> str:
+    """The bounds methods on four small UCI tables of the paper (NumPy input, 30% MCAR), or
+    (``speed``) the start taken from the probe run against one computed again on seven:
+    standardised MAE, mean over datasets and seeds, and seconds per fit."""
     from tdm.datasets import load_dataset
     from tdm.metrics import mae
     from tdm.simulate import simulate_mcar
 
-    settings = {
-        "observed range, project (default)": {},
-        "observed range, transform": {"bounds_method": "transform"},
-        "observed range, clip": {"bounds_method": "clip"},
-        "no bounds": {"bounds": None},
-    }
-    scores: dict[str, list[float]] = {name: [] for name in settings}
-    for name in UCI_NAMES:
+    again = [(tdm._estimator, "choose_start", _start_again)]
+    settings: dict[str, tuple[dict[str, Any], list[Any]]] = (
+        {"start from the probe run (default)": ({}, []), "start computed again": ({}, again)}
+        if speed
+        else {
+            "observed range, project (default)": ({}, []),
+            "observed range, transform": ({"bounds_method": "transform"}, []),
+            "observed range, clip": ({"bounds_method": "clip"}, []),
+            "no bounds": ({"bounds": None}, []),
+        }
+    )
+    names = UCI_SPEED_NAMES if speed else UCI_NAMES
+    scores: dict[tuple[str, str], list[float]] = {}
+    seconds: dict[str, list[float]] = {label: [] for label in settings}
+    for name in names:
         X = load_dataset(name).X
         for seed in range(seeds):
             mask = simulate_mcar(X, 0.3, random_state=seed)
             holes = np.where(mask, np.nan, X)
-            for label, params in settings.items():
-                out = TDMImputer(random_state=seed, **params).fit_transform(holes)
-                scores[label].append(mae(X, out, mask))
-                log(f"{name} seed {seed} {label}: {scores[label][-1]:.4f}")
+            for label, (params, patches) in settings.items():
+                started = time.perf_counter()
+                with contextlib.ExitStack() as stack:
+                    for patch in patches:
+                        stack.enter_context(_patched(*patch))
+                    out = TDMImputer(random_state=seed, **params).fit_transform(holes)
+                seconds[label].append(time.perf_counter() - started)
+                scores.setdefault((label, name), []).append(mae(X, out, mask))
+                log(f"{name} seed {seed} {label}: {scores[label, name][-1]:.4f}")
+    flag = " --speed" if speed else ""
     lines = [
-        f"Command: `python -m benchmarks.mixed_design --uci --seeds {seeds} --write`  ",
+        f"Command: `python -m benchmarks.mixed_design --uci{flag} --seeds {seeds} --write`  ",
         f"Date: {date.today().isoformat()}; machine: {platform.machine()}, 1 torch thread.  ",
-        f"Data: {', '.join(UCI_NAMES)} (standardised), 30% MCAR, seeds 0-{seeds - 1}; default "
-        "TDMImputer. Cells: MAE, mean over datasets and seeds.",
+        f"Data: {', '.join(names)} (standardised), 30% MCAR, seeds 0-{seeds - 1}; default "
+        "TDMImputer. Cells: MAE, mean over seeds; mean over datasets; seconds per fit.",
         "",
-        "| bounds | MAE |",
-        "|---|---|",
+        "| setting | " + " | ".join(names) + " | mean | s / fit |",
+        "|---|" + "---|" * (len(names) + 2),
     ]
-    lines += [f"| {label} | {np.mean(values):.4f} |" for label, values in scores.items()]
+    for label in settings:
+        per = [float(np.mean(scores[label, name])) for name in names]
+        lines.append(
+            f"| {label} | "
+            + " | ".join(f"{v:.4f}" for v in per)
+            + f" | {np.mean(per):.4f} | {np.mean(seconds[label]):.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -167,21 +260,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--write", action="store_true", help="write the table to BENCHMARKS.md")
-    parser.add_argument("--uci", action="store_true", help="the bounds on numeric UCI tables")
+    parser.add_argument("--uci", action="store_true", help="numeric UCI tables")
+    parser.add_argument("--speed", action="store_true", help="the speed choices")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if args.uci:
-        text = run_uci(args.seeds, lambda line: print(line, file=sys.stderr, flush=True))
+        text = run_uci(args.seeds, log, speed=args.speed)
         print(text)
         if args.write:
-            replace_section(UCI_SECTION, text)
+            replace_section(UCI_SPEED_SECTION if args.speed else UCI_SECTION, text)
         return
-    results = run(args.seeds, lambda line: print(line, file=sys.stderr, flush=True))
-    command = "python -m benchmarks.mixed_design --seeds " + str(args.seeds) + " --write"
-    text = report(results, command)
+    results = run(args.seeds, log, speed=args.speed)
+    flag = " --speed" if args.speed else ""
+    command = f"python -m benchmarks.mixed_design{flag} --seeds {args.seeds} --write"
+    names = list(speed_variants() if args.speed else variants())
+    text = report(results, command, names)
     print(text)
     if args.write:
-        replace_section(SECTION, text)
+        replace_section(SPEED_SECTION if args.speed else SECTION, text)
 
 
 if __name__ == "__main__":

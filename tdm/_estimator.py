@@ -298,10 +298,11 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         if init != "mean":  # the mean start draws nothing from rng here
             seed = int(rng.integers(2**31 - 1))
             if init == "auto":
-                self.init_, self.start_scores_ = choose_start(
+                self.init_, self.start_scores_, start = choose_start(
                     train_Z, train_mask, rng, seed, cell_groups
                 )
-            start = start_fill(self.init_, train_Z, train_mask, seed, cell_groups)
+            else:
+                start = start_fill(init, train_Z, train_mask, seed, cell_groups)
         cells = MissingCells.build(
             train_Z,
             train_mask,

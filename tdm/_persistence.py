@@ -16,10 +16,11 @@ from tdm._version import __version__
 
 __all__ = ["FORMAT_VERSION", "SavedImputer", "load_imputer", "save_imputer"]
 
-FORMAT_VERSION = 3
-"""Layout of the saved state. Files of layout 2 (numeric arrays only) are read too; files of
-another layout are refused."""
-_READABLE = (2, FORMAT_VERSION)
+FORMAT_VERSION = 4
+"""Layout of the saved state. Files of layouts 2 (numeric arrays only) and 3 (tdm 0.6, whose
+networks were as wide as the coordinates, refused where a categorical column made them wider
+than the columns) are read too; files of another layout are refused."""
+_READABLE = (2, 3, FORMAT_VERSION)
 
 
 class SavedImputer(Protocol):
@@ -110,8 +111,6 @@ def load_imputer(
     n_features = int(state["n_features_in_"])
     for name in _ARRAYS:
         setattr(est, name, state[name].numpy())
-    est.network_ = est._make_network(est.X_fit_.shape[1], None)
-    est.network_.load_state_dict(state["network"])
     if "encoding_" in state:
         est.encoding_ = load_encoding(state["encoding_"])
         est.bounds_ = {_key(k): (float(lo), float(hi)) for k, lo, hi in state["bounds_"]}
@@ -122,6 +121,14 @@ def load_imputer(
             frame=state["feature_names_in_"] is not None,
         )
         est.bounds_ = {name: (-np.inf, np.inf) for name in names}
+    if state["format_version"] == 3 and est.encoding_.width != len(est.encoding_.columns):
+        raise ValueError(
+            f"{path}: saved by tdm {state.get('tdm_version')}, whose network for a table with "
+            f"categorical columns tdm {__version__} does not read. Refit the imputer and save it "
+            "again."
+        )
+    est.network_ = est._make_network(est.X_fit_.shape[1], None)
+    est.network_.load_state_dict(state["network"])
     est.column_kinds_ = {c.name: c.kind for c in est.encoding_.columns}
     est.categories_ = {c.name: c.labels for c in est.encoding_.columns if c.labels is not None}
     ratio = state.get(_RATIO)

@@ -117,8 +117,11 @@ def forest_fill(
     fitting forests for columns that have nothing to impute.
 
     With ``groups`` (the original column of every column, :attr:`tdm._mixed.TableEncoding.groups`),
-    the coordinates of a categorical column are one multi-output forest's targets, and the other
-    columns' coordinates its features: one forest per original column, as for a numeric table.
+    the coordinates of a categorical column are one multi-output forest's targets, and as a
+    feature the column is one number, its coordinates' projection on a fixed direction (an
+    order of its labels, mixes between them): one forest per original column with one feature
+    per other column, as for a numeric table (a feature per coordinate is slower for no gain:
+    BENCHMARKS.md).
     """
     forest_seed = _forest_seeds(seed)[0]
     filled = SimpleImputer(strategy="mean").fit_transform(np.where(mask, np.nan, values))
@@ -128,6 +131,7 @@ def forest_fill(
     targets = [np.flatnonzero(groups == g) for g in np.unique(groups)]
     if len(targets) == 1:  # no other column to regress on: the mean, as IterativeImputer gives
         return np.where(mask, filled, values)
+    directions = _label_directions(targets, forest_seed)
     missingness = [mask[:, cols[0]].mean() for cols in targets]
     for _ in range(FOREST_START["max_iter"]):
         for k in np.argsort(missingness, kind="mergesort"):  # ascending missingness
@@ -135,13 +139,45 @@ def forest_fill(
             rows = mask[:, cols[0]]
             if not rows.any():
                 continue
-            others = np.flatnonzero(~np.isin(np.arange(n_features), cols))
+            features = _column_features(filled, targets, directions, skip=k)
             forest = _forest(forest_seed, FOREST_START["n_estimators"])
             target = filled[~rows][:, cols[0]] if cols.size == 1 else filled[~rows][:, cols]
-            forest.fit(filled[~rows][:, others], target)
-            predicted = forest.predict(filled[rows][:, others])
+            forest.fit(features[~rows], target)
+            predicted = forest.predict(features[rows])
             filled[np.ix_(np.flatnonzero(rows), cols)] = predicted.reshape(-1, cols.size)
     return np.where(mask, filled, values)
+
+
+def _label_directions(targets: list[np.ndarray], seed: int) -> list[np.ndarray | None]:
+    """A fixed unit direction per block of several coordinates (``None`` for one coordinate)."""
+    rng = np.random.default_rng(seed)
+    directions: list[np.ndarray | None] = []
+    for cols in targets:
+        if cols.size == 1:
+            directions.append(None)
+            continue
+        u = rng.standard_normal(cols.size)
+        directions.append(u / np.linalg.norm(u))
+    return directions
+
+
+def _column_features(
+    filled: np.ndarray,
+    targets: list[np.ndarray],
+    directions: list[np.ndarray | None],
+    skip: int,
+) -> np.ndarray:
+    """One feature per column but ``targets[skip]``: a numeric column's values, a categorical
+    block's projection on its direction."""
+    if all(u is None for u in directions):  # a numeric table: its columns, as they are
+        return np.delete(filled, targets[skip], axis=1)
+    return np.column_stack(
+        [
+            filled[:, cols[0]] if u is None else filled[:, cols] @ u
+            for j, (cols, u) in enumerate(zip(targets, directions, strict=True))
+            if j != skip
+        ]
+    )
 
 
 def start_fill(
@@ -160,7 +196,7 @@ def choose_start(
     rng: np.random.Generator,
     seed: int,
     groups: np.ndarray | None = None,
-) -> tuple[str, dict[str, float]]:
+) -> tuple[str, dict[str, float], np.ndarray]:
     """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
 
     A share (:data:`PROBE_FRACTION`) of the observed cells is hidden, both candidates impute them
@@ -168,16 +204,16 @@ def choose_start(
     probe cells are compared. The forest is chosen when its error is below
     :data:`FOREST_MARGIN` times ICE's, ICE being the cheaper of the two. No ground truth of the
     missing cells is used. ``groups`` (:func:`tdm._early_stopping.holdout_cells`) hides the
-    coordinates of a categorical cell together. Returns the choice and both scores.
+    coordinates of a categorical cell together. Returns the choice, both scores, and the
+    chosen candidate's imputation of that run (``Z``, its ``mask`` cells imputed): the start
+    is not computed a second time.
     """
     probe = holdout_cells(mask, PROBE_FRACTION, rng, groups)
     hidden = mask | probe
-    scores = {
-        name: float(np.abs(start_fill(name, Z, hidden, seed, groups)[probe] - Z[probe]).mean())
-        for name in ("ice", "forest")
-    }
+    filled = {name: start_fill(name, Z, hidden, seed, groups) for name in ("ice", "forest")}
+    scores = {name: float(np.abs(f[probe] - Z[probe]).mean()) for name, f in filled.items()}
     choice = "forest" if scores["forest"] < FOREST_MARGIN * scores["ice"] else "ice"
-    return choice, scores
+    return choice, scores, np.where(mask, filled[choice], Z)
 
 
 def context_start(

@@ -207,6 +207,10 @@ class InvertibleNetwork(nn.Module):
     generator : torch.Generator, optional
         Source of the initial weights (the usual ``nn.Linear`` initialisation, drawn from this
         generator instead of the global one).
+    hidden_width : int, optional
+        The conditioners' hidden width, in place of ``width_factor * n_features`` (TDMImputer
+        gives ``width_factor`` times the number of table columns, which a categorical column
+        counts once however many coordinates it takes).
     """
 
     def __init__(
@@ -217,10 +221,11 @@ class InvertibleNetwork(nn.Module):
         width_factor: int = 2,
         clamp: float = 2.0,
         generator: torch.Generator | None = None,
+        hidden_width: int | None = None,
     ) -> None:
         super().__init__()
         self.n_features = n_features
-        width = max(width_factor * n_features, 1)
+        width = max(width_factor * n_features if hidden_width is None else hidden_width, 1)
         self.blocks: list[AffineCoupling] = nn.ModuleList(  # type: ignore[assignment]
             AffineCoupling(n_features, width, clamp, generator) for _ in range(n_blocks)
         )

@@ -68,7 +68,8 @@ class TDMImputer(BatchOTImputer):
         ``T``, the number of affine-coupling blocks. ``0`` gives OTImputer (with its start,
         ``init="mean"`` and ``init_noise=0.1``).
     width_factor : int, default=2
-        ``K``: each conditioner MLP has three linear layers of width ``K * n_features``.
+        ``K``: each conditioner MLP has three linear layers of width ``K * n_features`` (a
+        categorical column counts as one feature).
     clamp : float, default=2.0
         Bound on the log-scales of the couplings (arctangent clamp): ``|log-scale| < clamp``.
     batch_size : int, default=512
@@ -279,12 +280,14 @@ class TDMImputer(BatchOTImputer):
         return self.cell_lr_correction
 
     def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
+        # K times the table's columns: a categorical column's block of label coordinates counts
+        # as one column (as accurate as K times the coordinates, and faster: BENCHMARKS.md).
         return InvertibleNetwork(
             n_features,
             n_blocks=self.n_blocks,
-            width_factor=self.width_factor,
             clamp=self.clamp,
             generator=generator,
+            hidden_width=self.width_factor * len(self.encoding_.columns),
         )
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "absolute_epsilon",
     "assignment",
     "pairwise_cost",
+    "plan_cost",
     "sinkhorn_plan",
     "transport_loss",
     "transport_terms",
@@ -65,10 +66,39 @@ def pairwise_cost(z1: Tensor, z2: Tensor, cost: Cost) -> Tensor:
     (the published code). Distances are computed from differences, never by the expansion
     ``|a|² + |b|² - 2ab``: in float32 that cancels when the points sit far from the origin
     relative to their spread (a contracted latent space), which quantises the costs into ties
-    that make the assignment both wrong and, with LAPJV, far slower.
+    that make the assignment both wrong and, with LAPJV, far slower. (The exact solvers take
+    :func:`plan_cost` instead, the expansion in float64 on centred points.)
     """
     dist = torch.cdist(z1, z2, compute_mode="donot_use_mm_for_euclid_dist")
     return dist.square() if cost == "sqeuclidean" else dist
+
+
+DIFFERENCE_MAX_WIDTH = 16
+"""Widest points whose exact-solver costs are computed from differences (as fast as the
+expansion up to here, on a CPU core: BENCHMARKS.md)."""
+
+
+def plan_cost(z1: Tensor, z2: Tensor, cost: Cost) -> Tensor:
+    """The cost matrix the exact solvers are given, without gradient.
+
+    Up to :data:`DIFFERENCE_MAX_WIDTH` columns, :func:`pairwise_cost` (differences, in the
+    points' dtype). Wider, the expansion ``|a|² + |b|² - 2ab`` (one matrix product, faster
+    there: BENCHMARKS.md) on the points in float64, centred on their joint mean: the rounding
+    error of a squared distance is then about 1e-16 times the squared spread of the two
+    batches, far below the solvers' grid (:data:`ASSIGNMENT_GRID`), even for a small cloud far
+    from the origin.
+    """
+    with torch.no_grad():
+        if z1.shape[1] <= DIFFERENCE_MAX_WIDTH:
+            return pairwise_cost(z1.detach(), z2.detach(), cost)
+        a, b = z1.detach().double(), z2.detach().double()
+        centre = torch.cat([a, b]).mean(dim=0)
+        a, b = a - centre, b - centre
+        squared = (a.square().sum(dim=1)[:, None] + b.square().sum(dim=1)[None, :]).addmm_(
+            a, b.T, alpha=-2.0
+        )
+        squared.clamp_(min=0.0)
+        return squared if cost == "sqeuclidean" else squared.sqrt_()
 
 
 def matched_cost(z1: Tensor, z2: Tensor, cost: Cost) -> Tensor:
@@ -249,13 +279,11 @@ def transport_terms(
     ``"sinkhorn"``, ``mean_cost`` is the mean of ``C(z1, z2)``.
     """
     if solver == "assignment" and z1.shape[0] == z2.shape[0]:
-        with torch.no_grad():
-            C = pairwise_cost(z1, z2, cost)
+        C = plan_cost(z1, z2, cost)
         perm = torch.from_numpy(assignment(C.cpu().numpy())).to(z2.device)
-        return TransportTerms(matched_cost(z1, z2[perm], cost).mean(), C.mean())
+        return TransportTerms(matched_cost(z1, z2[perm], cost).mean(), C.mean().to(z1.dtype))
     if solver in ("assignment", "emd"):
-        with torch.no_grad():
-            C64 = pairwise_cost(z1, z2, cost).double().cpu().numpy()
+        C64 = plan_cost(z1, z2, cost).double().cpu().numpy()
         n, m = C64.shape
         plan = ot.emd(np.full(n, 1.0 / n), np.full(m, 1.0 / m), C64)
         rows, cols = np.nonzero(plan)

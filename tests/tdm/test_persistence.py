@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -64,7 +65,7 @@ def test_files_from_an_older_save_layout_are_refused_with_a_message_to_refit(
     path = tmp_path / "imputer.pt"
     TDMImputer(**FAST).fit(X_nan).save(path)
     state = torch.load(path, weights_only=True)
-    assert state["format_version"] == 3 and state["tdm_version"]
+    assert state["format_version"] == 4 and state["tdm_version"]
     state["format_version"] = 1
     del state["tdm_version"]
     torch.save(state, path)
@@ -88,3 +89,29 @@ def test_a_file_without_the_cost_ratio_history_loads_with_nan_in_its_place(
     assert loaded.cost_ratio_history_.shape == est.loss_history_.shape
     assert np.isnan(loaded.cost_ratio_history_).all()
     assert loaded.transform(X_nan).tobytes() == est.transform(X_nan).tobytes()
+
+
+def test_a_numeric_file_of_tdm_0_6_loads_and_a_mixed_one_is_refused_with_a_refit(
+    data, tmp_path: Path
+) -> None:
+    """Save format 3 (tdm 0.6) sized the network by coordinates: a numeric table's file reads
+    the same now; a file with a categorical column (a wider network) is refused, saying to
+    refit, rather than failing deep inside torch."""
+    _, X_nan, _ = data
+    path = tmp_path / "imputer.pt"
+    est = TDMImputer(**FAST).fit(X_nan)
+    est.save(path)
+    state = torch.load(path, weights_only=True)
+    state["format_version"], state["tdm_version"] = 3, "0.6.0"
+    torch.save(state, path)
+    assert TDMImputer.load(path).transform(X_nan).tobytes() == est.transform(X_nan).tobytes()
+
+    frame = pd.DataFrame(X_nan[:, :2], columns=["a", "b"])
+    frame["label"] = np.array(["x", "y", "z"], dtype=object)[np.arange(len(frame)) % 3]
+    frame.loc[::5, "label"] = None
+    TDMImputer(**FAST).fit(frame).save(path)
+    state = torch.load(path, weights_only=True)
+    state["format_version"], state["tdm_version"] = 3, "0.6.0"
+    torch.save(state, path)
+    with pytest.raises(ValueError, match=r"saved by tdm 0\.6\.0.*categorical.*Refit"):
+        TDMImputer.load(path)

@@ -182,9 +182,13 @@ def test_auto_start_needs_the_forest_clearly_better(monkeypatch, forest_error, c
     X = low_rank()
     mask = np.zeros(X.shape, dtype=bool)
     mask[::5, 2] = True
-    picked, scores = tdm._starts.choose_start(X, mask, np.random.default_rng(0), seed=0)
+    picked, scores, start = tdm._starts.choose_start(X, mask, np.random.default_rng(0), seed=0)
     assert picked == choice
     assert scores == pytest.approx({"ice": 1.0, "forest": forest_error})
+    # The start is the chosen candidate's imputation of the missing cells in that same run
+    # (not a second run), and the observed cells, probe cells included, are the data's.
+    error = 1.0 if choice == "ice" else forest_error
+    np.testing.assert_array_equal(start, np.where(mask, X + error, X))
 
 
 def test_auto_start_survives_save_and_load(tmp_path: Path) -> None:

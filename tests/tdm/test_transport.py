@@ -12,6 +12,7 @@ from tdm.transport import (
     ASSIGNMENT_GRID,
     assignment,
     pairwise_cost,
+    plan_cost,
     sinkhorn_plan,
     transport_loss,
     transport_terms,
@@ -62,15 +63,17 @@ def test_assignment_handles_tiny_costs() -> None:
     assert C[np.arange(128), assignment(C)].sum() == pytest.approx(C[rows, cols].sum(), rel=1e-6)
 
 
+@pytest.mark.parametrize("width", [5, 40], ids=["differences", "centred-expansion"])
 @pytest.mark.parametrize("cost", ["sqeuclidean", "euclidean"])
-def test_contracted_cloud_far_from_origin_is_matched_exactly(cost: str) -> None:
+def test_contracted_cloud_far_from_origin_is_matched_exactly(cost: str, width: int) -> None:
     """Regression: costs by the |a|² + |b|² - 2ab expansion cancel in float32 for a small cloud
     far from the origin (a contracted latent space); the ties made LAPJV crawl (100-900 ms on
-    64 x 64) and the matching wrong. The loss must equal the exact float64 OT cost."""
+    64 x 64) and the matching wrong. The loss must equal the exact float64 OT cost, on the
+    narrow points (differences) and on the wide ones (the expansion, centred, in float64)."""
     g = torch.Generator().manual_seed(9)
     offset = 300.0
-    z1 = (offset + 1e-2 * torch.randn(64, 5, generator=g)).float()
-    z2 = (offset + 1e-2 * torch.randn(64, 5, generator=g)).float()
+    z1 = (offset + 1e-2 * torch.randn(64, width, generator=g)).float()
+    z2 = (offset + 1e-2 * torch.randn(64, width, generator=g)).float()
     ours = float(transport_loss(z1, z2, cost=cost, solver="assignment"))  # type: ignore[arg-type]
     M = pairwise_cost(z1.double(), z2.double(), cost).numpy()  # type: ignore[arg-type]
     uniform = np.full(64, 1 / 64)
@@ -165,3 +168,16 @@ def test_transport_terms_give_the_loss_and_the_mean_pair_cost(solver: str) -> No
         assert float(alike.loss) == 0.0
         one_point = transport_terms(z1, z2[:1].expand(16, 3), solver=solver)  # type: ignore[arg-type]
         torch.testing.assert_close(one_point.loss, one_point.mean_cost)
+
+
+@pytest.mark.parametrize("cost", ["sqeuclidean", "euclidean"])
+@pytest.mark.parametrize("width", [3, 16, 17, 72])
+def test_plan_cost_equals_the_float64_differences(cost: str, width: int) -> None:
+    """The exact solvers' cost matrix, on either side of the width where it switches to the
+    expansion, is the float64 matrix of differences to float32 precision or better."""
+    g = torch.Generator().manual_seed(width)
+    z1 = (5.0 + torch.randn(256, width, generator=g)).float()
+    z2 = (5.0 + torch.randn(256, width, generator=g)).float()
+    reference = pairwise_cost(z1.double(), z2.double(), cost)  # type: ignore[arg-type]
+    ours = plan_cost(z1, z2, cost).double()  # type: ignore[arg-type]
+    torch.testing.assert_close(ours, reference, rtol=1e-6, atol=1e-6)
