@@ -36,7 +36,13 @@ __all__ = [
 FOREST_START: dict[str, int] = {"n_estimators": 20, "max_iter": 3}
 
 PROBE_FRACTION = 0.05
-"""Share of the observed cells hidden by ``init="auto"`` to score the candidate starts."""
+"""Share of the observed cells hidden by ``init="auto"`` to score the candidate starts..."""
+PROBE_MAX_CELLS = 2_000
+"""... but never more cells than this."""
+REUSE_SHARE = 0.01
+"""Largest share of the observed cells the probe may hide for the chosen candidate's run to be
+the start itself; past it (smaller tables, where a run costs little and hiding cells costs
+accuracy: BENCHMARKS.md), the start is computed again on every observed cell."""
 FOREST_MARGIN = 0.9
 """``init="auto"`` takes the forest's start only if its probe error is below this times ICE's."""
 START_CONTEXT_ROWS = 10_000
@@ -199,21 +205,31 @@ def choose_start(
 ) -> tuple[str, dict[str, float], np.ndarray]:
     """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
 
-    A share (:data:`PROBE_FRACTION`) of the observed cells is hidden, both candidates impute them
-    along with the missing cells, and their mean absolute errors (standardised units) on the
-    probe cells are compared. The forest is chosen when its error is below
-    :data:`FOREST_MARGIN` times ICE's, ICE being the cheaper of the two. No ground truth of the
-    missing cells is used. ``groups`` (:func:`tdm._early_stopping.holdout_cells`) hides the
-    coordinates of a categorical cell together. Returns the choice, both scores, and the
-    chosen candidate's imputation of that run (``Z``, its ``mask`` cells imputed): the start
-    is not computed a second time.
+    A share (:data:`PROBE_FRACTION`, at most :data:`PROBE_MAX_CELLS` cells) of the observed
+    cells is hidden, both candidates impute them along with the missing cells, and their mean
+    absolute errors (standardised units) on the probe cells are compared. The forest is chosen
+    when its error is below :data:`FOREST_MARGIN` times ICE's, ICE being the cheaper of the
+    two. No ground truth of the missing cells is used. ``groups``
+    (:func:`tdm._early_stopping.holdout_cells`) hides the coordinates of a categorical cell
+    together. Returns the choice, both scores, and the start: ``Z`` with its ``mask`` cells
+    imputed by the chosen candidate, in that same run where the probe hid at most
+    :data:`REUSE_SHARE` of the observed cells, else in a run of its own.
     """
-    probe = holdout_cells(mask, PROBE_FRACTION, rng, groups)
+    observed = int((~(mask if groups is None else mask[:, _firsts(groups)])).sum())
+    fraction = min(PROBE_FRACTION, PROBE_MAX_CELLS / max(observed, 1))
+    probe = holdout_cells(mask, fraction, rng, groups)
     hidden = mask | probe
     filled = {name: start_fill(name, Z, hidden, seed, groups) for name in ("ice", "forest")}
     scores = {name: float(np.abs(f[probe] - Z[probe]).mean()) for name, f in filled.items()}
     choice = "forest" if scores["forest"] < FOREST_MARGIN * scores["ice"] else "ice"
-    return choice, scores, np.where(mask, filled[choice], Z)
+    if fraction <= REUSE_SHARE:
+        return choice, scores, np.where(mask, filled[choice], Z)
+    return choice, scores, start_fill(choice, Z, mask, seed, groups)
+
+
+def _firsts(groups: np.ndarray) -> np.ndarray:
+    """The first coordinate of every original column."""
+    return np.unique(groups, return_index=True)[1]
 
 
 def context_start(

@@ -106,9 +106,12 @@ class TDMImputer(BatchOTImputer):
         imputation, chained equations with a Bayesian linear regression per column (the ICE
         baseline). ``"forest"``: a light MissForest's, chained random forests (20 trees, 3
         rounds; the MissForest baseline uses 100 trees and up to 10 rounds). ``"auto"``: hide
-        5% of the observed cells, impute them with both, and take the forest's start only if its
-        error on them is at least 10% lower than ICE's (``init_`` and ``start_scores_`` record
-        the choice); no ground truth of the missing cells is used. ``"mean"``: the column's
+        5% of the observed cells (at most 2,000), impute them with both, and take the forest's
+        start only if its error on them is at least 10% lower than ICE's (``init_`` and
+        ``start_scores_`` record the choice); no ground truth of the missing cells is used.
+        Where those cells are at most 1% of the observed ones (large tables), the start is the
+        chosen candidate's imputation from that run; elsewhere it is computed again with every
+        observed cell. ``"mean"``: the column's
         observed mean (the paper). New rows in :meth:`transform` start the same way, with up to
         10,000 fitted rows as context.
     init_noise : float, default=0.0

@@ -74,8 +74,9 @@ def pairwise_cost(z1: Tensor, z2: Tensor, cost: Cost) -> Tensor:
 
 
 DIFFERENCE_MAX_WIDTH = 16
-"""Widest points whose exact-solver costs are computed from differences (as fast as the
-expansion up to here, on a CPU core: BENCHMARKS.md)."""
+"""Widest points whose exact-solver costs are computed from differences: up to here they cost
+little more than the expansion on a CPU core (BENCHMARKS.md, "Cost matrix of the exact
+solvers"), and fits of narrow tables keep the results recorded before the expansion."""
 
 
 def plan_cost(z1: Tensor, z2: Tensor, cost: Cost) -> Tensor:

@@ -167,28 +167,42 @@ def test_auto_start_picks_the_start_with_the_lower_probe_error(X, winner: str) -
     assert mae(X, fixed, mask) < mae(X, other, mask)  # the probe's choice holds on the truth
 
 
+@pytest.mark.parametrize("probe_max_cells", [2_000, 3], ids=["small-table", "large-table"])
 @pytest.mark.parametrize(("forest_error", "choice"), [(0.95, "ice"), (0.85, "forest")])
-def test_auto_start_needs_the_forest_clearly_better(monkeypatch, forest_error, choice) -> None:
-    """The forest's start is taken only when its probe error is below 0.9 times ICE's."""
+def test_auto_start_needs_the_forest_clearly_better(
+    monkeypatch, forest_error, choice, probe_max_cells
+) -> None:
+    """The forest's start is taken only when its probe error is below 0.9 times ICE's. Where
+    the probe hides more than 1% of the observed cells (a small table) the chosen start is
+    computed again on every observed cell; where it hides less (the probe is capped in cells:
+    a large table), the start is the chosen candidate's imputation in the probe run."""
     import tdm._starts
+
+    hidden_sets: list[np.ndarray] = []
 
     def fake_fill(
         kind: str, values: np.ndarray, hidden: np.ndarray, seed: int, groups: np.ndarray | None
     ) -> np.ndarray:
+        hidden_sets.append(hidden)
         error = 1.0 if kind == "ice" else forest_error
         return np.where(hidden, np.nan_to_num(values) + error, values)
 
     monkeypatch.setattr(tdm._starts, "start_fill", fake_fill)
+    monkeypatch.setattr(tdm._starts, "PROBE_MAX_CELLS", probe_max_cells)
     X = low_rank()
     mask = np.zeros(X.shape, dtype=bool)
     mask[::5, 2] = True
     picked, scores, start = tdm._starts.choose_start(X, mask, np.random.default_rng(0), seed=0)
     assert picked == choice
     assert scores == pytest.approx({"ice": 1.0, "forest": forest_error})
-    # The start is the chosen candidate's imputation of the missing cells in that same run
-    # (not a second run), and the observed cells, probe cells included, are the data's.
     error = 1.0 if choice == "ice" else forest_error
     np.testing.assert_array_equal(start, np.where(mask, X + error, X))
+    probe = hidden_sets[0] & ~mask
+    if probe_max_cells == 3:  # large: 3 probe cells, two runs, the start from the probe run
+        assert probe.sum() == 3 and len(hidden_sets) == 2
+    else:  # small: 5% of the observed cells, and a third run with only the missing cells hidden
+        assert probe.sum() == round(0.05 * (~mask).sum()) and len(hidden_sets) == 3
+        np.testing.assert_array_equal(hidden_sets[2], mask)
 
 
 def test_auto_start_survives_save_and_load(tmp_path: Path) -> None:
