@@ -1,0 +1,116 @@
+"""How strong the forest start should be: the light forest's trees and rounds against the
+default TDM's accuracy and cost, on the large tables where MissForest leads (issue 17).
+
+Run: ``python -m benchmarks.start_strength --datasets letter --seeds 0,1`` (one process per
+dataset may run beside another: each writes ``results/start_strength/<dataset>.csv``), then
+``python -m benchmarks.start_strength --write`` to put every recorded row in BENCHMARKS.md.
+Selection masks only (30% MCAR, seeds 0-1). For each forest size (trees, rounds), the start
+alone (``init="forest"``, ``max_iter=0``) and the default TDM from it (``init="forest"``), with
+the wall time of each, one torch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import platform
+import sys
+import time
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+import tdm._starts
+from benchmarks._report import replace_section
+from tdm import TDMImputer
+from tdm.datasets import load_dataset
+from tdm.metrics import mae
+from tdm.simulate import simulate_mcar
+
+SECTION = "Forest start size (selection masks)"
+OUT = Path(__file__).resolve().parent.parent / "results" / "start_strength"
+SIZES = ((20, 3), (60, 3), (20, 8))
+
+
+@contextlib.contextmanager
+def forest_size(trees: int, rounds: int) -> Iterator[None]:
+    """The light forest's size for the block (this benchmark's own process only)."""
+    saved = dict(tdm._starts.FOREST_START)
+    tdm._starts.FOREST_START.update(n_estimators=trees, max_iter=rounds)
+    try:
+        yield
+    finally:
+        tdm._starts.FOREST_START.update(saved)
+
+
+def run(name: str, seeds: list[int]) -> pd.DataFrame:
+    X = load_dataset(name).X
+    rows = []
+    for seed in seeds:
+        mask = simulate_mcar(X, 0.3, random_state=seed)
+        holes = np.where(mask, np.nan, X)
+        for trees, rounds in SIZES:
+            with forest_size(trees, rounds):
+                for label, steps in (("start", 0), ("tdm", None)):
+                    params = {"init": "forest", "random_state": seed}
+                    if steps is not None:
+                        params["max_iter"] = steps
+                    started = time.perf_counter()
+                    out = TDMImputer(**params).fit_transform(holes)
+                    seconds = time.perf_counter() - started
+                    rows.append((name, seed, trees, rounds, label, mae(X, out, mask), seconds))
+                    print(rows[-1], file=sys.stderr, flush=True)
+    return pd.DataFrame(
+        rows, columns=["dataset", "seed", "trees", "rounds", "fit", "mae", "seconds"]
+    )
+
+
+def report() -> str:
+    frames = [pd.read_csv(p) for p in sorted(OUT.glob("*.csv"))]
+    results = pd.concat(frames, ignore_index=True)
+    means = results.groupby(["dataset", "trees", "rounds", "fit"])[["mae", "seconds"]].mean()
+    seeds = sorted(results.seed.unique())
+    lines = [
+        "Command: `python -m benchmarks.start_strength --datasets NAME --seeds 0,1` per dataset, "
+        "then `python -m benchmarks.start_strength --write`  ",
+        f"Date: {date.today().isoformat()}; machine: {platform.machine()}, 1 torch thread "
+        "(two datasets' processes at once on 2 cores).  ",
+        f"30% MCAR, seeds {', '.join(map(str, seeds))}; MAE and seconds per fit, mean over "
+        'seeds; the start alone (`init="forest"`, `max_iter=0`) and TDM from it (2,000 steps).',
+        "",
+        "| dataset | trees | rounds | start MAE | start s | TDM MAE | TDM s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (name, trees, rounds), group in means.groupby(level=[0, 1, 2]):
+        start = group.xs("start", level="fit").iloc[0]
+        fitted = group.xs("tdm", level="fit").iloc[0]
+        lines.append(
+            f"| {name} | {trees} | {rounds} | {start.mae:.4f} | {start.seconds:.0f} | "
+            f"{fitted.mae:.4f} | {fitted.seconds:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", default="", help="comma-separated; runs and records them")
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--write", action="store_true", help="write the table to BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name in filter(None, args.datasets.split(",")):
+        results = run(name, [int(s) for s in args.seeds.split(",")])
+        results.to_csv(OUT / f"{name}.csv", index=False)
+    text = report()
+    print(text)
+    if args.write:
+        replace_section(SECTION, text)
+
+
+if __name__ == "__main__":
+    main()
