@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from prefect.exceptions import FailedRun
 
 from flows.impute_warehouse import WarehouseRunError, impute_warehouse
 from flows.runners import gpu_annotation, task_runner
@@ -206,7 +207,10 @@ def test_a_run_where_only_locks_failed_raises_the_lock_error_for_the_run_retries
 
     with duckdb.connect(str(three_tables)) as con:
         con.execute("UPDATE east SET pressure = 'inf'::DOUBLE WHERE id = 3")
-    with pytest.raises(WarehouseRunError, match="3 of 3 tables failed"):
+    # The flow returns a Failed state carrying the error (`flows.runs.fail_run`); Prefect
+    # raises that error, or, now and then (twice in CI runs: the state as the test server
+    # returned it, without its data), FailedRun with the same message.
+    with pytest.raises((WarehouseRunError, FailedRun), match="3 of 3 tables failed"):
         impute_warehouse(str(all_tables_config(tmp_path, three_tables)))
 
 
