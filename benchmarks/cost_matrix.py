@@ -12,30 +12,25 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
+from collections.abc import Callable
 from datetime import date
 
-import numpy as np
 import torch
 
 import tdm.transport
 from benchmarks._report import replace_section
+from benchmarks.speed import median_ms
 from tdm.transport import pairwise_cost, plan_cost
 
 SECTION = "Cost matrix of the exact solvers"
 WIDTHS = (4, 8, 12, 16, 20, 32, 41, 72, 128)
 
 
-def median_ms(call: object, repeats: int = 50) -> float:
-    assert callable(call)
-    for _ in range(5):
+def timed_ms(call: Callable[[], object]) -> float:
+    """Median ms of 50 calls after 5 warm-up calls."""
+    for _ in range(4):
         call()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return float(np.median(times) * 1e3)
+    return median_ms(call, 50)  # one more warm-up call, then the 50 timed ones
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,8 +56,8 @@ def main(argv: list[str] | None = None) -> None:
         for d in WIDTHS:
             z1 = torch.randn(512, d, generator=generator)
             z2 = torch.randn(512, d, generator=generator)
-            diff = median_ms(lambda: pairwise_cost(z1, z2, "euclidean"))  # noqa: B023
-            expansion = median_ms(lambda: plan_cost(z1, z2, "euclidean"))  # noqa: B023
+            diff = timed_ms(lambda: pairwise_cost(z1, z2, "euclidean"))  # noqa: B023
+            expansion = timed_ms(lambda: plan_cost(z1, z2, "euclidean"))  # noqa: B023
             lines.append(f"| {d} | {diff:.3f} | {expansion:.3f} | {diff / expansion:.2f} |")
     finally:
         tdm.transport.DIFFERENCE_MAX_WIDTH = saved
