@@ -5,18 +5,16 @@ Run: ``python -m benchmarks.start_strength --datasets letter --seeds 0,1`` (one 
 dataset may run beside another: each writes ``results/start_strength/<dataset>.csv``), then
 ``python -m benchmarks.start_strength --write`` to put every recorded row in BENCHMARKS.md.
 Selection masks only (30% MCAR, seeds 0-1). For each forest size (trees, rounds), the start
-alone (``init="forest"``, ``max_iter=0``) and the default TDM from it (``init="forest"``), with
-the wall time of each, one torch thread.
+alone (``init="forest"``, ``max_iter=0``) and the default TDM from it (``init="forest"``, so no
+safeguard), with the wall time of each, one torch thread.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import platform
 import sys
 import time
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -24,7 +22,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-import tdm._starts
 from benchmarks._report import replace_section
 from tdm import TDMImputer
 from tdm.datasets import load_dataset
@@ -33,18 +30,7 @@ from tdm.simulate import simulate_mcar
 
 SECTION = "Forest start size (selection masks)"
 OUT = Path(__file__).resolve().parent.parent / "results" / "start_strength"
-SIZES = ((20, 3), (60, 3), (20, 8))
-
-
-@contextlib.contextmanager
-def forest_size(trees: int, rounds: int) -> Iterator[None]:
-    """The light forest's size for the block (this benchmark's own process only)."""
-    saved = dict(tdm._starts.FOREST_START)
-    tdm._starts.FOREST_START.update(n_estimators=trees, max_iter=rounds)
-    try:
-        yield
-    finally:
-        tdm._starts.FOREST_START.update(saved)
+SIZES = ((20, 3), (60, 3), (20, 8), (100, 4))
 
 
 def run(name: str, seeds: list[int]) -> pd.DataFrame:
@@ -54,16 +40,15 @@ def run(name: str, seeds: list[int]) -> pd.DataFrame:
         mask = simulate_mcar(X, 0.3, random_state=seed)
         holes = np.where(mask, np.nan, X)
         for trees, rounds in SIZES:
-            with forest_size(trees, rounds):
-                for label, steps in (("start", 0), ("tdm", None)):
-                    params = {"init": "forest", "random_state": seed}
-                    if steps is not None:
-                        params["max_iter"] = steps
-                    started = time.perf_counter()
-                    out = TDMImputer(**params).fit_transform(holes)
-                    seconds = time.perf_counter() - started
-                    rows.append((name, seed, trees, rounds, label, mae(X, out, mask), seconds))
-                    print(rows[-1], file=sys.stderr, flush=True)
+            for label, steps in (("start", 0), ("tdm", None)):
+                params = {"init": "forest", "forest_trees": trees, "forest_rounds": rounds}
+                if steps is not None:
+                    params["max_iter"] = steps
+                started = time.perf_counter()
+                out = TDMImputer(random_state=seed, **params).fit_transform(holes)
+                seconds = time.perf_counter() - started
+                rows.append((name, seed, trees, rounds, label, mae(X, out, mask), seconds))
+                print(rows[-1], file=sys.stderr, flush=True)
     return pd.DataFrame(
         rows, columns=["dataset", "seed", "trees", "rounds", "fit", "mae", "seconds"]
     )

@@ -181,9 +181,14 @@ def _fit(
         progress.finish()
     used = {k: v for k, v in imputer.get_params().items() if k not in ("callback", "verbose")}
     used["device"] = str(used["device"])
-    # What the fit chose (with init="auto": ICE's or the forest's start, and the probe errors).
+    # What the fit chose (with init="auto": ICE's or the forest's start, and the probe errors;
+    # on a large table, how far from the start to the refinement the safeguard went).
     used["start_used"] = imputer.init_
     used["start_scores"] = imputer.start_scores_
+    used["forest_size"] = None if imputer.forest_size_ is None else list(imputer.forest_size_)
+    used["refined_share"] = imputer.refined_share_
+    scores = imputer.safeguard_scores_
+    used["safeguard_scores"] = None if scores is None else {f"{k:g}": v for k, v in scores.items()}
     losses = np.asarray(imputer.loss_history_, dtype=float)
     outcome = ImputationOutcome(
         frame=_as_frame(filled, frame),

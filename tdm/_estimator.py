@@ -30,7 +30,8 @@ from tdm._optimise import (
 )
 from tdm._outputs import fingerprint
 from tdm._persistence import load_imputer, save_imputer
-from tdm._starts import choose_start, start_fill
+from tdm._safeguard import guard
+from tdm._starts import fit_start
 from tdm._tables import BoundsParam, bounds_arrays, complete_table, fitted_bounds, read_table
 from tdm._validation import (
     MIN_SAMPLES,
@@ -111,6 +112,9 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     best_iteration_: int | None
     init_: str
     start_scores_: dict[str, float] | None
+    forest_size_: tuple[int, int] | None
+    safeguard_scores_: dict[float, float] | None
+    refined_share_: float
     encoding_: TableEncoding
     column_kinds_: dict[Any, str]
     categories_: dict[Any, np.ndarray]
@@ -122,6 +126,11 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     def _start_kind(self) -> str:
         """The start asked for: ``"mean"`` here; TDMImputer's ``init``."""
         return "mean"
+
+    def _start_options(self) -> tuple[int | None, int | None, bool]:
+        """The forest start's trees and rounds (``None``: by the table's size) and whether the
+        safeguard runs: ``(None, None, False)`` here; TDMImputer's settings."""
+        return None, None, False
 
     def _network_lr(self) -> float:
         """RMSprop rate of the network weights: ``lr`` here; TDMImputer's ``network_lr``."""
@@ -292,17 +301,11 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         )
         train_mask = mask if holdout is None else mask | holdout
         train_Z = Z if holdout is None else np.where(holdout, np.nan, Z)
-        start = None
-        init = self._start_kind()
-        self.init_, self.start_scores_ = init, None
-        if init != "mean":  # the mean start draws nothing from rng here
-            seed = int(rng.integers(2**31 - 1))
-            if init == "auto":
-                self.init_, self.start_scores_, start = choose_start(
-                    train_Z, train_mask, rng, seed, cell_groups
-                )
-            else:
-                start = start_fill(init, train_Z, train_mask, seed, cell_groups)
+        self.init_, self.start_scores_, self.forest_size_, start, probe = fit_start(
+            self._start_kind(), train_Z, train_mask, rng, cell_groups, *self._start_options()
+        )
+        if probe is not None:  # kept hidden: they score the start against the refinement
+            train_mask, train_Z = train_mask | probe, np.where(probe, np.nan, train_Z)
         cells = MissingCells.build(
             train_Z,
             train_mask,
@@ -312,6 +315,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             self.init_noise,
             start=start,
         )
+        initial = cells.result() if probe is not None else None
         # Complete data still trains the network (``transform`` then has a learned geometry).
         groups: list[dict[str, Any]] = []
         weights = [p for p in network.parameters() if p.requires_grad]
@@ -344,10 +348,27 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         )
         self.validation_scores_ = None if monitor is None else np.asarray(monitor.scores)
         self.best_iteration_ = None if monitor is None else monitor.restore_best()
-        filled = cells.result()
+        filled = self._guarded(cells.result(), initial, probe, Z)
         if holdout is not None:
             filled[holdout] = Z[holdout]  # held-out cells are observed: give back their values
         return filled, history
+
+    def _guarded(
+        self,
+        refined: np.ndarray,
+        initial: np.ndarray | None,
+        probe: np.ndarray | None,
+        Z: np.ndarray,
+    ) -> np.ndarray:
+        """The refined cells, or where the safeguard (:func:`tdm._safeguard.guard`) leaves
+        them; sets ``refined_share_`` and ``safeguard_scores_``."""
+        self.refined_share_, self.safeguard_scores_ = 1.0, None
+        if probe is None or initial is None:
+            return refined
+        filled, self.refined_share_, self.safeguard_scores_ = guard(
+            refined, initial, probe, Z, len(self.encoding_.numeric)
+        )
+        return filled
 
     def _transform_new(self, values: np.ndarray) -> np.ndarray:
         """The standardised completion of rows unseen in ``fit``, the network held fixed."""

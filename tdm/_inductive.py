@@ -1,6 +1,7 @@
 """``transform`` on rows unseen in ``fit``: their missing cells are optimised with the fitted
 network held fixed, each batch mixing new rows with fitted ones, so that the mapped new rows
-match other fitted rows in transport cost."""
+match other fitted rows in transport cost. Where ``fit`` kept its start or a share of the way to
+its refinement (the safeguard), new rows get the same share."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sklearn.utils import check_random_state
 
 from tdm._cells import MissingCells
 from tdm._optimise import default_transform_iter
+from tdm._safeguard import share_of
 from tdm._starts import context_start
 from tdm._validation import resolve_device, resolve_dtype
 from tdm.transport import TransportTerms
@@ -46,6 +48,7 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
             sub_mask,
             rng,
             est.encoding_.groups if est.encoding_.mixed else None,
+            est.forest_size_ or (20, 3),
         )
     cells = MissingCells.build(
         Z,
@@ -71,7 +74,9 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
         z1 = torch.cat([z_new, latent_fit[fit[: B - k]]])
         return est._loss(z1, latent_fit[fit[B - k :]])
 
-    if cells.parameters():
+    share = est.refined_share_
+    initial = cells.result() if 0.0 < share < 1.0 else None
+    if cells.parameters() and share > 0.0:  # share 0: the safeguard kept the start, so here
         optimizer = torch.optim.RMSprop(cells.parameters(), lr=est._cell_lr(k, n_new))
         est._run(
             step,
@@ -82,5 +87,8 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
             stage="transform",
             after_step=cells.project_,
         )
-    filled[rows_missing] = cells.result()
+    result = cells.result()
+    filled[rows_missing] = (
+        result if initial is None else share_of(initial, result, share, len(est.encoding_.numeric))
+    )
     return filled

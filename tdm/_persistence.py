@@ -16,11 +16,12 @@ from tdm._version import __version__
 
 __all__ = ["FORMAT_VERSION", "SavedImputer", "load_imputer", "save_imputer"]
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 """Layout of the saved state. Files of layouts 2 (numeric arrays only) and 3 (tdm 0.6, whose
 networks were as wide as the coordinates, refused where a categorical column made them wider
-than the columns) are read too; files of another layout are refused."""
-_READABLE = (2, 3, FORMAT_VERSION)
+than the columns) and 4 (tdm 0.7: no forest size or safeguard recorded; read as the light
+forest and the refinement kept) are read too; files of another layout are refused."""
+_READABLE = (2, 3, 4, FORMAT_VERSION)
 
 
 class SavedImputer(Protocol):
@@ -71,6 +72,11 @@ def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
         "best_iteration_": imputer.best_iteration_,
         "init_": imputer.init_,
         "start_scores_": imputer.start_scores_,
+        "forest_size_": None if imputer.forest_size_ is None else list(imputer.forest_size_),
+        "safeguard_scores_": None
+        if imputer.safeguard_scores_ is None
+        else [[share, score] for share, score in imputer.safeguard_scores_.items()],
+        "refined_share_": imputer.refined_share_,
         "device_": str(imputer.device_),
         "encoding_": save_encoding(imputer.encoding_),
         "bounds_": [[_plain(k), lo, hi] for k, (lo, hi) in imputer.bounds_.items()],
@@ -147,6 +153,12 @@ def load_imputer(
     est.best_iteration_ = state["best_iteration_"]
     est.init_ = state["init_"]
     est.start_scores_ = state["start_scores_"]
+    # Before format 5: the forest of the init_ that was used, and the refinement always kept.
+    size = state.get("forest_size_", [20, 3] if est.init_ == "forest" else None)
+    est.forest_size_ = None if size is None else (int(size[0]), int(size[1]))
+    scores = state.get("safeguard_scores_")
+    est.safeguard_scores_ = None if scores is None else {float(s): float(v) for s, v in scores}
+    est.refined_share_ = float(state.get("refined_share_", 1.0))
     est.device_ = torch.device(state["device_"])
     loaded: Imputer = est
     return loaded

@@ -21,28 +21,38 @@ from tdm._early_stopping import holdout_cells
 from tdm._seeds import spawn_seeds
 
 __all__ = [
+    "FOREST_LARGE",
     "FOREST_START",
+    "LARGE_CELLS",
     "choose_start",
     "context_start",
+    "fit_start",
     "forest_fill",
+    "forest_size",
     "ice_fill",
     "make_ice",
     "make_missforest",
     "start_fill",
 ]
 
-#: The forest of TDM's ``init="forest"`` start: MissForest with 20 trees and 3 rounds (the
-#: MissForest baseline: 100 trees, up to 10 rounds).
+#: The forest of TDM's ``init="forest"`` start on a table of fewer than :data:`LARGE_CELLS`
+#: observed cells: MissForest with 20 trees and 3 rounds (the MissForest baseline: 100 trees,
+#: up to 10 rounds).
 FOREST_START: dict[str, int] = {"n_estimators": 20, "max_iter": 3}
+#: ... and on a larger table, where a stronger start pays (BENCHMARKS.md, "Forest start size").
+FOREST_LARGE: dict[str, int] = {"n_estimators": 100, "max_iter": 4}
 
 PROBE_FRACTION = 0.05
 """Share of the observed cells hidden by ``init="auto"`` to score the candidate starts..."""
 PROBE_MAX_CELLS = 2_000
 """... but never more cells than this."""
-REUSE_SHARE = 0.01
-"""Largest share of the observed cells the probe may hide for the chosen candidate's run to be
-the start itself; past it (smaller tables, where a run costs little and hiding cells costs
-accuracy: BENCHMARKS.md), the start is computed again on every observed cell."""
+LARGE_CELLS = 100_000
+"""Observed cells (a categorical cell counts once) from which a table is *large*: its probe hides
+at most 2% of them, so hiding them costs little. There the forest start is
+:data:`FOREST_LARGE`, and ``init="auto"`` takes the chosen candidate's probe run as the start
+and keeps the probe cells hidden to guard the refinement (``TDMImputer(safeguard=True)``).
+On smaller tables the start is computed again on every observed cell (a run costs little there,
+and hiding cells costs accuracy: BENCHMARKS.md)."""
 FOREST_MARGIN = 0.9
 """``init="auto"`` takes the forest's start only if its probe error is below this times ICE's."""
 START_CONTEXT_ROWS = 10_000
@@ -112,15 +122,37 @@ def ice_fill(values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
     return np.where(mask, completed, values)
 
 
-def forest_fill(
-    values: np.ndarray, mask: np.ndarray, seed: int, groups: np.ndarray | None = None
-) -> np.ndarray:
-    """``values`` with its ``mask`` cells replaced by a light MissForest's (:data:`FOREST_START`).
+def observed_cells(mask: np.ndarray, groups: np.ndarray | None = None) -> int:
+    """Observed cells of ``mask``, a categorical cell (``groups``) counted once."""
+    return int((~(mask if groups is None else mask[:, _firsts(groups)])).sum())
 
-    The rounds of ``make_missforest(seed, **FOREST_START).fit_transform``, written out: the same
-    imputations, bit for bit (tested), without scikit-learn's ``ConvergenceWarning``, which three
-    rounds would raise on almost every fit although stopping there is the design, and without
-    fitting forests for columns that have nothing to impute.
+
+def forest_size(
+    observed: int, trees: int | None = None, rounds: int | None = None
+) -> tuple[int, int]:
+    """The forest start's trees and rounds: those given, else by the table's ``observed`` cells
+    (:data:`FOREST_START` below :data:`LARGE_CELLS`, :data:`FOREST_LARGE` from there)."""
+    size = FOREST_LARGE if observed >= LARGE_CELLS else FOREST_START
+    return (
+        size["n_estimators"] if trees is None else trees,
+        size["max_iter"] if rounds is None else rounds,
+    )
+
+
+def forest_fill(
+    values: np.ndarray,
+    mask: np.ndarray,
+    seed: int,
+    groups: np.ndarray | None = None,
+    size: tuple[int, int] = (20, 3),
+) -> np.ndarray:
+    """``values`` with its ``mask`` cells replaced by a light MissForest's, ``size`` = (trees,
+    rounds).
+
+    The rounds of ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform``,
+    written out: the same imputations, bit for bit (tested), without scikit-learn's
+    ``ConvergenceWarning``, which a few rounds would raise on almost every fit although stopping
+    there is the design, and without fitting forests for columns that have nothing to impute.
 
     With ``groups`` (the original column of every column, :attr:`tdm._mixed.TableEncoding.groups`),
     the coordinates of a categorical column are one multi-output forest's targets, and as a
@@ -139,14 +171,15 @@ def forest_fill(
         return np.where(mask, filled, values)
     directions = _label_directions(targets, forest_seed)
     missingness = [mask[:, cols[0]].mean() for cols in targets]
-    for _ in range(FOREST_START["max_iter"]):
+    trees, rounds = size
+    for _ in range(rounds):
         for k in np.argsort(missingness, kind="mergesort"):  # ascending missingness
             cols = targets[k]
             rows = mask[:, cols[0]]
             if not rows.any():
                 continue
             features = _column_features(filled, targets, directions, skip=k)
-            forest = _forest(forest_seed, FOREST_START["n_estimators"])
+            forest = _forest(forest_seed, trees)
             target = filled[~rows][:, cols[0]] if cols.size == 1 else filled[~rows][:, cols]
             forest.fit(features[~rows], target)
             predicted = forest.predict(features[rows])
@@ -187,12 +220,17 @@ def _column_features(
 
 
 def start_fill(
-    init: str, values: np.ndarray, mask: np.ndarray, seed: int, groups: np.ndarray | None = None
+    init: str,
+    values: np.ndarray,
+    mask: np.ndarray,
+    seed: int,
+    groups: np.ndarray | None = None,
+    size: tuple[int, int] = (20, 3),
 ) -> np.ndarray:
     """The ``"ice"`` or ``"forest"`` starting point of the ``mask`` cells of ``values``
-    (``groups``: see :func:`forest_fill`; ICE regresses every coordinate on its own)."""
+    (``groups``, ``size``: see :func:`forest_fill`; ICE regresses every coordinate on its own)."""
     if init == "forest":
-        return forest_fill(values, mask, seed, groups)
+        return forest_fill(values, mask, seed, groups, size)
     return ice_fill(values, mask, seed)
 
 
@@ -202,29 +240,65 @@ def choose_start(
     rng: np.random.Generator,
     seed: int,
     groups: np.ndarray | None = None,
-) -> tuple[str, dict[str, float], np.ndarray]:
+    size: tuple[int, int] = (20, 3),
+) -> tuple[str, dict[str, float], np.ndarray, np.ndarray | None]:
     """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
 
     A share (:data:`PROBE_FRACTION`, at most :data:`PROBE_MAX_CELLS` cells) of the observed
     cells is hidden, both candidates impute them along with the missing cells, and their mean
-    absolute errors (standardised units) on the probe cells are compared. The forest is chosen
-    when its error is below :data:`FOREST_MARGIN` times ICE's, ICE being the cheaper of the
-    two. No ground truth of the missing cells is used. ``groups``
+    absolute errors (standardised units) on the probe cells are compared. The forest (``size``:
+    trees, rounds) is chosen when its error is below :data:`FOREST_MARGIN` times ICE's, ICE being
+    the cheaper of the two. No ground truth of the missing cells is used. ``groups``
     (:func:`tdm._early_stopping.holdout_cells`) hides the coordinates of a categorical cell
-    together. Returns the choice, both scores, and the start: ``Z`` with its ``mask`` cells
-    imputed by the chosen candidate, in that same run where the probe hid at most
-    :data:`REUSE_SHARE` of the observed cells, else in a run of its own.
+    together.
+
+    Returns the choice, both scores, the start and the probe. On a large table
+    (:data:`LARGE_CELLS`) the start is ``Z`` with its ``mask`` *and probe* cells imputed by the
+    chosen candidate in that same run, and the probe is returned, for the caller to keep hidden
+    or give back. On a smaller table the start imputes the ``mask`` cells in a run of its own on
+    every observed cell, and the probe is ``None``.
     """
-    observed = int((~(mask if groups is None else mask[:, _firsts(groups)])).sum())
+    observed = observed_cells(mask, groups)
     fraction = min(PROBE_FRACTION, PROBE_MAX_CELLS / max(observed, 1))
     probe = holdout_cells(mask, fraction, rng, groups)
     hidden = mask | probe
-    filled = {name: start_fill(name, Z, hidden, seed, groups) for name in ("ice", "forest")}
+    filled = {name: start_fill(name, Z, hidden, seed, groups, size) for name in ("ice", "forest")}
     scores = {name: float(np.abs(f[probe] - Z[probe]).mean()) for name, f in filled.items()}
     choice = "forest" if scores["forest"] < FOREST_MARGIN * scores["ice"] else "ice"
-    if fraction <= REUSE_SHARE:
-        return choice, scores, np.where(mask, filled[choice], Z)
-    return choice, scores, start_fill(choice, Z, mask, seed, groups)
+    if observed >= LARGE_CELLS:
+        return choice, scores, np.where(hidden, filled[choice], Z), probe
+    return choice, scores, start_fill(choice, Z, mask, seed, groups, size), None
+
+
+def fit_start(
+    init: str,
+    Z: np.ndarray,
+    mask: np.ndarray,
+    rng: np.random.Generator,
+    groups: np.ndarray | None,
+    trees: int | None,
+    rounds: int | None,
+    safeguard: bool,
+) -> tuple[
+    str, dict[str, float] | None, tuple[int, int] | None, np.ndarray | None, np.ndarray | None
+]:
+    """The start of a fit: the start used (``init``, or what ``"auto"`` chose), the probe scores,
+    the forest's (trees, rounds) where a forest started it (:func:`forest_size`),
+    the started ``Z`` (``None`` for the mean start, which draws nothing from ``rng`` here), and
+    the probe cells to keep hidden through the fit (``"auto"`` on a large table with the
+    ``safeguard``; else ``None``, and the probe cells are observed again)."""
+    if init == "mean":
+        return init, None, None, None, None
+    seed = int(rng.integers(2**31 - 1))
+    size = forest_size(observed_cells(mask, groups), trees, rounds)
+    scores = probe = None
+    if init == "auto":
+        init, scores, start, probe = choose_start(Z, mask, rng, seed, groups, size)
+    else:
+        start = start_fill(init, Z, mask, seed, groups, size)
+    if probe is not None and not safeguard:
+        start, probe = np.where(mask, start, Z), None
+    return init, scores, size if init == "forest" else None, start, probe
 
 
 def _firsts(groups: np.ndarray) -> np.ndarray:
@@ -239,9 +313,11 @@ def context_start(
     mask: np.ndarray,
     rng: np.random.Generator,
     groups: np.ndarray | None = None,
+    size: tuple[int, int] = (20, 3),
 ) -> np.ndarray:
     """The ``init`` start of new rows ``Z``, imputed beside (at most
-    :data:`START_CONTEXT_ROWS`) complete fitted rows ``X_fit`` as context."""
+    :data:`START_CONTEXT_ROWS`) complete fitted rows ``X_fit`` as context (``size``: the
+    forest's trees and rounds)."""
     n_fit = X_fit.shape[0]
     context = X_fit
     if n_fit > START_CONTEXT_ROWS:
@@ -249,5 +325,5 @@ def context_start(
     stacked = np.vstack([np.asarray(context, dtype=np.float64), Z])
     known = np.zeros(context.shape, dtype=bool)
     seed = int(rng.integers(2**31 - 1))
-    filled = start_fill(init, stacked, np.vstack([known, mask]), seed, groups)
+    filled = start_fill(init, stacked, np.vstack([known, mask]), seed, groups, size)
     return filled[context.shape[0] :]

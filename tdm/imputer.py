@@ -33,6 +33,9 @@ PAPER_PARAMS: Mapping[str, Any] = MappingProxyType(
         "cost": "euclidean",  # the published code's cost, which produced the paper's tables
         "solver": "assignment",  # exact OT, as the published network simplex
         "init": "mean",
+        "forest_trees": 20,  # unused by the mean start; pinned for the fixtures built on these
+        "forest_rounds": 3,
+        "safeguard": False,
         "init_noise": 0.1,
         "standardize": True,
         "early_stopping": False,
@@ -104,16 +107,28 @@ class TDMImputer(BatchOTImputer):
     init : {"auto", "ice", "forest", "mean"}, default="auto"
         Where the missing cells start; TDM then refines that imputation. ``"ice"``: ICE's
         imputation, chained equations with a Bayesian linear regression per column (the ICE
-        baseline). ``"forest"``: a light MissForest's, chained random forests (20 trees, 3
-        rounds; the MissForest baseline uses 100 trees and up to 10 rounds). ``"auto"``: hide
-        5% of the observed cells (at most 2,000), impute them with both, and take the forest's
-        start only if its error on them is at least 10% lower than ICE's (``init_`` and
-        ``start_scores_`` record the choice); no ground truth of the missing cells is used.
-        Where those cells are at most 1% of the observed ones (large tables), the start is the
-        chosen candidate's imputation from that run; elsewhere it is computed again with every
-        observed cell. ``"mean"``: the column's
-        observed mean (the paper). New rows in :meth:`transform` start the same way, with up to
-        10,000 fitted rows as context.
+        baseline). ``"forest"``: MissForest's with fewer trees and rounds (``forest_trees``,
+        ``forest_rounds``; the MissForest baseline uses 100 trees and up to 10 rounds).
+        ``"auto"``: hide 5% of the observed cells (at most 2,000), impute them with both, and
+        take the forest's start only if its error on them is at least 10% lower than ICE's
+        (``init_`` and ``start_scores_`` record the choice); no ground truth of the missing
+        cells is used. On a large table (at least 100,000 observed cells, a categorical cell
+        counting once: the probe hides at most 2% of them), the start is the chosen
+        candidate's imputation from that run, and the probe cells guard the refinement (see
+        ``safeguard``); elsewhere the start is computed again with every observed cell.
+        ``"mean"``: the column's observed mean (the paper). New rows in :meth:`transform` start
+        the same way, with up to 10,000 fitted rows as context.
+    forest_trees : int or None, default=None
+        Trees per column of the forest start. ``None``: 20, and 100 on a large table.
+    forest_rounds : int or None, default=None
+        Rounds over the columns of the forest start. ``None``: 3, and 4 on a large table.
+    safeguard : bool, default=True
+        With ``init="auto"`` on a large table: the probe cells stay hidden through the
+        refinement, and the missing cells end at the start, the refined cells, or 1/4, 1/2 or
+        3/4 of the way from one to the other (numeric columns; a label is the refined one
+        unless the start is kept), whichever imputes the probe cells with the lowest mean
+        absolute error (``refined_share_``, ``safeguard_scores_``); :meth:`transform` gives new
+        rows the same share. The probe cells come back with their observed values.
     init_noise : float, default=0.0
         N(0, init_noise²) noise added to every starting value (the paper: 0.1 around the mean).
     standardize : bool, default=True
@@ -188,6 +203,13 @@ class TDMImputer(BatchOTImputer):
     start_scores_ : dict or None
         With ``init="auto"``: each candidate's mean absolute error (standardised units) on the
         probe cells.
+    forest_size_ : tuple of int or None
+        With a forest start: its (trees, rounds).
+    safeguard_scores_ : dict or None
+        With the safeguard at work: the mean absolute error (standardised units) on the probe
+        cells of each share of the way from the start to the refined cells.
+    refined_share_ : float
+        The share ``fit`` returned: 1.0 (the refinement) unless the safeguard chose less.
     column_kinds_ : dict
         Each column's kind: ``"float"``, ``"integer"``, ``"boolean"`` or ``"categorical"``
         (keys: a DataFrame's column names, else positions).
@@ -219,6 +241,9 @@ class TDMImputer(BatchOTImputer):
     network_lr: float | None
     cell_lr_correction: bool
     init: str
+    forest_trees: int | None
+    forest_rounds: int | None
+    safeguard: bool
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
         **BatchOTImputer._PARAMETER_CONSTRAINTS,
@@ -227,6 +252,9 @@ class TDMImputer(BatchOTImputer):
         "clamp": [Interval(Real, 0, None, closed="neither")],
         "network_lr": [Interval(Real, 0, None, closed="neither"), None],
         "init": [Options(INITS)],
+        "forest_trees": [Interval(Integral, 1, None), None],
+        "forest_rounds": [Interval(Integral, 1, None), None],
+        "safeguard": [Boolean()],
         "cell_lr_correction": [Boolean()],
     }
 
@@ -245,6 +273,9 @@ class TDMImputer(BatchOTImputer):
         solver: str = "assignment",
         epsilon: float = 0.05,
         init: str = "auto",
+        forest_trees: int | None = None,
+        forest_rounds: int | None = None,
+        safeguard: bool = True,
         init_noise: float = 0.0,
         standardize: bool = True,
         bounds: Any = "observed",
@@ -275,6 +306,9 @@ class TDMImputer(BatchOTImputer):
 
     def _start_kind(self) -> str:
         return self.init
+
+    def _start_options(self) -> tuple[int | None, int | None, bool]:
+        return self.forest_trees, self.forest_rounds, self.safeguard
 
     def _network_lr(self) -> float:
         return self.lr if self.network_lr is None else self.network_lr

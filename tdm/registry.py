@@ -162,6 +162,12 @@ _ALL = (
         has_max_iter=True,
     ),
     Method(
+        "tdm_start",
+        "TDM fixture: the default's own start alone, no step (max_iter=0)",
+        _tdm_with({"max_iter": 0}),
+        fixture=True,
+    ),
+    Method(
         "tdm_fixed_cell_lr",
         "TDM fixture: auto start, every missing cell at rate lr",
         _tdm_with(_FIXED_CELL_LR),

@@ -53,6 +53,7 @@ def test_unset_settings_are_the_library_defaults_and_init_passes_through() -> No
     assert (used["init"], used["init_noise"]) == ("auto", 0.0)
     assert used["start_used"] in ("ice", "forest")
     assert set(used["start_scores"]) == {"ice", "forest"}
+    assert used["refined_share"] == 1.0 and used["safeguard_scores"] is None  # a small table
     paper = impute.fn(frame, ImputerParams(max_iter=3, init="mean"), seed=0, table="t")
     assert paper.hyperparameters["init"] == "mean"
     assert (paper.hyperparameters["start_used"], paper.hyperparameters["start_scores"]) == (

@@ -37,6 +37,7 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
     "missforest_mixed": {"n_estimators": 10, "max_iter": 3},
     "miceforest": {"iterations": 2},
     "tdm": {"max_iter": 10, "batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
+    "tdm_start": {"batch_size": 32, "transform_max_iter": 5, "device": "cpu"},
     "tdm_fixed_cell_lr": {
         "max_iter": 10,
         "batch_size": 32,

@@ -65,7 +65,7 @@ def test_files_from_an_older_save_layout_are_refused_with_a_message_to_refit(
     path = tmp_path / "imputer.pt"
     TDMImputer(**FAST).fit(X_nan).save(path)
     state = torch.load(path, weights_only=True)
-    assert state["format_version"] == 4 and state["tdm_version"]
+    assert state["format_version"] == 5 and state["tdm_version"]
     state["format_version"] = 1
     del state["tdm_version"]
     torch.save(state, path)

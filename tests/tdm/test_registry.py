@@ -24,6 +24,7 @@ def test_registry_lists_every_method_once_in_display_order_with_a_description() 
         "ot_sh",
         "ot_ns",
         "tdm",
+        "tdm_start",
         "tdm_fixed_cell_lr",
         "tdm_ice_init",
         "tdm_mean_init",
@@ -31,14 +32,16 @@ def test_registry_lists_every_method_once_in_display_order_with_a_description() 
     )
     assert all(method.description and method.name == name for name, method in REGISTRY.items())
     assert tuple(n for n in REGISTRY if n not in FIXTURES) == METHODS
-    assert FIXTURES == ("tdm_fixed_cell_lr", "tdm_ice_init", "tdm_mean_init")
+    assert FIXTURES == ("tdm_start", "tdm_fixed_cell_lr", "tdm_ice_init", "tdm_mean_init")
     assert tdm.METHODS == METHODS
     assert {n for n, m in REGISTRY.items() if m.batch_ot} == {
         "ot_sh",
         "ot_ns",
         "tdm",
         "tdm_paper",
-        *FIXTURES,
+        "tdm_fixed_cell_lr",
+        "tdm_ice_init",
+        "tdm_mean_init",
     }
     assert {n for n, m in REGISTRY.items() if m.has_max_iter and not m.batch_ot} == {
         "gain",
@@ -73,10 +76,14 @@ def test_tdm_entries_use_the_right_settings() -> None:
     assert (default["init"], default["init_noise"], default["max_iter"]) == ("auto", 0.0, 2000)
     assert default["cell_lr_correction"] is True
     fixed_cell_lr = get_method("tdm_fixed_cell_lr").build().get_params()
-    assert {k: v for k, v in fixed_cell_lr.items() if k != "cell_lr_correction"} == {
-        k: v for k, v in default.items() if k != "cell_lr_correction"
+    later = ("cell_lr_correction", "forest_trees", "forest_rounds", "safeguard")  # since 0.3
+    assert {k: v for k, v in fixed_cell_lr.items() if k not in later} == {
+        k: v for k, v in default.items() if k not in later
     }
-    assert fixed_cell_lr["cell_lr_correction"] is False
+    assert [fixed_cell_lr[k] for k in later] == [False, 20, 3, False]
+    assert [default[k] for k in later] == [True, None, None, True]
+    start = get_method("tdm_start").build().get_params()
+    assert start == {**default, "max_iter": 0}
     ice_init = get_method("tdm_ice_init").build().get_params()
     assert {k: v for k, v in ice_init.items() if k != "init"} == {
         k: v for k, v in fixed_cell_lr.items() if k != "init"

@@ -71,10 +71,15 @@ def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> 
     original = tdm._starts.start_fill
 
     def spy(
-        kind: str, values: np.ndarray, mask: np.ndarray, seed: int, groups: np.ndarray | None
+        kind: str,
+        values: np.ndarray,
+        mask: np.ndarray,
+        seed: int,
+        groups: np.ndarray | None,
+        size: tuple[int, int],
     ) -> np.ndarray:
         seen.append((kind, values.shape[0]))
-        return original(kind, values, mask, seed, groups)
+        return original(kind, values, mask, seed, groups, size)
 
     monkeypatch.setattr(tdm._starts, "start_fill", spy)
     monkeypatch.setattr(tdm._starts, "START_CONTEXT_ROWS", 50)
@@ -89,24 +94,29 @@ def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> 
 def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> None:
     """With no step, init="forest" returns the MissForest baseline's imputation of the
     standardised data, with 20 trees and 3 rounds (FOREST_START)."""
-    import tdm._estimator
+    import tdm._starts
     from tdm._starts import FOREST_START
 
     _, X_nan, mask = data
     seeds: list[int] = []
-    original = tdm._estimator.start_fill
+    original = tdm._starts.start_fill
 
     def spy(
-        kind: str, values: np.ndarray, hidden: np.ndarray, seed: int, groups: np.ndarray | None
+        kind: str,
+        values: np.ndarray,
+        hidden: np.ndarray,
+        seed: int,
+        groups: np.ndarray | None,
+        size: tuple[int, int],
     ) -> np.ndarray:
         seeds.append(seed)
-        return original(kind, values, hidden, seed, groups)
+        return original(kind, values, hidden, seed, groups, size)
 
-    monkeypatch.setattr(tdm._estimator, "start_fill", spy)
+    monkeypatch.setattr(tdm._starts, "start_fill", spy)
     est = TDMImputer(init="forest", max_iter=0, random_state=0)
     start = est.fit_transform(X_nan)
     assert est.init_ == "forest" and est.start_scores_ is None
-    assert FOREST_START == {"n_estimators": 20, "max_iter": 3}
+    assert FOREST_START == {"n_estimators": 20, "max_iter": 3} and est.forest_size_ == (20, 3)
     Z = (X_nan - est.mean_) / est.scale_
     forest = make_imputer("missforest", random_state=seeds[0], **FOREST_START).fit_transform(Z)
     np.testing.assert_allclose(start[mask], (forest * est.scale_ + est.mean_)[mask], atol=1e-5)
@@ -167,42 +177,51 @@ def test_auto_start_picks_the_start_with_the_lower_probe_error(X, winner: str) -
     assert mae(X, fixed, mask) < mae(X, other, mask)  # the probe's choice holds on the truth
 
 
-@pytest.mark.parametrize("probe_max_cells", [2_000, 3], ids=["small-table", "large-table"])
+@pytest.mark.parametrize("large_cells", [100_000, 1], ids=["small-table", "large-table"])
 @pytest.mark.parametrize(("forest_error", "choice"), [(0.95, "ice"), (0.85, "forest")])
 def test_auto_start_needs_the_forest_clearly_better(
-    monkeypatch, forest_error, choice, probe_max_cells
+    monkeypatch, forest_error, choice, large_cells
 ) -> None:
-    """The forest's start is taken only when its probe error is below 0.9 times ICE's. Where
-    the probe hides more than 1% of the observed cells (a small table) the chosen start is
-    computed again on every observed cell; where it hides less (the probe is capped in cells:
-    a large table), the start is the chosen candidate's imputation in the probe run."""
+    """The forest's start is taken only when its probe error is below 0.9 times ICE's. On a
+    small table the chosen start is computed again on every observed cell and no probe is
+    returned; on a large one (LARGE_CELLS observed cells) the start is the chosen candidate's
+    imputation in the probe run, probe cells included, and the probe is returned."""
     import tdm._starts
 
     hidden_sets: list[np.ndarray] = []
 
     def fake_fill(
-        kind: str, values: np.ndarray, hidden: np.ndarray, seed: int, groups: np.ndarray | None
+        kind: str,
+        values: np.ndarray,
+        hidden: np.ndarray,
+        seed: int,
+        groups: np.ndarray | None,
+        size: tuple[int, int],
     ) -> np.ndarray:
         hidden_sets.append(hidden)
         error = 1.0 if kind == "ice" else forest_error
         return np.where(hidden, np.nan_to_num(values) + error, values)
 
     monkeypatch.setattr(tdm._starts, "start_fill", fake_fill)
-    monkeypatch.setattr(tdm._starts, "PROBE_MAX_CELLS", probe_max_cells)
+    monkeypatch.setattr(tdm._starts, "LARGE_CELLS", large_cells)
     X = low_rank()
     mask = np.zeros(X.shape, dtype=bool)
     mask[::5, 2] = True
-    picked, scores, start = tdm._starts.choose_start(X, mask, np.random.default_rng(0), seed=0)
+    rng = np.random.default_rng(0)
+    picked, scores, start, returned = tdm._starts.choose_start(X, mask, rng, seed=0)
     assert picked == choice
     assert scores == pytest.approx({"ice": 1.0, "forest": forest_error})
     error = 1.0 if choice == "ice" else forest_error
-    np.testing.assert_array_equal(start, np.where(mask, X + error, X))
     probe = hidden_sets[0] & ~mask
-    if probe_max_cells == 3:  # large: 3 probe cells, two runs, the start from the probe run
-        assert probe.sum() == 3 and len(hidden_sets) == 2
-    else:  # small: 5% of the observed cells, and a third run with only the missing cells hidden
-        assert probe.sum() == round(0.05 * (~mask).sum()) and len(hidden_sets) == 3
+    assert probe.sum() == round(0.05 * (~mask).sum())
+    if large_cells == 1:  # large: two runs, the start (probe cells too) from the probe run
+        assert len(hidden_sets) == 2 and returned is not None
+        np.testing.assert_array_equal(returned, probe)
+        np.testing.assert_array_equal(start, np.where(mask | probe, X + error, X))
+    else:  # small: a third run with only the missing cells hidden
+        assert len(hidden_sets) == 3 and returned is None
         np.testing.assert_array_equal(hidden_sets[2], mask)
+        np.testing.assert_array_equal(start, np.where(mask, X + error, X))
 
 
 def test_auto_start_survives_save_and_load(tmp_path: Path) -> None:

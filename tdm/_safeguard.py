@@ -1,0 +1,38 @@
+"""The safeguard of ``init="auto"`` on large tables: where between the start and the refinement
+the missing cells end, chosen by the probe cells kept hidden through the fit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SAFEGUARD_SHARES", "guard", "share_of"]
+
+#: Where the safeguard may leave the missing cells: the start plus this share of the way to the
+#: refined cells (0: the start; 1: the refinement), whichever the probe cells favour.
+SAFEGUARD_SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def share_of(initial: np.ndarray, refined: np.ndarray, share: float, n_numeric: int) -> np.ndarray:
+    """``initial`` moved ``share`` of the way to ``refined`` in the first ``n_numeric`` (numeric)
+    columns; a label (the categorical coordinates after them) is the refined one, or the
+    initial one at share 0."""
+    if share == 1.0:
+        return refined
+    if share == 0.0:
+        return initial
+    p = n_numeric
+    out = refined.copy()
+    out[:, :p] = initial[:, :p] + share * (refined[:, :p] - initial[:, :p])
+    return out
+
+
+def guard(
+    refined: np.ndarray, initial: np.ndarray, probe: np.ndarray, Z: np.ndarray, n_numeric: int
+) -> tuple[np.ndarray, float, dict[float, float]]:
+    """The share of :data:`SAFEGUARD_SHARES` whose cells impute the ``probe`` cells of ``Z``
+    with the lowest mean absolute error (the first such), those cells with the probe cells given
+    back their values, the share, and every share's error."""
+    candidates = {s: share_of(initial, refined, s, n_numeric) for s in SAFEGUARD_SHARES}
+    scores = {s: float(np.abs(v[probe] - Z[probe]).mean()) for s, v in candidates.items()}
+    best = min(scores, key=scores.__getitem__)
+    return np.where(probe, Z, candidates[best]), best, scores
