@@ -99,7 +99,8 @@ def report() -> str:
         "Command: `python -m benchmarks.safeguard --datasets NAME --seeds 0,1 --mechanisms "
         "mcar,mar` per dataset, then `python -m benchmarks.safeguard --write`  ",
         f"Date: {date.today().isoformat()}; machine: {platform.machine()}, 1 torch thread, "
-        "beside one other single-threaded benchmark process on 2 cores.  ",
+        "beside one or two other single-threaded processes on 2 cores (MissForest grid runs, "
+        "tests).  ",
         'One default fit per row (`init="auto"`, large forest start, safeguard on). MAE '
         "(standardised units) on the masked cells (the truth) of the start (share 0), the "
         "refinement (share 1) and the shares between; the share the probe cells chose and its "
