@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 from tdm._cells import MissingCells
 from tdm._optimise import default_transform_iter
 from tdm._safeguard import share_of
-from tdm._starts import context_start
+from tdm._starts import LIGHT_FOREST, context_start
 from tdm._validation import resolve_device, resolve_dtype
 from tdm.transport import TransportTerms
 
@@ -48,7 +48,7 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
             sub_mask,
             rng,
             est.encoding_.groups if est.encoding_.mixed else None,
-            est.forest_size_ or (20, 3),
+            est.forest_size_ or LIGHT_FOREST,
         )
     cells = MissingCells.build(
         Z,

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from tdm._mixed import FLOAT, ColumnCoding, TableEncoding
+from tdm._starts import LIGHT_FOREST
 from tdm._version import __version__
 
 __all__ = ["FORMAT_VERSION", "SavedImputer", "load_imputer", "save_imputer"]
@@ -154,7 +155,7 @@ def load_imputer(
     est.init_ = state["init_"]
     est.start_scores_ = state["start_scores_"]
     # Before format 5: the forest of the init_ that was used, and the refinement always kept.
-    size = state.get("forest_size_", [20, 3] if est.init_ == "forest" else None)
+    size = state.get("forest_size_", LIGHT_FOREST if est.init_ == "forest" else None)
     est.forest_size_ = None if size is None else (int(size[0]), int(size[1]))
     scores = state.get("safeguard_scores_")
     est.safeguard_scores_ = None if scores is None else {float(s): float(v) for s, v in scores}

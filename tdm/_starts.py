@@ -24,6 +24,7 @@ __all__ = [
     "FOREST_LARGE",
     "FOREST_START",
     "LARGE_CELLS",
+    "LIGHT_FOREST",
     "choose_start",
     "context_start",
     "fit_start",
@@ -39,6 +40,8 @@ __all__ = [
 #: observed cells: MissForest with 20 trees and 3 rounds (the MissForest baseline: 100 trees,
 #: up to 10 rounds).
 FOREST_START: dict[str, int] = {"n_estimators": 20, "max_iter": 3}
+#: :data:`FOREST_START` as (trees, rounds), the default ``size`` of the functions below.
+LIGHT_FOREST = (FOREST_START["n_estimators"], FOREST_START["max_iter"])
 #: ... and on a larger table, where a stronger start pays (BENCHMARKS.md, "Forest start size").
 FOREST_LARGE: dict[str, int] = {"n_estimators": 100, "max_iter": 4}
 
@@ -144,7 +147,7 @@ def forest_fill(
     mask: np.ndarray,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, int] = (20, 3),
+    size: tuple[int, int] = LIGHT_FOREST,
 ) -> np.ndarray:
     """``values`` with its ``mask`` cells replaced by a light MissForest's, ``size`` = (trees,
     rounds).
@@ -225,7 +228,7 @@ def start_fill(
     mask: np.ndarray,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, int] = (20, 3),
+    size: tuple[int, int] = LIGHT_FOREST,
 ) -> np.ndarray:
     """The ``"ice"`` or ``"forest"`` starting point of the ``mask`` cells of ``values``
     (``groups``, ``size``: see :func:`forest_fill`; ICE regresses every coordinate on its own)."""
@@ -240,7 +243,7 @@ def choose_start(
     rng: np.random.Generator,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, int] = (20, 3),
+    size: tuple[int, int] = LIGHT_FOREST,
 ) -> tuple[str, dict[str, float], np.ndarray, np.ndarray | None]:
     """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
 
@@ -313,7 +316,7 @@ def context_start(
     mask: np.ndarray,
     rng: np.random.Generator,
     groups: np.ndarray | None = None,
-    size: tuple[int, int] = (20, 3),
+    size: tuple[int, int] = LIGHT_FOREST,
 ) -> np.ndarray:
     """The ``init`` start of new rows ``Z``, imputed beside (at most
     :data:`START_CONTEXT_ROWS`) complete fitted rows ``X_fit`` as context (``size``: the

@@ -4,7 +4,9 @@ and the start of unseen rows in transform."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -56,6 +58,19 @@ def test_ice_start_needs_fewer_steps_than_the_mean_start(data) -> None:
     assert mae(X, ice, mask) < 0.5 * mean_imputation_mae(X, X_nan, mask)
 
 
+def _spy_on_start_fill(monkeypatch, record: Callable[[str, np.ndarray, int], object]) -> None:
+    """``tdm._starts.start_fill`` as it is, calling ``record(kind, values, seed)`` first."""
+    import tdm._starts
+
+    original = tdm._starts.start_fill
+
+    def spy(kind: str, values: np.ndarray, mask: np.ndarray, seed: int, *rest: Any) -> np.ndarray:
+        record(kind, values, seed)
+        return original(kind, values, mask, seed, *rest)
+
+    monkeypatch.setattr(tdm._starts, "start_fill", spy)
+
+
 @pytest.mark.parametrize("init", ["ice", "forest"])
 def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> None:
     """New rows start as the fit did (ICE or forest), given at most START_CONTEXT_ROWS fitted
@@ -68,20 +83,7 @@ def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> 
     est = TDMImputer(init=init, max_iter=40, batch_size=64, random_state=0).fit(train_nan)
     est.set_params(transform_max_iter=1)
     seen: list[tuple[str, int]] = []
-    original = tdm._starts.start_fill
-
-    def spy(
-        kind: str,
-        values: np.ndarray,
-        mask: np.ndarray,
-        seed: int,
-        groups: np.ndarray | None,
-        size: tuple[int, int],
-    ) -> np.ndarray:
-        seen.append((kind, values.shape[0]))
-        return original(kind, values, mask, seed, groups, size)
-
-    monkeypatch.setattr(tdm._starts, "start_fill", spy)
+    _spy_on_start_fill(monkeypatch, lambda kind, values, seed: seen.append((kind, len(values))))
     monkeypatch.setattr(tdm._starts, "START_CONTEXT_ROWS", 50)
     out = est.transform(test_nan)
     rows_missing = int(test_mask.any(axis=1).sum())
@@ -94,25 +96,11 @@ def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> 
 def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> None:
     """With no step, init="forest" returns the MissForest baseline's imputation of the
     standardised data, with 20 trees and 3 rounds (FOREST_START)."""
-    import tdm._starts
     from tdm._starts import FOREST_START
 
     _, X_nan, mask = data
     seeds: list[int] = []
-    original = tdm._starts.start_fill
-
-    def spy(
-        kind: str,
-        values: np.ndarray,
-        hidden: np.ndarray,
-        seed: int,
-        groups: np.ndarray | None,
-        size: tuple[int, int],
-    ) -> np.ndarray:
-        seeds.append(seed)
-        return original(kind, values, hidden, seed, groups, size)
-
-    monkeypatch.setattr(tdm._starts, "start_fill", spy)
+    _spy_on_start_fill(monkeypatch, lambda kind, values, seed: seeds.append(seed))
     est = TDMImputer(init="forest", max_iter=0, random_state=0)
     start = est.fit_transform(X_nan)
     assert est.init_ == "forest" and est.start_scores_ is None
