@@ -134,3 +134,24 @@ def add_replace_target_flag(parser: argparse.ArgumentParser) -> None:
 def add_key_flag(parser: argparse.ArgumentParser) -> None:
     """`--key NAME`: the key column of the table."""
     parser.add_argument("--key", help="key column: must be unique and not null; never imputed")
+
+
+def add_incremental_flags(parser: argparse.ArgumentParser) -> None:
+    """`--incremental`, `--watermark` and `--refit`: runs that keep a model per target."""
+    parser.add_argument(
+        "--incremental",
+        action="store_true",
+        help="keep the fitted model in tdm_models and, on later runs, impute only the rows the "
+        "target does not hold yet with it (needs --key or --watermark); a refit happens on "
+        "--refit, on drift (TDM_DRIFT_THRESHOLD, TDM_ON_DRIFT), by age (TDM_REFIT_EVERY_DAYS) "
+        "or when the stored model is unusable",
+    )
+    parser.add_argument(
+        "--watermark",
+        metavar="COLUMN",
+        help="incremental runs without a key: rows whose COLUMN is above the target's highest "
+        "value are new",
+    )
+    parser.add_argument(
+        "--refit", action="store_true", help="incremental runs: fit a new model version now"
+    )

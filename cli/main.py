@@ -1,6 +1,5 @@
-"""The `tdm` command: `tdm impute` runs the impute-table flow, `tdm demo` shows it end to end,
-`tdm warehouse` runs the impute-warehouse flow; `tdm bench`, `tdm serve` and `tdm run` are
-registered from their own modules (`cli.bench`, `cli.deployments`)."""
+"""The `tdm` command: `impute`, `demo` and `warehouse` run flows here; `bench`, `serve`, `run` and
+`models` are registered from their own modules (`cli.bench`, `cli.deployments`, `cli.models`)."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ from typing import Any
 from cli.arguments import (
     EXIT_USAGE,
     add_columns_flag,
+    add_incremental_flags,
     add_key_flag,
     add_pass_through_flag,
     add_replace_target_flag,
@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_replace_target_flag(impute)
     _add_dry_run_flag(impute)
+    add_incremental_flags(impute)
     add_verbosity_flags(impute)
     _add_run_flags(impute)
     impute.set_defaults(handler=_run_impute)
@@ -177,8 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_command(commands)
     add_verbosity_flags(commands.choices["bench"])
     from cli.deployments import add_deployment_commands
+    from cli.models import add_models_command
 
     add_deployment_commands(commands)
+    add_models_command(commands)
     return parser
 
 
@@ -268,6 +271,9 @@ def _run_impute(args: argparse.Namespace) -> int:
         range_factor=settings.range_factor,
         dry_run=args.dry_run,
         pass_through=args.pass_through,
+        incremental=args.incremental,
+        watermark=args.watermark,
+        refit=args.refit,
     )
     _print_result(result)
     return 0
@@ -343,6 +349,7 @@ def _run_warehouse(args: argparse.Namespace) -> int:
 
 
 def _print_result(result: Any) -> None:
+    from cli.models import describe_increment
     from flows.steps import DRY_RUN, describe_dry_run
 
     if result.status == DRY_RUN:
@@ -359,6 +366,8 @@ def _print_result(result: Any) -> None:
             f"Table {result.source_table!r} has no missing value: copied it unchanged to "
             f"{result.target_table!r}{replaced}."
         )
+    elif result.model_version is not None:
+        print(describe_increment(result))
     else:
         per_column = ", ".join(f"{c} {n}" for c, n in result.cells_imputed.items() if n)
         print(

@@ -8,6 +8,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows.incremental import IncrementalRequest, impute_incremental
 from flows.notify import notify_failure
 from flows.partitioned import count_rows_to_partition, impute_partitioned
 from flows.runners import task_runner
@@ -54,6 +55,9 @@ def impute_table(
     dry_run: bool = False,
     pass_through: list[str] | None = None,
     bounds: dict[str, list[float | None]] | None = None,
+    incremental: bool = False,
+    watermark: str | None = None,
+    refit: bool = False,
 ) -> ImputeTableResult:
     """Impute the missing cells of a DuckDB table into a new table, with lineage.
 
@@ -88,6 +92,13 @@ def impute_table(
             are chosen by default (e.g. a free-text column).
         bounds: Bounds of numeric columns' imputed values, {"column": [low, high]} (null: an
             open end), replacing the observed range; CHECK constraints still apply.
+        incremental: Keep a model per target in `tdm_models` and impute only the rows the target
+            does not hold yet with it; rows imputed before keep their values (`flows.incremental`:
+            when a model is refitted, and the TDM_DRIFT_*, TDM_ON_DRIFT, TDM_REFIT_EVERY_DAYS and
+            TDM_REWRITE_ON_REFIT settings). Needs a key or a watermark.
+        watermark: Incremental runs without a key: a column that grows with each load (a time
+            stamp, a batch number); rows above the target's highest value are new.
+        refit: Incremental runs: fit a new model version now.
     """
     return run_guarded(
         lambda: _impute_table(
@@ -104,6 +115,7 @@ def impute_table(
             dry_run,
             pass_through,
             bounds,
+            IncrementalRequest(watermark, refit) if incremental else None,
         )
     )
 
@@ -122,6 +134,7 @@ def _impute_table(
     dry_run: bool,
     pass_through: list[str] | None = None,
     bounds: dict[str, list[float | None]] | None = None,
+    incremental: IncrementalRequest | None = None,
 ) -> ImputeTableResult:
     started = datetime.now(UTC)
     settings = PipelineSettings()
@@ -153,6 +166,13 @@ def _impute_table(
         bounds,
     )
 
+    if incremental is not None:
+        if dry_run:
+            raise PipelineInputError(
+                f'A dry run of an incremental run of table "{source_table}" is not supported; '
+                "run it without --dry-run, or dry-run it as a full run."
+            )
+        return impute_incremental(db, request, options, incremental, settings=settings)
     rows = count_rows_to_partition(db, source_table, settings)
     if rows is not None:
         if replace_source:

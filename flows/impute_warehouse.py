@@ -10,6 +10,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows.incremental import IncrementalRequest, impute_incremental
 from flows.notify import notify_failure
 from flows.partitioned import count_rows_to_partition, impute_partitioned
 from flows.runners import describe_runner, gpu_annotation, task_runner
@@ -120,6 +121,7 @@ def _impute_warehouse(
     options: dict[str, ImputeOptions] = {}
     prepared: dict[str, PreparedTable] = {}
     large: list[TableRequest] = []  # imputed in partitions, one at a time, after the rest
+    increments: dict[str, IncrementalRequest] = {}  # incremental runs, one at a time, last
     for entry in spec.tables:
         request = TableRequest(
             entry.table,
@@ -139,6 +141,14 @@ def _impute_warehouse(
             options[entry.table] = ImputeOptions(
                 params, settings.seed, settings.range_factor, started
             )
+            if entry.incremental:
+                if dry_run:
+                    raise PipelineInputError(
+                        f'Table "{entry.table}" is imputed incrementally, which has no dry run.'
+                    )
+                increments[entry.table] = IncrementalRequest(entry.watermark)
+                large.append(request)
+                continue
             if count_rows_to_partition(db, entry.table, settings) is not None:
                 large.append(request)
                 continue
@@ -177,6 +187,11 @@ def _impute_warehouse(
         for request in large:
             table = request.source_table
             try:
+                if table in increments:
+                    results[table] = impute_incremental(
+                        db, request, options[table], increments[table], settings=settings
+                    )
+                    continue
                 results[table] = impute_partitioned(
                     db, request, options[table], settings=settings, runner=runner, dry_run=dry_run
                 )

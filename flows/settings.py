@@ -86,6 +86,37 @@ class PipelineSettings(ImputerParams, BaseSettings):
         "uncommitted target to disk beyond it); unset: DuckDB's default, 80% of the RAM.",
     )
 
+    drift_threshold: float = Field(
+        default=1.0,
+        gt=0,
+        description="Incremental runs: a numeric column drifts when its observed mean on the new "
+        "rows is more than this many of the model's fit-data standard deviations away.",
+    )
+    drift_label_threshold: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="Incremental runs: a text, enum or boolean column drifts when its label "
+        "shares on the new rows are this far (total variation distance) from the fit data's, "
+        "or show a label the model never saw.",
+    )
+    on_drift: Literal["refit", "warn"] = Field(
+        default="refit",
+        description="Incremental runs: what drift past a threshold does: refit the model, or "
+        "warn and impute the new rows with the stored model.",
+    )
+    refit_every_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="Incremental runs: refit when the stored model is this many days old "
+        "(unset: only when asked, on drift, or when the stored model cannot be used).",
+    )
+    rewrite_on_refit: bool = Field(
+        default=False,
+        description="Incremental runs: when a model is refitted, impute every row of the target "
+        "again with it (the target is replaced); otherwise rows imputed before keep their values.",
+    )
+
     def imputer_params(self) -> ImputerParams:
         """The imputer hyperparameters alone."""
         fields = set(ImputerParams.model_fields)

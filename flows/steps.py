@@ -203,7 +203,21 @@ def table_result(
         rows=written.rows,
         cells_imputed=dict(plan.missing),
         **_fit_fields(outcome, seconds),
+        **_model_fields(lineage),
     )
+
+
+def _model_fields(lineage: LineageRecord) -> dict[str, Any]:
+    """An incremental run's model version, new and kept rows, and refit reason (else none)."""
+    use = lineage.model
+    if use is None:
+        return {}
+    return {
+        "model_version": use.version,
+        "rows_new": use.rows_new,
+        "rows_reused": use.rows_reused,
+        "refit_reason": use.refit_reason,
+    }
 
 
 def _fit_fields(outcome: ImputationOutcome | None, seconds: dict[str, float]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ __all__ = [
     "IMPUTED_CELLS_TABLE",
     "LINEAGE_DDL",
     "LINEAGE_TABLE",
+    "RECORD_MIGRATIONS",
     "ImputedCellsSchema",
     "LineageSchema",
 ]
@@ -44,7 +45,12 @@ CREATE TABLE IF NOT EXISTS {LINEAGE_TABLE} (
     quality_passed BOOLEAN NOT NULL,
     quality_report JSON NOT NULL,
     package_versions JSON NOT NULL,
-    status VARCHAR NOT NULL
+    status VARCHAR NOT NULL,
+    model_version BIGINT,
+    rows_new BIGINT,
+    rows_reused BIGINT,
+    refit_reason VARCHAR,
+    drift JSON
 )
 """
 
@@ -54,13 +60,37 @@ CREATE TABLE IF NOT EXISTS {IMPUTED_CELLS_TABLE} (
     target_table VARCHAR NOT NULL,
     row_number BIGINT NOT NULL,
     row_key VARCHAR,
-    column_name VARCHAR NOT NULL
+    column_name VARCHAR NOT NULL,
+    model_version BIGINT
 )
 """
 
+#: Columns added since the tables were first written: files written before gain them (NULL in
+#: the rows already there) the first time a run writes to them.
+RECORD_MIGRATIONS: tuple[str, ...] = tuple(
+    f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column}"
+    for table, column in (
+        (LINEAGE_TABLE, "model_version BIGINT"),
+        (LINEAGE_TABLE, "rows_new BIGINT"),
+        (LINEAGE_TABLE, "rows_reused BIGINT"),
+        (LINEAGE_TABLE, "refit_reason VARCHAR"),
+        (LINEAGE_TABLE, "drift JSON"),
+        (IMPUTED_CELLS_TABLE, "model_version BIGINT"),
+    )
+)
+
 
 class LineageSchema(pa.DataFrameModel):
-    """One row of `tdm_lineage`: what ran, on what, with which settings, and what came out."""
+    """One row of `tdm_lineage`: what ran, on what, with which settings, and what came out.
+
+    `status` is "imputed" (the target written whole), "copied" (no missing cell) or "appended"
+    (an incremental run: only the rows new since the last run imputed and added to the target).
+    Runs with a stored model (`tdm_models`) fill the last five fields: `model_version` (the
+    model that imputed the run's cells), `rows_new` and `rows_reused` (rows imputed now, rows
+    kept as an earlier run wrote them), `refit_reason` (why a model was fitted, NULL when the
+    stored one was used) and `drift` (per column, the new rows' shift against the model's fit
+    data, JSON); other runs leave them NULL.
+    """
 
     run_id: Series[str]
     flow_name: Series[str]
@@ -86,7 +116,12 @@ class LineageSchema(pa.DataFrameModel):
     quality_passed: Series[bool]
     quality_report: Series[str]
     package_versions: Series[str]
-    status: Series[str] = pa.Field(isin=["imputed", "copied"])
+    status: Series[str] = pa.Field(isin=["imputed", "copied", "appended"])
+    model_version: Series[float] = pa.Field(nullable=True, ge=1)
+    rows_new: Series[float] = pa.Field(nullable=True, ge=0)
+    rows_reused: Series[float] = pa.Field(nullable=True, ge=0)
+    refit_reason: Series[str] = pa.Field(nullable=True)
+    drift: Series[str] = pa.Field(nullable=True)
 
     class Config:
         strict = True
@@ -96,14 +131,17 @@ class LineageSchema(pa.DataFrameModel):
 
 class ImputedCellsSchema(pa.DataFrameModel):
     """Rows of `tdm_imputed_cells`: one per cell the run filled in. `row_number` is the row's
-    0-based position in the source when it was read (storage order); `row_key` (the key's value
-    as text, when the run had a key) is what still finds the row after rows move."""
+    0-based position in the target when written (storage order; for a whole table, its position
+    in the source too); `row_key` (the key's value as text, when the run had a key) is what
+    still finds the row after rows move; `model_version`, the stored model that imputed it
+    (NULL for a run without a model store)."""
 
     run_id: Series[str]
     target_table: Series[str]
     row_number: Series[int] = pa.Field(ge=0)
     row_key: Series[str] = pa.Field(nullable=True)
     column_name: Series[str]
+    model_version: Series[float] = pa.Field(nullable=True, ge=1)
 
     class Config:
         strict = True

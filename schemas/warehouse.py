@@ -12,6 +12,9 @@ A YAML file (example: `deployments/warehouse.yaml`)::
         bounds: {humidity: [0, 100], temperature: [-40, null]}  # optional; null = open
         target: sensors_imputed          # optional; default table + TDM_TARGET_SUFFIX
         imputer: {max_iter: 2000}        # optional overrides of the imputer settings
+        incremental: true                # optional: keep a model (tdm_models), impute only
+                                         # rows the target lacks (needs key or watermark)
+        watermark: loaded_at             # optional: new rows are above the target's highest
 
 `bounds` replace a numeric column's observed [min, max] as the range of its imputed values; the
 table's CHECK constraints and the column's type still apply. Table names are `table` (schema
@@ -48,6 +51,16 @@ class TableEntry(BaseModel):
     bounds: dict[str, tuple[float | None, float | None]] | None = None
     target: str | None = None
     imputer: dict[str, Any] = Field(default_factory=dict)
+    incremental: bool = False
+    watermark: str | None = None
+
+    @model_validator(mode="after")
+    def _incremental_rows(self) -> TableEntry:
+        if self.incremental and self.key is None and self.watermark is None:
+            raise ValueError("incremental: true needs a key or a watermark to tell new rows")
+        if self.watermark is not None and not self.incremental:
+            raise ValueError("watermark is for incremental runs: add incremental: true")
+        return self
 
     @field_validator("bounds")
     @classmethod

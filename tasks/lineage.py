@@ -18,7 +18,7 @@ from tasks.quality import QualityReport
 from tasks.results import ImputationOutcome
 from tasks.validate import ImputationPlan
 
-__all__ = ["LineageRecord", "RunInfo", "current_run", "package_versions"]
+__all__ = ["LineageRecord", "ModelUse", "RunInfo", "current_run", "package_versions"]
 
 _PACKAGES = (
     "tdm-impute", "torch", "numpy", "pandas", "scikit-learn", "pot", "lapjv",
@@ -60,6 +60,21 @@ def package_versions() -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class ModelUse:
+    """How a run with a model store used it: the version that imputed its cells, the rows it
+    imputed and those it kept as earlier runs wrote them, why it fitted a model (None: the
+    stored one imputed), each column's drift, and whether it appended to the target."""
+
+    version: int
+    rows_new: int
+    rows_reused: int
+    refit_reason: str | None
+    drift: dict[str, Any] | None
+    appended: bool
+    imputer: str = "TDMImputer"
+
+
+@dataclass(frozen=True)
 class LineageRecord:
     """Everything a lineage row holds except the finish time, which the writer stamps."""
 
@@ -71,15 +86,19 @@ class LineageRecord:
     seed: int
     hyperparameters: dict[str, Any]
     versions: dict[str, str] = field(default_factory=package_versions)
+    model: ModelUse | None = None
 
     @property
     def status(self) -> str:
-        """'imputed', or 'copied' when the table had no missing cell."""
+        """'appended' (rows added to the target with a stored model), 'imputed', or 'copied'
+        when the table had no missing cell."""
+        if self.model is not None and self.model.appended:
+            return "appended"
         return "imputed" if self.outcome is not None else "copied"
 
     def to_frame(self, finished_at: datetime) -> pd.DataFrame:
         """The lineage row as a one-row frame validated by `LineageSchema`."""
-        outcome = self.outcome
+        outcome, model = self.outcome, self.model
         row = {
             "run_id": self.run.run_id,
             "flow_name": self.run.flow_name,
@@ -95,7 +114,7 @@ class LineageRecord:
             "rows": self.plan.n_rows,
             "columns_imputed": _json(list(self.plan.columns)),
             "cells_imputed": _json(dict(self.plan.missing)),
-            "imputer": outcome.imputer if outcome else "none",
+            "imputer": outcome.imputer if outcome else (model.imputer if model else "none"),
             "hyperparameters": _json(outcome.hyperparameters if outcome else self.hyperparameters),
             "seed": self.seed,
             "device": outcome.device if outcome else None,
@@ -106,6 +125,11 @@ class LineageRecord:
             "quality_report": _json(self.quality.to_dict()),
             "package_versions": _json(self.versions),
             "status": self.status,
+            "model_version": model.version if model else None,
+            "rows_new": model.rows_new if model else None,
+            "rows_reused": model.rows_reused if model else None,
+            "refit_reason": model.refit_reason if model else None,
+            "drift": _json(model.drift) if model and model.drift is not None else None,
         }
         frame = pd.DataFrame([row])
         for name in ("started_at", "finished_at"):

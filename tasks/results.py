@@ -58,7 +58,8 @@ class WriteResult:
 
 @dataclass(frozen=True)
 class ImputeTableResult:
-    """What one table's run did."""
+    """What one table's run did; an incremental run also says which model version imputed it,
+    the rows it imputed and kept, and why it fitted a model (None: the stored one was used)."""
 
     run_id: str
     db_path: str
@@ -73,3 +74,7 @@ class ImputeTableResult:
     final_loss: float | None
     fit_seconds: float
     seconds: dict[str, float] = field(default_factory=dict)
+    model_version: int | None = None
+    rows_new: int | None = None
+    rows_reused: int | None = None
+    refit_reason: str | None = None

@@ -10,7 +10,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from schemas.lineage import IMPUTED_CELLS_DDL, IMPUTED_CELLS_TABLE, LINEAGE_DDL
+from schemas.lineage import IMPUTED_CELLS_DDL, IMPUTED_CELLS_TABLE
 from tasks.access import check_writable
 from tasks.cells import (
     FilledColumn,
@@ -33,12 +33,58 @@ from tasks.validate import ImputationPlan
 from tasks.warehouse import connect, register_frame
 from tasks.write import (
     check_source_unchanged,
+    ensure_record_tables,
     insert_lineage,
     record_imputed_cells,
     summarise_write,
 )
 
-__all__ = ["PartitionedWrite"]
+__all__ = ["PartitionedWrite", "insert_imputed_rows"]
+
+
+def insert_imputed_rows(
+    con: duckdb.DuckDBPyConnection,
+    plan: ImputationPlan,
+    part: SourceTable,
+    imputed: pd.DataFrame,
+    filled: list[FilledColumn],
+    into: str,
+) -> int:
+    """Insert the rows of `part` (indexed by the source's rowid) into the table `into`, their
+    missing cells filled from `imputed`; returns the observed cells proved unchanged.
+
+    Rows are matched to the source by rowid and inserted in rowid order; observed cells are
+    copied by DuckDB and proved unchanged in their own type before the insert."""
+    rowids = part.frame.index.to_numpy(dtype=np.int64)
+    frame = imputed_frame(part, plan, imputed, filled)
+    frame["r"] = rowids
+    src = quote_table(plan.source_table)
+    out = "temp.tdm_part_out"
+    with register_frame(con, frame, "tdm_part") as view:
+        rows = f"{src} AS s JOIN {view} AS i ON s.rowid = i.r"
+        check_alignment(con, plan, filled, rows)
+        replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
+        replace = f" REPLACE ({replacements})" if replacements else ""
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE tdm_part_out AS "
+            f"SELECT s.rowid AS tdm_row, s.*{replace} FROM {rows} ORDER BY s.rowid"
+        )
+        try:
+            written = con.execute(f"SELECT count(*) FROM {out}").fetchall()[0][0]
+            if written != len(frame):
+                raise QualityCheckError(
+                    f'Rows {rowids[0]}-{rowids[-1]} of "{plan.source_table}" matched '
+                    f"{written} of their {len(frame)} rows when written, so nothing was written."
+                )
+            observed = verify_cells(
+                con, plan.target_table, f"{rows} JOIN {out} AS t ON t.tdm_row = s.rowid", filled
+            )
+            con.execute(
+                f"INSERT INTO {into} SELECT * EXCLUDE (tdm_row) FROM {out} ORDER BY tdm_row"
+            )
+        finally:
+            con.execute(f"DROP TABLE IF EXISTS {out}")
+    return observed
 
 
 class PartitionedWrite:
@@ -119,40 +165,12 @@ class PartitionedWrite:
 
         Its rows are matched to the source by rowid; observed cells are copied by DuckDB and
         proved unchanged in their own type before the partition is staged."""
-        rowids = part.frame.index.to_numpy(dtype=np.int64)
-        frame = imputed_frame(part, plan, imputed, self._filled)
-        frame["r"] = rowids
-        src = quote_table(plan.source_table)
-        out = "temp.tdm_part_out"
-        with register_frame(self.con, frame, "tdm_part") as view:
-            rows = f"{src} AS s JOIN {view} AS i ON s.rowid = i.r"
-            check_alignment(self.con, plan, self._filled, rows)
-            replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in self._filled)
-            replace = f" REPLACE ({replacements})" if replacements else ""
-            self.con.execute(
-                "CREATE OR REPLACE TEMP TABLE tdm_part_out AS "
-                f"SELECT s.rowid AS tdm_row, s.*{replace} FROM {rows} ORDER BY s.rowid"
-            )
-            try:
-                written = self.con.execute(f"SELECT count(*) FROM {out}").fetchall()[0][0]
-                if written != len(frame):
-                    raise QualityCheckError(
-                        f'Partition of "{plan.source_table}" at rows {rowids[0]}-{rowids[-1]} '
-                        f"matched {written} of its {len(frame)} rows when written, so nothing "
-                        "was written."
-                    )
-                self._observed_checked += verify_cells(
-                    self.con, plan.target_table, f"{rows} JOIN {out} AS t ON t.tdm_row = s.rowid",
-                    self._filled,
-                )  # fmt: skip
-                self.con.execute(
-                    f"INSERT INTO {self.STAGE}.target SELECT * EXCLUDE (tdm_row) FROM {out} "
-                    "ORDER BY tdm_row"
-                )
-            finally:
-                self.con.execute(f"DROP TABLE IF EXISTS {out}")
+        self._observed_checked += insert_imputed_rows(
+            self.con, plan, part, imputed, self._filled, f"{self.STAGE}.target"
+        )
+        rows = len(part.frame)
         offset = self._rows_before
-        self._rows_before += len(frame)
+        self._rows_before += rows
         record_imputed_cells(
             self.con, part, plan, run_id, offset=offset, table=f"{self.STAGE}.cells"
         )
@@ -164,8 +182,7 @@ class PartitionedWrite:
         self.con.execute("BEGIN TRANSACTION")
         try:
             check_source_unchanged(self.con, source)
-            self.con.execute(LINEAGE_DDL)
-            self.con.execute(IMPUTED_CELLS_DDL)
+            ensure_record_tables(self.con)
             self.replaced_existing = check_target_table(self.con, plan)
             self.con.execute(
                 f"CREATE OR REPLACE TABLE {quote_table(plan.target_table)} AS "

@@ -22,6 +22,7 @@ from schemas.lineage import (
     IMPUTED_CELLS_TABLE,
     LINEAGE_DDL,
     LINEAGE_TABLE,
+    RECORD_MIGRATIONS,
     ImputedCellsSchema,
 )
 from tasks.cells import (
@@ -54,6 +55,7 @@ from tasks.warehouse import (
 
 __all__ = [
     "check_source_unchanged",
+    "ensure_record_tables",
     "insert_lineage",
     "log_type_notes",
     "record_imputed_cells",
@@ -113,8 +115,7 @@ def _write(
 ) -> bool:
     """The statements of the transaction; returns whether an existing target was replaced."""
     check_source_unchanged(con, source)
-    con.execute(LINEAGE_DDL)
-    con.execute(IMPUTED_CELLS_DDL)
+    ensure_record_tables(con)
     replaced = check_target_table(con, plan)
     if plan.n_missing:
         lineage = _create_imputed_target(con, plan, source, imputed, lineage)
@@ -126,6 +127,15 @@ def _write(
     record_imputed_cells(con, source, plan, lineage.run.run_id)
     insert_lineage(con, lineage)
     return replaced
+
+
+def ensure_record_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Create `tdm_lineage` and `tdm_imputed_cells` where missing, and add the columns newer
+    than a file's tables (`schemas.lineage.RECORD_MIGRATIONS`)."""
+    con.execute(LINEAGE_DDL)
+    con.execute(IMPUTED_CELLS_DDL)
+    for statement in RECORD_MIGRATIONS:
+        con.execute(statement)
 
 
 def check_source_unchanged(con: duckdb.DuckDBPyConnection, source: SourceTable) -> None:
@@ -187,11 +197,13 @@ def record_imputed_cells(
     *,
     offset: int = 0,
     table: str = IMPUTED_CELLS_TABLE,
+    model_version: int | None = None,
 ) -> None:
     """One row per imputed cell (numeric, boolean or categorical): run, target, row number
-    (0-based), key value and column.
+    (0-based), key value, column and the stored model version that imputed it (None: none).
 
-    `offset` is the row number of `source.frame`'s first row (a partition of the table)."""
+    `offset` is the row number of `source.frame`'s first row in the target (a partition of the
+    table, or rows appended after the target's)."""
     mask = missing_mask(source.frame, plan.columns).to_numpy()
     rows, cols = np.nonzero(mask)
     keys = (
@@ -206,6 +218,7 @@ def record_imputed_cells(
             "row_number": rows.astype(np.int64) + offset,
             "row_key": keys,
             "column_name": np.asarray(plan.columns, dtype=object)[cols],
+            "model_version": pd.array([model_version] * len(rows), dtype="Int64"),
         }
     )
     cells = ImputedCellsSchema.validate(cells)

@@ -61,6 +61,8 @@ def _lineage_row(**changes: object) -> pd.DataFrame:
         "imputer": "TDMImputer", "hyperparameters": "{}", "seed": 0, "device": "cpu",
         "n_iter": 5, "final_loss": 0.1, "fit_seconds": 1.0, "quality_passed": True,
         "quality_report": "{}", "package_versions": "{}", "status": "imputed",
+        "model_version": None, "rows_new": None, "rows_reused": None, "refit_reason": None,
+        "drift": None,
     }  # fmt: skip
     row.update(changes)
     return pd.DataFrame([row])
@@ -83,10 +85,10 @@ def test_lineage_schema_refuses_bad_rows(changes: dict) -> None:
 
 
 def test_imputed_cells_schema_has_fixed_columns() -> None:
-    """The imputed-cells record has exactly its five columns, in order."""
+    """The imputed-cells record has exactly its six columns, in order."""
     frame = pd.DataFrame(
         {"run_id": ["r"], "target_table": ["t"], "row_number": [0], "row_key": [None],
-         "column_name": ["a"]}
+         "column_name": ["a"], "model_version": [None]}
     )  # fmt: skip
     ImputedCellsSchema.validate(frame)
     with pytest.raises((pandera.errors.SchemaError, pandera.errors.SchemaErrors)):

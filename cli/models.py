@@ -1,0 +1,100 @@
+"""`tdm models list|show|drop`: the model store (`tdm_models`) of a warehouse file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_models_command", "describe_increment"]
+
+
+def describe_increment(result: Any) -> str:
+    """What an incremental run wrote: new rows, the model version and why it was fitted."""
+    cells = sum(result.cells_imputed.values())
+    how = f"fitted now: {result.refit_reason}" if result.refit_reason else "the stored one"
+    return (
+        f"Wrote {result.target_table!r} to {result.db_path}: {result.rows_new} new rows "
+        f"({cells} cells) imputed with model version {result.model_version} ({how}); "
+        f"{result.rows_reused} rows imputed before kept as they were."
+    )
+
+
+def add_models_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register `models` and its `list`, `show` and `drop` actions on the `tdm` parser."""
+    models = subparsers.add_parser(
+        "models",
+        help="list, show or drop the models stored by incremental runs (tdm_models)",
+        description="The fitted models incremental runs (`tdm impute --incremental`) keep in "
+        "the warehouse's tdm_models table, one version per fit, named by their target table.",
+    )
+    actions = models.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="every stored version, one line each")
+    show = actions.add_parser("show", help="one version: columns, settings, fit data, drift base")
+    drop = actions.add_parser(
+        "drop", help="delete a target's versions (the next incremental run refits)"
+    )
+    for parser in (listing, show, drop):
+        parser.add_argument(
+            "--db", type=Path, help="DuckDB file [env TDM_DB_PATH; warehouse.duckdb]"
+        )
+    for parser in (show, drop):
+        parser.add_argument("--target", required=True, help="the target table the model imputes")
+        parser.add_argument("--version", type=int, help="one version [show: the newest; drop: all]")
+    models.set_defaults(handler=_run_models)
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    from flows.settings import PipelineSettings
+    from tasks.errors import PipelineInputError
+    from tasks.models import drop_models, list_models
+    from tasks.warehouse import connect
+
+    db = args.db if args.db is not None else PipelineSettings().db_path
+    with connect(db, read_only=args.action != "drop") as con:
+        if args.action == "drop":
+            dropped = drop_models(con, args.target, args.version)
+            which = f"version {args.version}" if args.version is not None else "every version"
+            print(f"Dropped {dropped} stored model(s) of {args.target!r} ({which}) from {db}.")
+            return 0
+        models = list_models(con, getattr(args, "target", None))
+    if args.action == "list":
+        if not models:
+            print(f"No stored model in {db}.")
+        for m in models:
+            print(
+                f"{m.target_table}  v{m.version}  from {m.source_table}  "
+                f"{m.created_at:%Y-%m-%d %H:%M}  {m.fit_rows} fit rows  tdm {m.tdm_version}  "
+                f"{m.model_bytes / 1e6:.2f} MB  run {m.run_id}"
+            )
+        return 0
+    chosen = [m for m in models if args.version in (None, m.version)]
+    if not chosen:
+        raise PipelineInputError(
+            f"No stored model of {args.target!r}"
+            + (f" with version {args.version}" if args.version is not None else "")
+            + f" in {db}; `tdm models list` shows those there are."
+        )
+    model = chosen[-1]
+    details = {
+        "target_table": model.target_table,
+        "source_table": model.source_table,
+        "version": model.version,
+        "created_at": str(model.created_at),
+        "run_id": model.run_id,
+        "tdm_version": model.tdm_version,
+        "save_format": model.format_version,
+        "columns": list(model.columns),
+        "key": model.key_column,
+        "watermark": model.watermark_column,
+        "seed": model.seed,
+        "fit_rows": model.fit_rows,
+        "source_hash": model.source_hash,
+        "model_sha256": model.model_sha256,
+        "model_bytes": model.model_bytes,
+        "settings": model.settings,
+        "fit_data": model.profile,
+    }
+    print(json.dumps(details, indent=2, default=str))
+    return 0

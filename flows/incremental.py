@@ -1,0 +1,333 @@
+"""Incremental runs of a table: a stored model per target, new rows imputed with it.
+
+The first run fits a model (on the whole table, or a sample of `max_fit_rows` rows), imputes
+every row, creates the target and stores the model as version 1 in `tdm_models`, in one
+transaction. A later run reads only the rows the target does not hold yet (`tasks.increments`),
+measures their drift against the model's fit data, and imputes them with the stored model's
+`transform` (network fixed); rows imputed before are never rewritten. A model is refitted, and
+stored as a new version, when asked, when it is older than `refit_every_days`, when the new rows
+drift past a threshold (`on_drift="refit"`), or when the stored model cannot be used (corrupt,
+saved by an unreadable library version, fitted on other columns): the reason is logged and
+recorded in the lineage row. After a refit the new rows are imputed with the new model; the old
+ones keep their values unless `rewrite_on_refit`, which replaces the target whole.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+import pandas as pd
+from prefect import get_run_logger
+
+from flows.runs import OUTCOME, for_table
+from flows.settings import PipelineSettings
+from flows.steps import ImputeOptions, TableRequest, log_plan, table_result
+from tasks.access import check_writable
+from tasks.artifacts import publish_run_report
+from tasks.drift import DriftReport, measure_drift, profile_columns
+from tasks.errors import PipelineInputError
+from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
+from tasks.increments import AppendWrite, NewRows, check_watermark, read_new_rows
+from tasks.lineage import LineageRecord, ModelUse, current_run
+from tasks.models import (
+    ModelInfo,
+    NewModel,
+    StoredModelError,
+    latest_model,
+    load_model,
+    pack_imputer,
+)
+from tasks.partitions import TableProfile, profile_table, read_partition, read_sample
+from tasks.quality import QualityReport, check_quality
+from tasks.results import FittedModel, ImputeTableResult
+from tasks.scaling import Scaling, apply_scaling, inverse_scale, standardise
+from tasks.targets import check_target_table
+from tasks.warehouse import connect
+
+__all__ = ["IncrementalRequest", "impute_incremental"]
+
+
+@dataclass(frozen=True)
+class IncrementalRequest:
+    """How new rows are told apart (`watermark`, when the table has no key) and whether a refit
+    is asked for."""
+
+    watermark: str | None = None
+    refit: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class _Model:
+    """The model a run imputes with: the imputer, its scaling, its version, and, when it was
+    fitted by this run, what is stored and the fit (its imputation of the fit rows)."""
+
+    imputer: Any
+    scaling: Scaling
+    version: int
+    stored: NewModel | None = None
+    fitted: FittedModel | None = None
+    fit_index: pd.Index | None = None
+
+
+def impute_incremental(
+    db_path: str,
+    request: TableRequest,
+    options: ImputeOptions,
+    incremental: IncrementalRequest,
+    *,
+    settings: PipelineSettings,
+) -> ImputeTableResult:
+    """Impute the rows of `request.source_table` its target does not hold yet, with the stored
+    model or a refitted one (see the module's docstring); one transaction writes it all."""
+    if request.replace_source:
+        raise PipelineInputError(
+            f'An incremental run of table "{request.source_table}" appends to its target; it '
+            "cannot update the source in place. Write to a target table."
+        )
+    check_writable(db_path)
+    logger = get_run_logger()
+    run = current_run(options.started)
+    started = time.perf_counter()
+    with connect(db_path, read_only=False) as con:
+        profile = _profile(con, db_path, request, settings)
+        plan = profile.plan
+        if plan.key is None and incremental.watermark is None:
+            raise PipelineInputError(
+                f'An incremental run of table "{plan.source_table}" needs a key (unique, not '
+                "null) or a watermark column to tell new rows from those imputed before."
+            )
+        if incremental.watermark is not None:
+            check_watermark(con, profile, incremental.watermark)
+        exists = check_target_table(con, plan)
+        log_plan(plan)
+        latest = latest_model(con, plan.target_table)
+        reason = _refit_reason(exists, latest, incremental, settings)
+        model: _Model | None = None
+        if reason is None and latest is not None:
+            try:
+                imputer, scaling = load_model(
+                    con, latest, columns=plan.columns, key=plan.key, kinds=plan.kinds
+                )
+                model = _Model(imputer, scaling, latest.version)
+            except StoredModelError as error:
+                reason = f"{error} A new model is fitted."
+        new = read_new_rows(con, profile, incremental.watermark)
+        drift = _drift(latest, new, plan.kinds, settings) if latest and exists else None
+        if model is not None and drift is not None and drift.exceeded:
+            if settings.on_drift == "refit":
+                reason, model = drift.reason(), None
+            else:
+                logger.warning(
+                    "Table %r: %s; imputing with the stored model (TDM_ON_DRIFT=warn)",
+                    plan.source_table, drift.reason(),
+                )  # fmt: skip
+        rewrite = model is None and exists and settings.rewrite_on_refit
+        if rewrite or not exists:
+            new = read_new_rows(con, profile, incremental.watermark, every_row=True)
+        if model is None:
+            assert reason is not None
+            logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
+            model = _fit(con, db_path, profile, options, settings, run.run_id, latest, incremental)
+        seconds = {"load-validate-read": time.perf_counter() - started}
+        imputed, quality = _impute_rows(db_path, profile, new, model, options, seconds)
+        source = profile.source(new.frame)
+        part_plan = replace(
+            plan,
+            n_rows=len(new.frame),
+            missing={c: int(new.frame[c].isna().sum()) for c in plan.columns},
+        )
+        lineage = LineageRecord(
+            run=run,
+            source=source,
+            plan=part_plan,
+            outcome=model.fitted.outcome if model.fitted else None,
+            quality=quality,
+            seed=options.seed,
+            hyperparameters=options.params.model_dump(),
+            model=ModelUse(
+                version=model.version,
+                rows_new=len(new.frame),
+                rows_reused=new.rows_before,
+                refit_reason=reason,
+                drift=None if drift is None else drift.to_dict(),
+                appended=exists and not rewrite,
+            ),
+        )
+        clock = time.perf_counter()
+        written, lineage = AppendWrite(con, db_path, replace=rewrite).commit(
+            part_plan, source, new, imputed, lineage, model.stored, model.version
+        )
+        seconds["write"] = time.perf_counter() - clock
+    logger.info("%s", describe_increment(lineage), extra={OUTCOME: True})
+    result = table_result(written, lineage, seconds)
+    publish_run_report(
+        result, source=source, imputed=imputed, quality=lineage.quality, outcome=lineage.outcome
+    )
+    return result
+
+
+def describe_increment(lineage: LineageRecord) -> str:
+    """One sentence: which model imputed how many new rows, how many were kept, and why a model
+    was fitted."""
+    use = lineage.model
+    assert use is not None
+    fitted = f"fitted now ({use.refit_reason})" if use.refit_reason else "stored"
+    return (
+        f"Table {lineage.plan.source_table!r} into {lineage.plan.target_table!r}: "
+        f"{use.rows_new} new rows imputed with model version {use.version}, {fitted}; "
+        f"{use.rows_reused} rows imputed before kept as they were."
+    )
+
+
+def _profile(
+    con: duckdb.DuckDBPyConnection,
+    db_path: str,
+    request: TableRequest,
+    settings: PipelineSettings,
+) -> TableProfile:
+    return profile_table(
+        con,
+        db_path,
+        request.source_table,
+        columns=request.columns,
+        key=request.key,
+        target=request.target_table,
+        target_suffix=settings.target_suffix,
+        partition_rows=settings.partition_rows,
+        replace_target=request.replace_target,
+        pass_through=request.pass_through,
+        bounds=request.bounds,
+    )
+
+
+def _refit_reason(
+    exists: bool,
+    latest: ModelInfo | None,
+    incremental: IncrementalRequest,
+    settings: PipelineSettings,
+) -> str | None:
+    """Why this run fits a model before reading new rows, or None."""
+    if not exists:
+        return "first run: the target does not exist yet"
+    if latest is None:
+        return "no model of the target is stored"
+    if incremental.refit:
+        return "refit asked for"
+    if settings.refit_every_days is not None:
+        age = (datetime.now(UTC) - latest.created_at).total_seconds() / 86400
+        if age >= settings.refit_every_days:
+            return (
+                f"model version {latest.version} is {age:.1f} days old "
+                f"(TDM_REFIT_EVERY_DAYS={settings.refit_every_days:g})"
+            )
+    return None
+
+
+def _drift(
+    latest: ModelInfo, new: NewRows, kinds: Any, settings: PipelineSettings
+) -> DriftReport | None:
+    profile = {c: v for c, v in latest.profile.items() if c in new.frame}
+    if not profile or not len(new.frame):
+        return None
+    return measure_drift(
+        profile,
+        new.frame,
+        kinds,
+        threshold=settings.drift_threshold,
+        label_threshold=settings.drift_label_threshold,
+    )
+
+
+def _fit(
+    con: duckdb.DuckDBPyConnection,
+    db_path: str,
+    profile: TableProfile,
+    options: ImputeOptions,
+    settings: PipelineSettings,
+    run_id: str,
+    latest: ModelInfo | None,
+    incremental: IncrementalRequest,
+) -> _Model:
+    """Fit on the whole table in storage order (or a sample of `max_fit_rows` rows), scaled by
+    the whole table's moments; the model to store as the next version."""
+    plan = profile.plan
+    table = plan.source_table
+    rows = profile.fingerprint.rows
+    if rows <= settings.max_fit_rows:
+        frame = read_partition(con, profile, 0, _max_rowid(con, profile) + 1)
+    else:
+        frame = read_sample(con, profile, settings.max_fit_rows, options.seed)
+    scale = for_table(standardise, table, db_path)
+    bounds = {name: b.for_imputer() for name, b in plan.bounds.items()}
+    scaled = scale(frame, plan.columns, profile.moments, kinds=plan.kinds, bounds=bounds)
+    tags = [GPU_TAG] if settings.dask_gpu or uses_gpu(options.params.device) else []
+    fit = for_table(fit_model, table, db_path, tags=tags)
+    fitted = fit(scaled.frame, options.params, options.seed, table=table, bounds=scaled.bounds)
+    blob, format_version = pack_imputer(fitted.imputer)
+    stored = NewModel(
+        source_table=table,
+        target_table=plan.target_table,
+        run_id=run_id,
+        columns=tuple(plan.columns),
+        key_column=plan.key,
+        watermark_column=incremental.watermark,
+        settings=fitted.outcome.hyperparameters,
+        seed=options.seed,
+        source_hash=profile.fingerprint.content_hash,
+        fit_rows=len(frame),
+        scaling=scaled.scaling,
+        profile=profile_columns(frame, plan.columns, plan.kinds),
+        model=blob,
+        created_at=datetime.now(UTC),
+        format_version=format_version,
+    )
+    version = (latest.version if latest else 0) + 1
+    index = frame.index if rows <= settings.max_fit_rows else None
+    return _Model(fitted.imputer, scaled.scaling, version, stored, fitted, index)
+
+
+def _max_rowid(con: duckdb.DuckDBPyConnection, profile: TableProfile) -> int:
+    found = con.execute(f"SELECT coalesce(max(rowid), -1) FROM {profile.table.sql}").fetchall()
+    return int(found[0][0])
+
+
+def _impute_rows(
+    db_path: str,
+    profile: TableProfile,
+    new: NewRows,
+    model: _Model,
+    options: ImputeOptions,
+    seconds: dict[str, float],
+) -> tuple[pd.DataFrame, QualityReport]:
+    """The new rows imputed in the data's units, and their checks: the fit's own imputation
+    where the model was fitted on the whole table now, else the model's `transform`."""
+    plan = profile.plan
+    table = plan.source_table
+    clock = time.perf_counter()
+    if model.fitted is not None and model.fit_index is not None:
+        scaled = model.fitted.outcome.frame.loc[new.frame.index]
+    elif len(new.frame):
+        frame = apply_scaling(new.frame, model.scaling)
+        transform = for_table(impute_partition, table, db_path)
+        scaled = transform(model.imputer, frame, table=table)
+    else:
+        scaled = apply_scaling(new.frame, model.scaling)
+    seconds["impute"] = time.perf_counter() - clock
+    imputed = inverse_scale.fn(scaled, model.scaling, new.frame)
+    part_plan = replace(
+        plan,
+        n_rows=len(new.frame),
+        missing={c: int(new.frame[c].isna().sum()) for c in plan.columns},
+    )
+    quality = check_quality.fn(
+        profile.source(new.frame),
+        part_plan,
+        imputed,
+        options.range_factor,
+        observed_range=profile.observed_range,
+    )
+    return imputed, quality

@@ -1,0 +1,234 @@
+"""Incremental runs end to end on real DuckDB files: a stored model per target, new rows imputed
+with it, old imputations unchanged, refits by rule (drift, request, unusable model)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from flows.impute_table import impute_table
+from tasks.params import ImputerParams
+from tests.conftest import build_readings
+from tests.tables import column_types
+
+pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
+
+FAST = ImputerParams(max_iter=15)
+NUMERIC = ["temperature", "pressure", "humidity", "visits"]
+
+
+def _query(path: Path, sql: str) -> pd.DataFrame:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(sql).df()
+
+
+def _append_rows(path: Path, first_id: int, n_rows: int, *, seed: int, shift: float = 0.0) -> None:
+    """Append `n_rows` rows of the readings kind (ids from `first_id`, ~20% missing), the
+    temperature column shifted by `shift` of its standard deviations."""
+    scratch = path.parent / f"new-{seed}.duckdb"
+    build_readings(scratch, n_rows=n_rows, seed=seed)
+    with duckdb.connect(str(path)) as con:
+        con.execute(f"ATTACH '{scratch}' AS new (READ_ONLY)")
+        sd = con.execute("SELECT stddev_pop(temperature) FROM readings").fetchall()[0][0]
+        con.execute(
+            "INSERT INTO readings SELECT id + ? AS id, temperature + ? AS temperature, "
+            "* EXCLUDE (id, temperature) FROM new.readings",
+            [first_id - 1, shift * sd],
+        )
+        con.execute("DETACH new")
+
+
+def _run(path: Path, **options: object):
+    settings: dict[str, object] = {"key": "id", "imputer": FAST, "seed": 1, **options}
+    state = impute_table("readings", db_path=path, incremental=True, return_state=True, **settings)
+    assert state.is_completed(), state.message
+    return state.result()
+
+
+def _target(path: Path, upto: int) -> pd.DataFrame:
+    return _query(path, f"SELECT * FROM readings_imputed WHERE id <= {upto} ORDER BY id")
+
+
+def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
+    warehouse: Path,
+) -> None:
+    """First run fits and stores version 1; after rows are appended, the next run imputes only
+    them with version 1, leaves the old imputed cells bit for bit, and says so in the lineage;
+    a run with nothing new writes nothing but its lineage row."""
+    first = _run(warehouse)
+    assert (first.status, first.model_version, first.rows_new, first.rows_reused) == (
+        "imputed", 1, 80, 0
+    )  # fmt: skip
+    assert "first run" in first.refit_reason
+    before = _target(warehouse, 80)
+
+    _append_rows(warehouse, 81, 20, seed=5)
+    second = _run(warehouse)
+    assert (second.status, second.model_version, second.rows_new, second.rows_reused) == (
+        "appended", 1, 20, 80
+    )  # fmt: skip
+    assert second.refit_reason is None
+    pd.testing.assert_frame_equal(_target(warehouse, 80), before, check_exact=True)
+    source = _query(warehouse, "SELECT * FROM readings WHERE id > 80 ORDER BY id")
+    added = _query(warehouse, "SELECT * FROM readings_imputed WHERE id > 80 ORDER BY id")
+    assert len(added) == 20 and not added[NUMERIC].isna().any().any()
+    observed = source[NUMERIC].notna().to_numpy()
+    assert np.array_equal(added[NUMERIC].to_numpy()[observed], source[NUMERIC].to_numpy()[observed])
+    assert column_types(warehouse, "readings_imputed") == column_types(warehouse, "readings")
+
+    models = _query(warehouse, "SELECT version, run_id FROM tdm_models")
+    assert list(models["version"]) == [1] and models["run_id"][0] == first.run_id
+    lineage = _query(
+        warehouse, "SELECT status, model_version, rows_new, rows_reused FROM tdm_lineage "
+        f"WHERE run_id = '{second.run_id}'",
+    )  # fmt: skip
+    assert lineage.iloc[0].tolist() == ["appended", 1, 20, 80]
+    cells = _query(
+        warehouse, "SELECT row_key, row_number, model_version FROM tdm_imputed_cells "
+        f"WHERE run_id = '{second.run_id}'",
+    )  # fmt: skip
+    assert int(observed.size - observed.sum()) == len(cells)
+    assert set(cells["model_version"]) == {1}
+    assert set(cells["row_key"].astype(int)) <= set(range(81, 101))
+    assert cells["row_number"].min() >= 80
+
+    third = _run(warehouse)
+    assert (third.status, third.rows_new, third.rows_reused) == ("appended", 0, 100)
+    pd.testing.assert_frame_equal(_target(warehouse, 100), _target(warehouse, 100))
+    assert len(_query(warehouse, "SELECT * FROM readings_imputed")) == 100
+
+
+def test_drift_refits_a_new_version_and_keeps_the_old_imputations(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New rows whose temperature is shifted by 3 SDs refit the model (version 2) and the
+    lineage says why; with TDM_ON_DRIFT=warn the stored model imputes them and the drift is
+    still recorded."""
+    _run(warehouse)
+    before = _target(warehouse, 80)
+    _append_rows(warehouse, 81, 30, seed=6, shift=3.0)
+    monkeypatch.setenv("TDM_ON_DRIFT", "warn")
+    warned = _run(warehouse)
+    assert warned.refit_reason is None and warned.model_version == 1
+    drift = _query(warehouse, f"SELECT drift FROM tdm_lineage WHERE run_id = '{warned.run_id}'")
+    figures = json.loads(drift["drift"][0])
+    assert figures["temperature"]["exceeded"] and figures["temperature"]["value"] > 2.0
+    assert not figures["pressure"]["exceeded"]
+
+    monkeypatch.setenv("TDM_ON_DRIFT", "refit")
+    _append_rows(warehouse, 111, 30, seed=7, shift=3.0)
+    refit = _run(warehouse)
+    assert refit.model_version == 2 and refit.rows_new == 30
+    assert "drift" in refit.refit_reason and "temperature" in refit.refit_reason
+    pd.testing.assert_frame_equal(_target(warehouse, 80), before, check_exact=True)
+    versions = _query(warehouse, "SELECT version FROM tdm_models ORDER BY version")["version"]
+    assert list(versions) == [1, 2]
+
+
+def test_refit_on_request_can_rewrite_the_old_imputations(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--refit stores a new version; old rows keep their values unless TDM_REWRITE_ON_REFIT,
+    which replaces the target with the new model's imputation of every row."""
+    _run(warehouse)
+    before = _target(warehouse, 80)
+    kept = _run(warehouse, refit=True)
+    assert kept.model_version == 2 and kept.refit_reason == "refit asked for"
+    pd.testing.assert_frame_equal(_target(warehouse, 80), before, check_exact=True)
+
+    monkeypatch.setenv("TDM_REWRITE_ON_REFIT", "true")
+    rewritten = _run(warehouse, refit=True, seed=9)
+    assert (rewritten.model_version, rewritten.rows_new, rewritten.status) == (3, 80, "imputed")
+    after = _target(warehouse, 80)
+    assert not after[NUMERIC].equals(before[NUMERIC])  # imputed again, by another seed's model
+
+
+@pytest.mark.parametrize("damage", ["truncated", "other-format", "other-columns"])
+def test_an_unusable_stored_model_is_reported_and_refitted(warehouse: Path, damage: str) -> None:
+    """A truncated file, a file of a save format this library does not read, or a model of
+    other columns: the run says why, fits a new version, and still imputes the new rows."""
+    _run(warehouse)
+    with duckdb.connect(str(warehouse)) as con:
+        if damage == "truncated":
+            con.execute("UPDATE tdm_models SET model = model[1:100]")
+        elif damage == "other-format":
+            import io
+
+            import torch
+
+            buffer = io.BytesIO()
+            torch.save({"format_version": 1, "class": "TDMImputer", "tdm_version": "0.1"}, buffer)
+            blob = buffer.getvalue()
+            con.execute(
+                "UPDATE tdm_models SET model = ?, model_sha256 = ?",
+                [blob, hashlib.sha256(blob).hexdigest()],
+            )
+        else:
+            con.execute("""UPDATE tdm_models SET columns = '["temperature"]'""")
+    _append_rows(warehouse, 81, 10, seed=8)
+    result = _run(warehouse)
+    expected = {"truncated": "corrupt", "other-format": "format", "other-columns": "columns"}
+    assert expected[damage] in result.refit_reason
+    assert result.model_version == 2 and result.rows_new == 10
+    added = _query(warehouse, "SELECT * FROM readings_imputed WHERE id > 80")
+    assert not added[NUMERIC].isna().any().any()
+
+
+def test_incremental_run_needs_a_key_or_a_watermark(warehouse: Path) -> None:
+    """Without a key or watermark there is no telling new rows: refused before anything runs;
+    with a watermark, rows above the target's highest value are the new ones."""
+    state = impute_table(
+        "readings", db_path=warehouse, imputer=FAST, incremental=True, return_state=True
+    )
+    assert state.is_failed() and "key" in str(state.message) and "watermark" in str(state.message)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}
+    assert tables == {"readings"}
+
+    state = impute_table(
+        "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="day",
+        pass_through=["day"], return_state=True,
+    )  # fmt: skip
+    assert state.is_completed(), state.message
+    _append_rows(warehouse, 81, 5, seed=9)
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("UPDATE readings SET day = day + INTERVAL 200 DAY WHERE id > 80")
+    state = impute_table(
+        "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="day",
+        pass_through=["day"], return_state=True,
+    )  # fmt: skip
+    assert state.is_completed(), state.message
+    assert (state.result().rows_new, state.result().rows_reused) == (5, 80)
+
+
+def test_warehouse_config_entry_runs_incrementally(warehouse: Path, tmp_path: Path) -> None:
+    """A config entry with `incremental: true` stores a model on the first nightly run and
+    appends only the new rows on the next; an entry without key or watermark is refused."""
+    import yaml
+
+    from flows.impute_warehouse import impute_warehouse
+    from schemas.warehouse import WarehouseConfigError, load_warehouse_config
+
+    config = tmp_path / "nightly.yaml"
+    entry = {"table": "readings", "key": "id", "incremental": True, "imputer": {"max_iter": 15}}
+    config.write_text(yaml.safe_dump({"db_path": str(warehouse), "tables": [entry]}))
+    first = impute_warehouse(str(config), return_state=True)
+    assert first.is_completed(), first.message
+    _append_rows(warehouse, 81, 10, seed=4)
+    second = impute_warehouse(str(config), return_state=True)
+    assert second.is_completed(), second.message
+    done = second.result().tables["readings"]
+    assert (done.status, done.model_version, done.rows_new, done.rows_reused) == (
+        "appended", 1, 10, 80
+    )  # fmt: skip
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"tables": [{"table": "readings", "incremental": True}]}))
+    with pytest.raises(WarehouseConfigError, match="key or a watermark"):
+        load_warehouse_config(str(bad))
