@@ -23,6 +23,7 @@ import duckdb
 import pandas as pd
 from prefect import get_run_logger
 
+from flows.partitioned import profile_request
 from flows.runs import OUTCOME, for_table
 from flows.settings import PipelineSettings
 from flows.steps import ImputeOptions, TableRequest, log_plan, table_result
@@ -41,7 +42,7 @@ from tasks.models import (
     load_model,
     pack_imputer,
 )
-from tasks.partitions import TableProfile, profile_table, read_partition, read_sample
+from tasks.partitions import TableProfile, read_partition, read_sample
 from tasks.quality import QualityReport, check_quality
 from tasks.results import FittedModel, ImputeTableResult
 from tasks.scaling import Scaling, apply_scaling, inverse_scale, standardise
@@ -93,7 +94,7 @@ def impute_incremental(
     run = current_run(options.started)
     started = time.perf_counter()
     with connect(db_path, read_only=False) as con:
-        profile = _profile(con, db_path, request, settings)
+        profile = profile_request(con, db_path, request, settings)
         plan = profile.plan
         if plan.key is None and incremental.watermark is None:
             raise PipelineInputError(
@@ -180,27 +181,6 @@ def describe_increment(lineage: LineageRecord) -> str:
         f"Table {lineage.plan.source_table!r} into {lineage.plan.target_table!r}: "
         f"{use.rows_new} new rows imputed with model version {use.version}, {fitted}; "
         f"{use.rows_reused} rows imputed before kept as they were."
-    )
-
-
-def _profile(
-    con: duckdb.DuckDBPyConnection,
-    db_path: str,
-    request: TableRequest,
-    settings: PipelineSettings,
-) -> TableProfile:
-    return profile_table(
-        con,
-        db_path,
-        request.source_table,
-        columns=request.columns,
-        key=request.key,
-        target=request.target_table,
-        target_suffix=settings.target_suffix,
-        partition_rows=settings.partition_rows,
-        replace_target=request.replace_target,
-        pass_through=request.pass_through,
-        bounds=request.bounds,
     )
 
 

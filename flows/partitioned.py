@@ -48,7 +48,7 @@ from tasks.validate import validate_input
 from tasks.warehouse import connect
 from tasks.write import log_type_notes
 
-__all__ = ["count_rows_to_partition", "impute_partitioned"]
+__all__ = ["count_rows_to_partition", "impute_partitioned", "profile_request"]
 
 # Per partition, plain functions rather than task runs (see the module's docstring).
 unscale = inverse_scale.fn
@@ -82,7 +82,7 @@ def impute_partitioned(
     run = current_run(options.started)
     clock = time.perf_counter()
     with PartitionedWrite(db_path, memory_limit=settings.duckdb_memory_limit) as write:
-        profile = _profile(write.con, db_path, request, settings)
+        profile = profile_request(write.con, db_path, request, settings)
         plan = profile.plan
         check_target_table(write.con, plan)  # refused before the fit; checked again at commit
         sample, scaled = _sample(write.con, db_path, profile, options.seed, settings)
@@ -161,7 +161,7 @@ def _dry_run(
     started = time.perf_counter()
     check_writable(db_path)  # as a run would, before the fit
     with connect(db_path, read_only=True) as con:
-        profile = _profile(con, db_path, request, settings)
+        profile = profile_request(con, db_path, request, settings)
         replaces = check_target_table(con, profile.plan)
         sample, scaled = _sample(con, db_path, profile, options.seed, settings)
     seconds = {"load-and-validate": time.perf_counter() - started}
@@ -181,10 +181,11 @@ def _dry_run(
     return dry_run_result(db_path, plan, outcome, seconds, replaces=replaces)
 
 
-def _profile(
+def profile_request(
     con: Any, db_path: str, request: TableRequest, settings: PipelineSettings
 ) -> TableProfile:
-    """The table's profile: resolved columns, key and target, value checks, partitions."""
+    """The requested table's profile: resolved columns, key and target, value checks in SQL,
+    observed ranges and moments, partitions (`tasks.partitions.profile_table`)."""
     return profile_table(
         con,
         db_path,

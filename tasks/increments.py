@@ -8,7 +8,6 @@ by an append; a refit that rewrites them replaces the target whole (`AppendWrite
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 
@@ -34,6 +33,7 @@ from tasks.write import (
     insert_lineage,
     record_imputed_cells,
     summarise_write,
+    transaction,
 )
 
 __all__ = ["AppendWrite", "NewRows", "check_watermark", "read_new_rows", "target_rows"]
@@ -142,8 +142,7 @@ class AppendWrite:
             frame=new.frame,
         )  # fmt: skip
         target = quote_table(plan.target_table)
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con, plan.target_table, self.db_path):
             check_source_unchanged(con, source)
             ensure_record_tables(con)
             exists = find_table(con, plan.target_table) is not None
@@ -171,16 +170,6 @@ class AppendWrite:
                         f"(version {stored - 1}); nothing was written. Run again."
                     )
             insert_lineage(con, lineage)
-            con.execute("COMMIT")
-        except BaseException as error:
-            with contextlib.suppress(duckdb.Error):
-                con.execute("ROLLBACK")
-            if isinstance(error, duckdb.Error):
-                raise PipelineError(
-                    f"Writing table \"{plan.target_table}\" to '{self.db_path}' failed, and the "
-                    f"warehouse was left as it was: {str(error).splitlines()[0]}"
-                ) from None
-            raise
         written = summarise_write(self.db_path, lineage, replaced_existing=self.replace and exists)
         return written, lineage
 

@@ -7,6 +7,7 @@ partition by partition.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -60,6 +61,7 @@ __all__ = [
     "log_type_notes",
     "record_imputed_cells",
     "summarise_write",
+    "transaction",
     "write_back",
 ]
 
@@ -75,21 +77,31 @@ def write_back(
     source: SourceTable, plan: ImputationPlan, imputed: pd.DataFrame, lineage: LineageRecord
 ) -> WriteResult:
     """Write the target table, the imputed cells and the lineage row; all or nothing."""
-    with connect(source.db_path, read_only=False) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            replaced = _write(con, source, plan, imputed, lineage)
-            con.execute("COMMIT")
-        except BaseException as error:
-            with contextlib.suppress(duckdb.Error):  # keep the original error if this fails too
-                con.execute("ROLLBACK")
-            if isinstance(error, duckdb.Error):
-                raise PipelineError(
-                    f"Writing table \"{plan.target_table}\" to '{source.db_path}' failed, and the "
-                    f"warehouse was left as it was: {str(error).splitlines()[0]}"
-                ) from None
-            raise
+    with (
+        connect(source.db_path, read_only=False) as con,
+        transaction(con, plan.target_table, source.db_path),
+    ):
+        replaced = _write(con, source, plan, imputed, lineage)
     return summarise_write(source.db_path, lineage, replaced_existing=replaced)
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection, target: str, db_path: str) -> Iterator[None]:
+    """Run the block in one transaction: committed if it ends, rolled back if anything fails; a
+    DuckDB error becomes a `PipelineError` saying the warehouse was left as it was."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException as error:
+        with contextlib.suppress(duckdb.Error):  # keep the original error if this fails too
+            con.execute("ROLLBACK")
+        if isinstance(error, duckdb.Error):
+            raise PipelineError(
+                f"Writing table \"{target}\" to '{db_path}' failed, and the warehouse was left "
+                f"as it was: {str(error).splitlines()[0]}"
+            ) from None
+        raise
 
 
 def summarise_write(
