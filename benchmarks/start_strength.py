@@ -5,8 +5,9 @@ Run: ``python -m benchmarks.start_strength --datasets letter --seeds 0,1`` (one 
 dataset may run beside another: each writes ``results/start_strength/<dataset>.csv``), then
 ``python -m benchmarks.start_strength --write`` to put every recorded row in BENCHMARKS.md.
 Selection masks only (30% MCAR, seeds 0-1). For each forest size (trees, rounds), the start
-alone (``init="forest"``, ``max_iter=0``) and the default TDM from it (``init="forest"``, so no
-safeguard), with the wall time of each, one torch thread.
+alone (``init="forest"``, ``max_iter=0``), TDM from it (``init="forest"``, so no safeguard) and
+the default with that forest (``init="auto"``, safeguard on: ``--fits start,auto``), with the
+wall time of each, one torch thread. ``--sizes 100x6,100x8`` picks the forests (trees x rounds).
 """
 
 from __future__ import annotations
@@ -33,17 +34,27 @@ OUT = Path(__file__).resolve().parent.parent / "results" / "start_strength"
 SIZES = ((20, 3), (60, 3), (20, 8), (100, 4))
 
 
-def run(name: str, seeds: list[int]) -> pd.DataFrame:
+FITS: dict[str, dict[str, object]] = {
+    "start": {"init": "forest", "max_iter": 0},
+    "tdm": {"init": "forest"},
+    "auto": {"init": "auto"},
+}
+
+
+def run(
+    name: str,
+    seeds: list[int],
+    sizes: tuple[tuple[int, int], ...] = SIZES,
+    fits: tuple[str, ...] = ("start", "tdm"),
+) -> pd.DataFrame:
     X = load_dataset(name).X
     rows = []
     for seed in seeds:
         mask = simulate_mcar(X, 0.3, random_state=seed)
         holes = np.where(mask, np.nan, X)
-        for trees, rounds in SIZES:
-            for label, steps in (("start", 0), ("tdm", None)):
-                params = {"init": "forest", "forest_trees": trees, "forest_rounds": rounds}
-                if steps is not None:
-                    params["max_iter"] = steps
+        for trees, rounds in sizes:
+            for label in fits:
+                params = {**FITS[label], "forest_trees": trees, "forest_rounds": rounds}
                 started = time.perf_counter()
                 out = TDMImputer(random_state=seed, **params).fit_transform(holes)
                 seconds = time.perf_counter() - started
@@ -65,18 +76,23 @@ def report() -> str:
         f"Date: {date.today().isoformat()}; machine: {platform.machine()}, 1 torch thread "
         "(two datasets' processes at once on 2 cores).  ",
         f"30% MCAR, seeds {', '.join(map(str, seeds))}; MAE and seconds per fit, mean over "
-        'seeds; the start alone (`init="forest"`, `max_iter=0`) and TDM from it (2,000 steps).',
+        'seeds; the start alone (`init="forest"`, `max_iter=0`), TDM from it (2,000 steps, no '
+        'safeguard), and the default with that forest (`init="auto"`, safeguard on); "-": not '
+        "run.",
         "",
-        "| dataset | trees | rounds | start MAE | start s | TDM MAE | TDM s |",
-        "|---|---|---|---|---|---|---|",
+        "| dataset | trees | rounds | start MAE | start s | TDM MAE | TDM s | default MAE "
+        "| default s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (name, trees, rounds), group in means.groupby(level=[0, 1, 2]):
-        start = group.xs("start", level="fit").iloc[0]
-        fitted = group.xs("tdm", level="fit").iloc[0]
-        lines.append(
-            f"| {name} | {trees} | {rounds} | {start.mae:.4f} | {start.seconds:.0f} | "
-            f"{fitted.mae:.4f} | {fitted.seconds:.0f} |"
-        )
+        cells = []
+        for fit in ("start", "tdm", "auto"):
+            if fit in group.index.get_level_values("fit"):
+                row = group.xs(fit, level="fit").iloc[0]
+                cells += [f"{row.mae:.4f}", f"{row.seconds:.0f}"]
+            else:
+                cells += ["-", "-"]
+        lines.append(f"| {name} | {trees} | {rounds} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -84,13 +100,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default="", help="comma-separated; runs and records them")
     parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--sizes", default="", help="trees x rounds, e.g. 100x6,100x8")
+    parser.add_argument("--fits", default="start,tdm", help="of start, tdm, auto")
     parser.add_argument("--write", action="store_true", help="write the table to BENCHMARKS.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     OUT.mkdir(parents=True, exist_ok=True)
+    sizes = tuple(
+        (int(t), int(r)) for t, r in (s.split("x") for s in filter(None, args.sizes.split(",")))
+    )
+    fits = tuple(filter(None, args.fits.split(",")))
     for name in filter(None, args.datasets.split(",")):
-        results = run(name, [int(s) for s in args.seeds.split(",")])
-        results.to_csv(OUT / f"{name}.csv", index=False)
+        results = run(name, [int(s) for s in args.seeds.split(",")], sizes or SIZES, fits)
+        path = OUT / f"{name}.csv"
+        if path.exists():  # rows of other sizes or fits are kept; these replace their own
+            old = pd.read_csv(path)
+            keys = ["seed", "trees", "rounds", "fit"]
+            old = old[~old.set_index(keys).index.isin(results.set_index(keys).index)]
+            results = pd.concat([old, results], ignore_index=True)
+        results.to_csv(path, index=False)
     text = report()
     print(text)
     if args.write:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cli.arguments import (
     add_columns_flag,
+    add_incremental_flags,
     add_key_flag,
     add_pass_through_flag,
     add_replace_target_flag,
@@ -98,6 +99,7 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     add_pass_through_flag(run)
     add_key_flag(run)
     add_replace_target_flag(run)
+    add_incremental_flags(run)
     run.add_argument(
         "--max-iter",
         type=parse_positive,
@@ -153,6 +155,9 @@ def _run(args: argparse.Namespace) -> int:
         "replace_target": args.replace_target,
         "imputer": {"max_iter": args.max_iter} if args.max_iter is not None else None,
         "seed": args.seed,
+        "incremental": args.incremental or None,
+        "watermark": args.watermark,
+        "refit": args.refit or None,
     }
     parameters = {name: value for name, value in given.items() if value is not None}
     created: list[CreatedRun] = []

@@ -54,7 +54,7 @@ def _run_models(args: argparse.Namespace) -> int:
     db = args.db if args.db is not None else PipelineSettings().db_path
     with connect(db, read_only=args.action != "drop") as con:
         if args.action == "drop":
-            dropped = drop_models(con, args.target, args.version)
+            dropped = drop_models(con, args.target, args.version, base=Path(db).resolve().parent)
             which = f"version {args.version}" if args.version is not None else "every version"
             print(f"Dropped {dropped} stored model(s) of {args.target!r} ({which}) from {db}.")
             return 0
@@ -66,7 +66,8 @@ def _run_models(args: argparse.Namespace) -> int:
             print(
                 f"{m.target_table}  v{m.version}  from {m.source_table}  "
                 f"{m.created_at:%Y-%m-%d %H:%M}  {m.fit_rows} fit rows  tdm {m.tdm_version}  "
-                f"{m.model_bytes / 1e6:.2f} MB  run {m.run_id}"
+                + (f"file {m.model_path}" if m.model_path else f"{m.model_bytes / 1e6:.2f} MB")
+                + f"  run {m.run_id}"
             )
         return 0
     chosen = [m for m in models if args.version in (None, m.version)]
@@ -93,6 +94,7 @@ def _run_models(args: argparse.Namespace) -> int:
         "source_hash": model.source_hash,
         "model_sha256": model.model_sha256,
         "model_bytes": model.model_bytes,
+        "model_path": model.model_path,
         "settings": model.settings,
         "fit_data": model.profile,
     }

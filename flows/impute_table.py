@@ -167,12 +167,11 @@ def _impute_table(
     )
 
     if incremental is not None:
-        if dry_run:
-            raise PipelineInputError(
-                f'A dry run of an incremental run of table "{source_table}" is not supported; '
-                "run it without --dry-run, or dry-run it as a full run."
-            )
-        return impute_incremental(db, request, options, incremental, settings=settings)
+        with task_runner(settings) as runner:
+            return impute_incremental(
+                db, request, options, incremental, settings=settings, runner=runner,
+                dry_run=dry_run,
+            )  # fmt: skip
     rows = count_rows_to_partition(db, source_table, settings)
     if rows is not None:
         if replace_source:

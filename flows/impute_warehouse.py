@@ -142,10 +142,6 @@ def _impute_warehouse(
                 params, settings.seed, settings.range_factor, started
             )
             if entry.incremental:
-                if dry_run:
-                    raise PipelineInputError(
-                        f'Table "{entry.table}" is imputed incrementally, which has no dry run.'
-                    )
                 increments[entry.table] = IncrementalRequest(entry.watermark)
                 large.append(request)
                 continue
@@ -189,7 +185,13 @@ def _impute_warehouse(
             try:
                 if table in increments:
                     results[table] = impute_incremental(
-                        db, request, options[table], increments[table], settings=settings
+                        db,
+                        request,
+                        options[table],
+                        increments[table],
+                        settings=settings,
+                        runner=runner,
+                        dry_run=dry_run,
                     )
                     continue
                 results[table] = impute_partitioned(

@@ -17,24 +17,34 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
 from prefect import get_run_logger
 
-from flows.partitioned import profile_request
+from flows.partitioned import gpu_tags, profile_request
+from flows.runners import gpu_annotation
 from flows.runs import OUTCOME, for_table
 from flows.settings import PipelineSettings
-from flows.steps import ImputeOptions, TableRequest, log_plan, table_result
+from flows.steps import (
+    ImputeOptions,
+    TableRequest,
+    dry_run_result,
+    log_plan,
+    model_fields,
+    table_result,
+)
 from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.drift import DriftReport, measure_drift, profile_columns
 from tasks.errors import PipelineInputError
-from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
+from tasks.impute import fit_model, impute_partition
 from tasks.increments import AppendWrite, NewRows, check_watermark, read_new_rows
 from tasks.lineage import LineageRecord, ModelUse, current_run
 from tasks.models import (
+    ModelFolder,
     ModelInfo,
     NewModel,
     StoredModelError,
@@ -81,19 +91,25 @@ def impute_incremental(
     incremental: IncrementalRequest,
     *,
     settings: PipelineSettings,
+    runner: Any,
+    dry_run: bool = False,
 ) -> ImputeTableResult:
     """Impute the rows of `request.source_table` its target does not hold yet, with the stored
-    model or a refitted one (see the module's docstring); one transaction writes it all."""
+    model or a refitted one (see the module's docstring), the fit and the new rows' imputation
+    (in partitions of `TDM_PARTITION_ROWS`) over `runner`; one transaction writes it all. With
+    `dry_run` the file is opened read-only and the run stops after the checks: the result and
+    the log say what a run would append, with which model version, and why it would refit."""
     if request.replace_source:
         raise PipelineInputError(
             f'An incremental run of table "{request.source_table}" appends to its target; it '
             "cannot update the source in place. Write to a target table."
         )
-    check_writable(db_path)
+    if not dry_run:
+        check_writable(db_path)
     logger = get_run_logger()
     run = current_run(options.started)
     started = time.perf_counter()
-    with connect(db_path, read_only=False) as con:
+    with connect(db_path, read_only=dry_run) as con:
         profile = profile_request(con, db_path, request, settings)
         plan = profile.plan
         if plan.key is None and incremental.watermark is None:
@@ -111,8 +127,9 @@ def impute_incremental(
         if reason is None and latest is not None:
             try:
                 imputer, scaling = load_model(
-                    con, latest, columns=plan.columns, key=plan.key, kinds=plan.kinds
-                )
+                    con, latest, columns=plan.columns, key=plan.key, kinds=plan.kinds,
+                    base=Path(db_path).resolve().parent,
+                )  # fmt: skip
                 model = _Model(imputer, scaling, latest.version)
             except StoredModelError as error:
                 reason = f"{error} A new model is fitted."
@@ -132,9 +149,12 @@ def impute_incremental(
         if model is None:
             assert reason is not None
             logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
-            model = _fit(con, db_path, profile, options, settings, run.run_id, latest, incremental)
+            model = _fit(con, db_path, profile, options, settings, run.run_id, latest, incremental,
+                         runner)  # fmt: skip
         seconds = {"load-validate-read": time.perf_counter() - started}
-        imputed, quality = _impute_rows(db_path, profile, new, model, options, seconds)
+        imputed, quality = _impute_rows(
+            db_path, profile, new, model, options, seconds, settings=settings, runner=runner
+        )
         source = profile.source(new.frame)
         part_plan = replace(
             plan,
@@ -158,8 +178,18 @@ def impute_incremental(
                 appended=exists and not rewrite,
             ),
         )
+        if dry_run:
+            outcome = model.fitted.outcome if model.fitted else None
+            result = replace(
+                dry_run_result(db_path, part_plan, outcome, seconds, replaces=rewrite),
+                **model_fields(lineage),
+            )
+            what = describe_increment(lineage, dry=True)
+            logger.info("Dry run, nothing written to %s: %s", db_path, what, extra={OUTCOME: True})
+            return result
         clock = time.perf_counter()
-        written, lineage = AppendWrite(con, db_path, replace=rewrite).commit(
+        folder = ModelFolder.beside(db_path, settings.model_dir) if settings.model_dir else None
+        written, lineage = AppendWrite(con, db_path, replace=rewrite, folder=folder).commit(
             part_plan, source, new, imputed, lineage, model.stored, model.version
         )
         seconds["write"] = time.perf_counter() - clock
@@ -171,16 +201,21 @@ def impute_incremental(
     return result
 
 
-def describe_increment(lineage: LineageRecord) -> str:
+def describe_increment(lineage: LineageRecord, *, dry: bool = False) -> str:
     """One sentence: which model imputed how many new rows, how many were kept, and why a model
-    was fitted."""
+    was fitted; with `dry`, what a run would do."""
     use = lineage.model
     assert use is not None
     fitted = f"fitted now ({use.refit_reason})" if use.refit_reason else "stored"
+    imputed, kept = ("would be imputed", "would be kept") if dry else ("imputed", "kept")
+    if not use.appended:
+        kept_part = "the target written anew" + (" (it would be)" if dry else "")
+    else:
+        kept_part = f"{use.rows_reused} rows imputed before {kept} as they were"
     return (
         f"Table {lineage.plan.source_table!r} into {lineage.plan.target_table!r}: "
-        f"{use.rows_new} new rows imputed with model version {use.version}, {fitted}; "
-        f"{use.rows_reused} rows imputed before kept as they were."
+        f"{use.rows_new} new rows {imputed} with model version {use.version}, {fitted}; "
+        f"{kept_part}."
     )
 
 
@@ -231,6 +266,7 @@ def _fit(
     run_id: str,
     latest: ModelInfo | None,
     incremental: IncrementalRequest,
+    runner: Any,
 ) -> _Model:
     """Fit on the whole table in storage order (or a sample of `max_fit_rows` rows), scaled by
     the whole table's moments; the model to store as the next version."""
@@ -244,9 +280,16 @@ def _fit(
     scale = for_table(standardise, table, db_path)
     bounds = {name: b.for_imputer() for name, b in plan.bounds.items()}
     scaled = scale(frame, plan.columns, profile.moments, kinds=plan.kinds, bounds=bounds)
-    tags = [GPU_TAG] if settings.dask_gpu or uses_gpu(options.params.device) else []
-    fit = for_table(fit_model, table, db_path, tags=tags)
-    fitted = fit(scaled.frame, options.params, options.seed, table=table, bounds=scaled.bounds)
+    fit = for_table(fit_model, table, db_path, tags=gpu_tags(options, settings))
+    parameters = {
+        "frame": scaled.frame,
+        "params": options.params,
+        "seed": options.seed,
+        "table": table,
+        "bounds": scaled.bounds,
+    }
+    with gpu_annotation(settings):
+        fitted = runner.submit(fit, parameters=parameters).result()
     blob, format_version = pack_imputer(fitted.imputer)
     stored = NewModel(
         source_table=table,
@@ -282,9 +325,13 @@ def _impute_rows(
     model: _Model,
     options: ImputeOptions,
     seconds: dict[str, float],
+    *,
+    settings: PipelineSettings,
+    runner: Any,
 ) -> tuple[pd.DataFrame, QualityReport]:
     """The new rows imputed in the data's units, and their checks: the fit's own imputation
-    where the model was fitted on the whole table now, else the model's `transform`."""
+    where the model was fitted on the whole table now, else the model's `transform`, one task
+    per `TDM_PARTITION_ROWS` rows over `runner` (with the `gpu` tag on a GPU)."""
     plan = profile.plan
     table = plan.source_table
     clock = time.perf_counter()
@@ -292,8 +339,15 @@ def _impute_rows(
         scaled = model.fitted.outcome.frame.loc[new.frame.index]
     elif len(new.frame):
         frame = apply_scaling(new.frame, model.scaling)
-        transform = for_table(impute_partition, table, db_path)
-        scaled = transform(model.imputer, frame, table=table)
+        tags = gpu_tags(options, settings)
+        futures = []
+        for index, start in enumerate(range(0, len(frame), settings.partition_rows)):
+            part = frame.iloc[start : start + settings.partition_rows]
+            task = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
+            parameters = {"imputer": model.imputer, "frame": part, "table": table}
+            with gpu_annotation(settings):
+                futures.append(runner.submit(task, parameters={**parameters, "partition": index}))
+        scaled = pd.concat([future.result() for future in futures])
     else:
         scaled = apply_scaling(new.frame, model.scaling)
     seconds["impute"] = time.perf_counter() - clock

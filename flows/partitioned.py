@@ -48,7 +48,7 @@ from tasks.validate import validate_input
 from tasks.warehouse import connect
 from tasks.write import log_type_notes
 
-__all__ = ["count_rows_to_partition", "impute_partitioned", "profile_request"]
+__all__ = ["count_rows_to_partition", "gpu_tags", "impute_partitioned", "profile_request"]
 
 # Per partition, plain functions rather than task runs (see the module's docstring).
 unscale = inverse_scale.fn
@@ -99,7 +99,7 @@ def impute_partitioned(
         clock = time.perf_counter()
         pending: deque[tuple[Any, Any]] = deque()
         reports = []
-        tags = _gpu_tags(options, settings)
+        tags = gpu_tags(options, settings)
         for index, (start, stop) in enumerate(profile.bounds):
             part = profile.source(read_partition(write.con, profile, start, stop))
             frame = apply_scaling(part.frame, scaled.scaling)
@@ -217,7 +217,8 @@ def _sample(
     )
 
 
-def _gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:
+def gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:
+    """The `gpu` concurrency tag, for a run on a GPU (asked for, or Dask `GPU` resources)."""
     return [GPU_TAG] if settings.dask_gpu or uses_gpu(options.params.device) else []
 
 
@@ -232,7 +233,7 @@ def _fit(
 ) -> FittedModel:
     """Fit the model on the scaled sample, within its bounds, over `runner`."""
     table = request.source_table
-    task = for_table(fit_model, table, db_path, tags=_gpu_tags(options, settings))
+    task = for_table(fit_model, table, db_path, tags=gpu_tags(options, settings))
     parameters = {
         "frame": scaled.frame,
         "params": options.params,

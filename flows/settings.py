@@ -116,6 +116,13 @@ class PipelineSettings(ImputerParams, BaseSettings):
         description="Incremental runs: when a model is refitted, impute every row of the target "
         "again with it (the target is replaced); otherwise rows imputed before keep their values.",
     )
+    model_dir: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Incremental runs: keep the fitted models' files in this folder (relative: "
+        "from the DuckDB file's folder), one subfolder per target table, instead of in the "
+        "tdm_models table, which keeps each version's path and digest (unset: in the table).",
+    )
 
     def imputer_params(self) -> ImputerParams:
         """The imputer hyperparameters alone."""

@@ -203,12 +203,13 @@ def table_result(
         rows=written.rows,
         cells_imputed=dict(plan.missing),
         **_fit_fields(outcome, seconds),
-        **_model_fields(lineage),
+        **model_fields(lineage),
     )
 
 
-def _model_fields(lineage: LineageRecord) -> dict[str, Any]:
-    """An incremental run's model version, new and kept rows, and refit reason (else none)."""
+def model_fields(lineage: LineageRecord) -> dict[str, Any]:
+    """An incremental run's model version, new and kept rows, refit reason, drift and whether
+    it appended (else none)."""
     use = lineage.model
     if use is None:
         return {}
@@ -217,6 +218,8 @@ def _model_fields(lineage: LineageRecord) -> dict[str, Any]:
         "rows_new": use.rows_new,
         "rows_reused": use.rows_reused,
         "refit_reason": use.refit_reason,
+        "drift": use.drift,
+        "appended": use.appended,
     }
 
 
@@ -274,10 +277,21 @@ def describe_dry_run(result: ImputeTableResult) -> str:
         if result.n_iter is not None
         else ""
     )
+    rows = f"with {result.rows} rows, {what}"
+    if result.model_version is not None:
+        model = (
+            f"a model fitted now (version {result.model_version}: {result.refit_reason})"
+            if result.refit_reason
+            else f"the stored model (version {result.model_version})"
+        )
+        if result.appended:
+            where = f"append {result.rows_new} new rows to {result.target_table!r}"
+            rows = f"({what}) imputed with {model}, keep the {result.rows_reused} rows before"
+        else:
+            rows += f", imputed with {model}"
     return (
         f"Dry run of {result.source_table!r}, nothing written to {result.db_path}: a run would "
-        f"{where} with {result.rows} rows, {what}, and add its tdm_lineage row; the quality "
-        f"checks passed{fit}."
+        f"{where} {rows}, and add its tdm_lineage row; the quality checks passed{fit}."
     )
 
 

@@ -113,7 +113,7 @@ def run_report_markdown(
             "`open`; integers are imputed as integers. A text, enum or boolean column's "
             "imputed cells take labels observed in it.",
         ]
-    lines += ["", *_columns_table(result, quality), "", "## Run", ""]
+    lines += ["", *_columns_table(result, quality), *_model_section(result), "", "## Run", ""]
     if outcome is not None:
         ratios = outcome.cost_ratio_history[np.isfinite(outcome.cost_ratio_history)]
         tail = (
@@ -141,6 +141,51 @@ def run_report_markdown(
     ]
     lines.append(f"| **total** | **{total:.2f}** | |")
     return "\n".join(lines)
+
+
+def _model_section(result: ImputeTableResult) -> list[str]:
+    """An incremental run's model: the version that imputed, rows new and kept, why a model was
+    fitted (or that the stored one was used), and each column's drift against the fit data,
+    below its threshold too. Empty for other runs."""
+    if result.model_version is None:
+        return []
+    if result.refit_reason is None:
+        why = "the stored model imputed the new rows (no refit)"
+    else:
+        why = f"a new model was fitted: {result.refit_reason}"
+    kept = (
+        f"{result.rows_reused} rows imputed before were kept as they were"
+        if result.appended
+        else "the target was written anew"
+    )
+    lines = [
+        "",
+        "## Model",
+        "",
+        f"- version {result.model_version} in `tdm_models` imputed {result.rows_new} new rows; "
+        f"{kept}",
+        f"- {why}",
+    ]
+    if result.drift:
+        lines += [
+            "",
+            "Drift of the new rows against the model's fit data (numeric: mean shift in fit "
+            "standard deviations; text, enum, boolean: total variation distance of the label "
+            "shares):",
+            "",
+            "| column | measure | drift | threshold | new values | past threshold |",
+            "|---|---|---:|---:|---:|---|",
+        ]
+        for column, d in result.drift.items():
+            unseen = d.get("unseen_labels")
+            past = ("yes" if d["exceeded"] else "no") + (
+                f" (unseen labels: {', '.join(map(str, unseen))})" if unseen else ""
+            )
+            lines.append(
+                f"| {code_span(column)} | {d['measure']} | {format_number(d['value'], 3)} | "
+                f"{format_number(d['threshold'], 3)} | {d['observed']} | {past} |"
+            )
+    return lines
 
 
 def _what_was_done(result: ImputeTableResult, *, passed: bool) -> str:

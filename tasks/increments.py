@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -19,7 +20,7 @@ from tasks.cells import add_checks, filled_columns, write_checks
 from tasks.errors import PipelineError, PipelineInputError
 from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
-from tasks.models import NewModel, insert_model
+from tasks.models import ModelFolder, NewModel, insert_model
 from tasks.names import quote_table
 from tasks.partitions import TableProfile
 from tasks.quality import CheckOutcome
@@ -115,12 +116,21 @@ def read_new_rows(
 class AppendWrite:
     """One transaction: the new rows into the target (created, or replaced when `replace`),
     their imputed cells, the new model version if one was fitted, and the lineage row; the
-    source is checked unchanged first. A failure leaves the warehouse as it was."""
+    source is checked unchanged first. A failure leaves the warehouse as it was: a model file
+    written to the model `folder` is removed again."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, db_path: str, *, replace: bool) -> None:
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        db_path: str,
+        *,
+        replace: bool,
+        folder: ModelFolder | None = None,
+    ) -> None:
         self.con = con
         self.db_path = db_path
         self.replace = replace
+        self.folder = folder
         self.checks: list[CheckOutcome] = []
 
     def commit(
@@ -141,37 +151,59 @@ class AppendWrite:
             db_path=source.db_path, table=source.table, fingerprint=source.fingerprint,
             frame=new.frame,
         )  # fmt: skip
-        target = quote_table(plan.target_table)
-        with transaction(con, plan.target_table, self.db_path):
-            check_source_unchanged(con, source)
-            ensure_record_tables(con)
-            exists = find_table(con, plan.target_table) is not None
-            if self.replace or not exists:
-                con.execute(
-                    f"CREATE OR REPLACE TABLE {target} AS "
-                    f"SELECT * FROM {quote_table(plan.source_table)} LIMIT 0"
-                )
-            else:
-                _check_same_columns(con, plan)
-            offset = 0 if self.replace else new.rows_before
-            filled = filled_columns(part, plan)
-            observed = 0
-            if len(new.frame):
-                observed = insert_imputed_rows(con, plan, part, imputed, filled, target)
-            self.checks = write_checks(filled, observed)
-            lineage = dataclass_replace(lineage, quality=add_checks(lineage.quality, self.checks))
-            record_imputed_cells(con, part, plan, lineage.run.run_id, offset=offset,
-                                 model_version=version)  # fmt: skip
-            if model is not None:
-                stored = insert_model(con, model)
-                if stored != version:
-                    raise PipelineError(
-                        f'Another run stored a model of table "{plan.target_table}" meanwhile '
-                        f"(version {stored - 1}); nothing was written. Run again."
-                    )
-            insert_lineage(con, lineage)
+        files: list[Path] = []
+        try:
+            with transaction(con, plan.target_table, self.db_path):
+                check_source_unchanged(con, source)
+                exists = find_table(con, plan.target_table) is not None
+                lineage = self._write(plan, part, new, imputed, lineage, exists, version)
+                if model is not None:
+                    stored, file = insert_model(con, model, self.folder)
+                    files += [file] if file is not None else []
+                    if stored != version:
+                        raise PipelineError(
+                            f'Another run stored a model of table "{plan.target_table}" '
+                            f"meanwhile (version {stored - 1}); nothing was written. Run again."
+                        )
+                insert_lineage(con, lineage)
+        except BaseException:
+            for file in files:  # the transaction is undone: so is its model file
+                file.unlink(missing_ok=True)
+            raise
         written = summarise_write(self.db_path, lineage, replaced_existing=self.replace and exists)
         return written, lineage
+
+    def _write(
+        self,
+        plan: ImputationPlan,
+        part: SourceTable,
+        new: NewRows,
+        imputed: pd.DataFrame,
+        lineage: LineageRecord,
+        exists: bool,
+        version: int,
+    ) -> LineageRecord:
+        """The target's rows and the record of imputed cells; `lineage` with the checks."""
+        con = self.con
+        target = quote_table(plan.target_table)
+        ensure_record_tables(con)
+        if self.replace or not exists:
+            con.execute(
+                f"CREATE OR REPLACE TABLE {target} AS "
+                f"SELECT * FROM {quote_table(plan.source_table)} LIMIT 0"
+            )
+        else:
+            _check_same_columns(con, plan)
+        offset = 0 if self.replace else new.rows_before
+        filled = filled_columns(part, plan)
+        observed = 0
+        if len(new.frame):
+            observed = insert_imputed_rows(con, plan, part, imputed, filled, target)
+        self.checks = write_checks(filled, observed)
+        lineage = dataclass_replace(lineage, quality=add_checks(lineage.quality, self.checks))
+        record_imputed_cells(con, part, plan, lineage.run.run_id, offset=offset,
+                             model_version=version)  # fmt: skip
+        return lineage
 
 
 def _check_same_columns(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> None:

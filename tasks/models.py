@@ -1,7 +1,9 @@
 """The model store: fitted imputers kept in the warehouse's `tdm_models` table, one version per
-fit, read back by incremental runs.
+fit, read back by incremental runs; with a `ModelFolder` the save files go to a folder and the
+table keeps their path and digest.
 
-A model is stored in the transaction of the run that fitted it (`insert_model`). Reading it back
+A model is stored in the transaction of the run that fitted it (`insert_model`); a file written
+to a folder by a transaction that then fails is removed (`AppendWrite`). Reading it back
 (`load_model`) checks the file's digest, the library's save format, and that it was fitted on
 the columns, key and column kinds the run has now; any problem is a `StoredModelError` naming
 the table, the version and the problem, which the run reports before it refits.
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,12 +25,13 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from schemas.models import MODELS_DDL, MODELS_TABLE
+from schemas.models import MODELS_DDL, MODELS_MIGRATIONS, MODELS_TABLE
 from tasks.errors import PipelineInputError
 from tasks.scaling import Scaling
 from tasks.warehouse import find_table
 
 __all__ = [
+    "ModelFolder",
     "ModelInfo",
     "NewModel",
     "StoredModelError",
@@ -36,6 +41,7 @@ __all__ = [
     "list_models",
     "load_model",
     "pack_imputer",
+    "resolve_model_path",
     "scaling_from_json",
     "scaling_to_json",
 ]
@@ -43,7 +49,7 @@ __all__ = [
 _META = (
     "source_table, target_table, version, created_at, run_id, tdm_version, format_version, "
     "columns, key_column, watermark_column, settings, seed, source_hash, fit_rows, scaling, "
-    "profile, model_sha256, octet_length(model)"
+    "profile, model_sha256, coalesce(octet_length(model), 0), model_path"
 )
 
 
@@ -74,6 +80,7 @@ class ModelInfo:
     profile: dict[str, Any]
     model_sha256: str
     model_bytes: int
+    model_path: str | None = None
 
     @property
     def label(self) -> str:
@@ -100,6 +107,39 @@ class NewModel:
     model: bytes
     created_at: datetime
     format_version: int = field(default=0)
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """Where model files go instead of the `model` column: `root`; paths are stored relative to
+    `base` (the DuckDB file's folder) where the file lies under it, else absolute."""
+
+    root: Path
+    base: Path
+
+    @classmethod
+    def beside(cls, db_path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> ModelFolder:
+        """`folder` as a setting gives it: relative paths are taken from the DuckDB file's
+        folder."""
+        base = Path(db_path).resolve().parent
+        return cls(root=(base / Path(folder)).resolve(), base=base)
+
+    def file(self, target: str, version: int) -> Path:
+        """The file of `target`'s `version`: `<root>/<target>/v<version>.tdm` (characters
+        other than letters, digits, `.`, `_` and `-` in the name become `_`)."""
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", target)
+        return self.root / name / f"v{version}.tdm"
+
+    def stored(self, path: Path) -> str:
+        """How `path` is written in `model_path`."""
+        return str(path.relative_to(self.base)) if path.is_relative_to(self.base) else str(path)
+
+
+def resolve_model_path(stored: str, base: Path) -> Path:
+    """The file a `model_path` names: relative ones are taken from `base` (the DuckDB file's
+    folder)."""
+    path = Path(stored)
+    return path if path.is_absolute() else base / path
 
 
 def pack_imputer(imputer: Any) -> tuple[bytes, int]:
@@ -153,18 +193,32 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def insert_model(con: duckdb.DuckDBPyConnection, model: NewModel) -> int:
+def insert_model(
+    con: duckdb.DuckDBPyConnection, model: NewModel, folder: ModelFolder | None = None
+) -> tuple[int, Path | None]:
     """Store `model` as the next version of its target's models (inside the caller's
-    transaction); returns the version."""
+    transaction), its file in `folder` when given; returns the version and the file written
+    (None: the file is in the table), which the caller removes if the transaction fails."""
     con.execute(MODELS_DDL)
+    for migration in MODELS_MIGRATIONS:
+        con.execute(migration)
     version = 1 + int(
         con.execute(
             f"SELECT coalesce(max(version), 0) FROM {MODELS_TABLE} WHERE target_table = ?",
             [model.target_table],
         ).fetchall()[0][0]
     )
+    written = None if folder is None else folder.file(model.target_table, version)
+    if written is not None:
+        written.parent.mkdir(parents=True, exist_ok=True)
+        partial = written.with_suffix(".partial")
+        partial.write_bytes(model.model)
+        os.replace(partial, written)  # a file is whole or absent, never half written
     con.execute(
-        f"INSERT INTO {MODELS_TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO {MODELS_TABLE} (source_table, target_table, version, created_at, run_id, "
+        "tdm_version, format_version, columns, key_column, watermark_column, settings, seed, "
+        "source_hash, fit_rows, scaling, profile, model_sha256, model, model_path) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             model.source_table,
             model.target_table,
@@ -183,10 +237,11 @@ def insert_model(con: duckdb.DuckDBPyConnection, model: NewModel) -> int:
             json.dumps(scaling_to_json(model.scaling)),
             json.dumps(model.profile, sort_keys=True),
             hashlib.sha256(model.model).hexdigest(),
-            model.model,
+            model.model if written is None else None,
+            None if written is None or folder is None else folder.stored(written),
         ],
     )
-    return version
+    return version, written
 
 
 def _library_version() -> str:
@@ -215,6 +270,7 @@ def _info(row: Sequence[Any]) -> ModelInfo:
         profile=json.loads(row[15]),
         model_sha256=row[16],
         model_bytes=int(row[17]),
+        model_path=row[18],
     )
 
 
@@ -239,18 +295,43 @@ def latest_model(con: duckdb.DuckDBPyConnection, target: str) -> ModelInfo | Non
     return versions[-1] if versions else None
 
 
-def drop_models(con: duckdb.DuckDBPyConnection, target: str, version: int | None = None) -> int:
-    """Delete `target`'s stored versions (only `version`, when given); returns how many."""
+def drop_models(
+    con: duckdb.DuckDBPyConnection, target: str, version: int | None = None, *, base: Path
+) -> int:
+    """Delete `target`'s stored versions (only `version`, when given), and the files of those
+    kept in a model folder (relative paths from `base`, the DuckDB file's folder); returns how
+    many versions."""
     if not _has_store(con):
         return 0
+    for migration in MODELS_MIGRATIONS:
+        con.execute(migration)
     where, values = "lower(target_table) = lower(?)", [target]
     if version is not None:
         where, values = f"{where} AND version = ?", [target, version]
-    count = int(
-        con.execute(f"SELECT count(*) FROM {MODELS_TABLE} WHERE {where}", values).fetchall()[0][0]
-    )
+    rows = con.execute(f"SELECT model_path FROM {MODELS_TABLE} WHERE {where}", values).fetchall()
     con.execute(f"DELETE FROM {MODELS_TABLE} WHERE {where}", values)
-    return count
+    for (stored,) in rows:
+        if stored is not None:
+            resolve_model_path(stored, base).unlink(missing_ok=True)
+    return len(rows)
+
+
+def _model_file(con: duckdb.DuckDBPyConnection, info: ModelInfo, base: Path) -> bytes:
+    """The bytes of `info`'s save file, from the table or its model folder."""
+    if info.model_path is None:
+        blob = con.execute(
+            f"SELECT model FROM {MODELS_TABLE} WHERE target_table = ? AND version = ?",
+            [info.target_table, info.version],
+        ).fetchall()[0][0]
+        return bytes(blob)
+    path = resolve_model_path(info.model_path, base)
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise StoredModelError(
+            f"The file of the stored {info.label}, '{path}', cannot be read: "
+            f"{error.strerror or type(error).__name__}."
+        ) from None
 
 
 def load_model(
@@ -260,10 +341,12 @@ def load_model(
     columns: Sequence[str],
     key: str | None,
     kinds: Mapping[str, str],
+    base: Path,
     device: str | None = None,
 ) -> tuple[Any, Scaling]:
     """The stored imputer of `info` and its scaling, once checked against the run's columns,
-    key and column kinds; a `StoredModelError` says what is wrong otherwise."""
+    key and column kinds (a file in a model folder is found from `base`, the DuckDB file's
+    folder); a `StoredModelError` says what is wrong otherwise."""
     from tdm import TDMImputer
 
     if tuple(columns) != info.columns or key != info.key_column:
@@ -278,10 +361,7 @@ def load_model(
             f"The stored {info.label} imputes columns {changed} as another kind than their "
             "type is now."
         )
-    blob = con.execute(
-        f"SELECT model FROM {MODELS_TABLE} WHERE target_table = ? AND version = ?",
-        [info.target_table, info.version],
-    ).fetchall()[0][0]
+    blob = _model_file(con, info, base)
     if hashlib.sha256(blob).hexdigest() != info.model_sha256:
         raise StoredModelError(
             f"The stored {info.label} is corrupt: its file does not match its digest."

@@ -59,7 +59,9 @@ class WriteResult:
 @dataclass(frozen=True)
 class ImputeTableResult:
     """What one table's run did; an incremental run also says which model version imputed it,
-    the rows it imputed and kept, and why it fitted a model (None: the stored one was used)."""
+    the rows it imputed and kept, why it fitted a model (None: the stored one was used), each
+    column's drift (`tasks.drift.DriftReport.to_dict`; None: nothing to compare with) and
+    whether it appended to the target (False: the target was written anew)."""
 
     run_id: str
     db_path: str
@@ -78,3 +80,5 @@ class ImputeTableResult:
     rows_new: int | None = None
     rows_reused: int | None = None
     refit_reason: str | None = None
+    drift: dict[str, Any] | None = None
+    appended: bool | None = None

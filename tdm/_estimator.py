@@ -127,10 +127,10 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         """The start asked for: ``"mean"`` here; TDMImputer's ``init``."""
         return "mean"
 
-    def _start_options(self) -> tuple[int | None, int | None, bool]:
-        """The forest start's trees and rounds (``None``: by the table's size) and whether the
-        safeguard runs: ``(None, None, False)`` here; TDMImputer's settings."""
-        return None, None, False
+    def _start_options(self) -> tuple[int | None, int | None, bool, int | None]:
+        """The forest start's trees and rounds (``None``: by the table's size), whether the
+        safeguard runs, and the forest's threads: ``(None, None, False, None)`` here."""
+        return None, None, False, None
 
     def _network_lr(self) -> float:
         """RMSprop rate of the network weights: ``lr`` here; TDMImputer's ``network_lr``."""

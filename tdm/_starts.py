@@ -148,9 +148,10 @@ def forest_fill(
     seed: int,
     groups: np.ndarray | None = None,
     size: tuple[int, int] = LIGHT_FOREST,
+    n_jobs: int | None = None,
 ) -> np.ndarray:
     """``values`` with its ``mask`` cells replaced by a light MissForest's, ``size`` = (trees,
-    rounds).
+    rounds), each forest fitted on ``n_jobs`` threads (scikit-learn's meaning; ``None``: 1).
 
     The rounds of ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform``,
     written out: the same imputations, bit for bit (tested), without scikit-learn's
@@ -182,7 +183,7 @@ def forest_fill(
             if not rows.any():
                 continue
             features = _column_features(filled, targets, directions, skip=k)
-            forest = _forest(forest_seed, trees)
+            forest = _forest(forest_seed, trees, n_jobs=n_jobs)
             target = filled[~rows][:, cols[0]] if cols.size == 1 else filled[~rows][:, cols]
             forest.fit(features[~rows], target)
             predicted = forest.predict(features[rows])
@@ -229,11 +230,13 @@ def start_fill(
     seed: int,
     groups: np.ndarray | None = None,
     size: tuple[int, int] = LIGHT_FOREST,
+    n_jobs: int | None = None,
 ) -> np.ndarray:
     """The ``"ice"`` or ``"forest"`` starting point of the ``mask`` cells of ``values``
-    (``groups``, ``size``: see :func:`forest_fill`; ICE regresses every coordinate on its own)."""
+    (``groups``, ``size``, ``n_jobs``: see :func:`forest_fill`; ICE regresses every coordinate
+    on its own)."""
     if init == "forest":
-        return forest_fill(values, mask, seed, groups, size)
+        return forest_fill(values, mask, seed, groups, size, n_jobs)
     return ice_fill(values, mask, seed)
 
 
@@ -244,6 +247,7 @@ def choose_start(
     seed: int,
     groups: np.ndarray | None = None,
     size: tuple[int, int] = LIGHT_FOREST,
+    n_jobs: int | None = None,
 ) -> tuple[str, dict[str, float], np.ndarray, np.ndarray | None]:
     """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
 
@@ -265,12 +269,14 @@ def choose_start(
     fraction = min(PROBE_FRACTION, PROBE_MAX_CELLS / max(observed, 1))
     probe = holdout_cells(mask, fraction, rng, groups)
     hidden = mask | probe
-    filled = {name: start_fill(name, Z, hidden, seed, groups, size) for name in ("ice", "forest")}
+    filled = {
+        name: start_fill(name, Z, hidden, seed, groups, size, n_jobs) for name in ("ice", "forest")
+    }
     scores = {name: float(np.abs(f[probe] - Z[probe]).mean()) for name, f in filled.items()}
     choice = "forest" if scores["forest"] < FOREST_MARGIN * scores["ice"] else "ice"
     if observed >= LARGE_CELLS:
         return choice, scores, np.where(hidden, filled[choice], Z), probe
-    return choice, scores, start_fill(choice, Z, mask, seed, groups, size), None
+    return choice, scores, start_fill(choice, Z, mask, seed, groups, size, n_jobs), None
 
 
 def fit_start(
@@ -282,6 +288,7 @@ def fit_start(
     trees: int | None,
     rounds: int | None,
     safeguard: bool,
+    n_jobs: int | None = None,
 ) -> tuple[
     str, dict[str, float] | None, tuple[int, int] | None, np.ndarray | None, np.ndarray | None
 ]:
@@ -289,16 +296,17 @@ def fit_start(
     the forest's (trees, rounds) where a forest started it (:func:`forest_size`),
     the started ``Z`` (``None`` for the mean start, which draws nothing from ``rng`` here), and
     the probe cells to keep hidden through the fit (``"auto"`` on a large table with the
-    ``safeguard``; else ``None``, and the probe cells are observed again)."""
+    ``safeguard``; else ``None``, and the probe cells are observed again). The forests use
+    ``n_jobs`` threads."""
     if init == "mean":
         return init, None, None, None, None
     seed = int(rng.integers(2**31 - 1))
     size = forest_size(observed_cells(mask, groups), trees, rounds)
     scores = probe = None
     if init == "auto":
-        init, scores, start, probe = choose_start(Z, mask, rng, seed, groups, size)
+        init, scores, start, probe = choose_start(Z, mask, rng, seed, groups, size, n_jobs)
     else:
-        start = start_fill(init, Z, mask, seed, groups, size)
+        start = start_fill(init, Z, mask, seed, groups, size, n_jobs)
     if probe is not None and not safeguard:
         start, probe = np.where(mask, start, Z), None
     return init, scores, size if init == "forest" else None, start, probe
@@ -317,10 +325,11 @@ def context_start(
     rng: np.random.Generator,
     groups: np.ndarray | None = None,
     size: tuple[int, int] = LIGHT_FOREST,
+    n_jobs: int | None = None,
 ) -> np.ndarray:
     """The ``init`` start of new rows ``Z``, imputed beside (at most
-    :data:`START_CONTEXT_ROWS`) complete fitted rows ``X_fit`` as context (``size``: the
-    forest's trees and rounds)."""
+    :data:`START_CONTEXT_ROWS`) complete fitted rows ``X_fit`` as context (``size``, ``n_jobs``:
+    the forest's trees and rounds, and its threads)."""
     n_fit = X_fit.shape[0]
     context = X_fit
     if n_fit > START_CONTEXT_ROWS:
@@ -328,5 +337,5 @@ def context_start(
     stacked = np.vstack([np.asarray(context, dtype=np.float64), Z])
     known = np.zeros(context.shape, dtype=bool)
     seed = int(rng.integers(2**31 - 1))
-    filled = start_fill(init, stacked, np.vstack([known, mask]), seed, groups, size)
+    filled = start_fill(init, stacked, np.vstack([known, mask]), seed, groups, size, n_jobs)
     return filled[context.shape[0] :]

@@ -129,6 +129,11 @@ class TDMImputer(BatchOTImputer):
         unless the start is kept), whichever imputes the probe cells with the lowest mean
         absolute error (``refined_share_``, ``safeguard_scores_``); :meth:`transform` gives new
         rows the same share. The probe cells come back with their observed values.
+    n_jobs : int or None, default=None
+        Threads of each forest of the forest start (scikit-learn's meaning: ``None`` is 1, -1
+        every core). More than one may change the start's last bits from run to run (the
+        trees' predictions are summed in the order the threads finish); ``None`` keeps a seeded
+        fit reproducible bit for bit.
     init_noise : float, default=0.0
         N(0, init_noise²) noise added to every starting value (the paper: 0.1 around the mean).
     standardize : bool, default=True
@@ -244,6 +249,7 @@ class TDMImputer(BatchOTImputer):
     forest_trees: int | None
     forest_rounds: int | None
     safeguard: bool
+    n_jobs: int | None
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
         **BatchOTImputer._PARAMETER_CONSTRAINTS,
@@ -255,6 +261,7 @@ class TDMImputer(BatchOTImputer):
         "forest_trees": [Interval(Integral, 1, None), None],
         "forest_rounds": [Interval(Integral, 1, None), None],
         "safeguard": [Boolean()],
+        "n_jobs": [Integral, None],
         "cell_lr_correction": [Boolean()],
     }
 
@@ -276,6 +283,7 @@ class TDMImputer(BatchOTImputer):
         forest_trees: int | None = None,
         forest_rounds: int | None = None,
         safeguard: bool = True,
+        n_jobs: int | None = None,
         init_noise: float = 0.0,
         standardize: bool = True,
         bounds: Any = "observed",
@@ -307,8 +315,8 @@ class TDMImputer(BatchOTImputer):
     def _start_kind(self) -> str:
         return self.init
 
-    def _start_options(self) -> tuple[int | None, int | None, bool]:
-        return self.forest_trees, self.forest_rounds, self.safeguard
+    def _start_options(self) -> tuple[int | None, int | None, bool, int | None]:
+        return self.forest_trees, self.forest_rounds, self.safeguard, self.n_jobs
 
     def _network_lr(self) -> float:
         return self.lr if self.network_lr is None else self.network_lr

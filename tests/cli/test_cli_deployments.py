@@ -218,3 +218,30 @@ def test_torch_threads_setting_flag_then_environment_then_default(
     before = torch.get_num_threads()
     limit_torch_threads(0)
     assert torch.get_num_threads() == before
+
+
+def test_run_passes_incremental_settings_only_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tdm run --incremental --watermark COL --refit` reaches the deployment's incremental,
+    watermark and refit parameters; left out, none of them is sent."""
+    import deployments.trigger as trigger
+
+    sent: list[dict] = []
+
+    def fake_trigger(name: str, parameters: dict, **kwargs: object) -> trigger.TriggeredRun:
+        sent.append(parameters)
+        return trigger.TriggeredRun(
+            id=uuid4(), name="r", deployment=name, state="Scheduled", message=None,
+            final=False, succeeded=False, url="u", reports=(),
+        )  # fmt: skip
+
+    monkeypatch.setattr(trigger, "trigger_deployment", fake_trigger)
+    assert main(["run", "readings", "--no-wait"]) == 0
+    assert not {"incremental", "watermark", "refit"} & set(sent[0])
+    flags = ["--incremental", "--watermark", "loaded_at", "--refit"]
+    assert main(["run", "readings", "--no-wait", *flags]) == 0
+    assert sent[1] | {"source_table": "readings"} == {
+        "source_table": "readings",
+        "incremental": True,
+        "watermark": "loaded_at",
+        "refit": True,
+    }

@@ -120,6 +120,7 @@ def test_drift_refits_a_new_version_and_keeps_the_old_imputations(
     figures = json.loads(drift["drift"][0])
     assert figures["temperature"]["exceeded"] and figures["temperature"]["value"] > 2.0
     assert not figures["pressure"]["exceeded"]
+    assert warned.drift == figures and warned.appended  # the result (and its report) say so
 
     monkeypatch.setenv("TDM_ON_DRIFT", "refit")
     _append_rows(warehouse, 111, 30, seed=7, shift=3.0)
@@ -209,7 +210,8 @@ def test_incremental_run_needs_a_key_or_a_watermark(warehouse: Path) -> None:
 
 def test_warehouse_config_entry_runs_incrementally(warehouse: Path, tmp_path: Path) -> None:
     """A config entry with `incremental: true` stores a model on the first nightly run and
-    appends only the new rows on the next; an entry without key or watermark is refused."""
+    appends only the new rows on the next (a dry run before it writes nothing); an entry
+    without key or watermark is refused."""
     import yaml
 
     from flows.impute_warehouse import impute_warehouse
@@ -221,6 +223,12 @@ def test_warehouse_config_entry_runs_incrementally(warehouse: Path, tmp_path: Pa
     first = impute_warehouse(str(config), return_state=True)
     assert first.is_completed(), first.message
     _append_rows(warehouse, 81, 10, seed=4)
+    from tests.tables import file_hash
+
+    before = file_hash(warehouse)
+    dry = impute_warehouse(str(config), dry_run=True, return_state=True)
+    assert dry.is_completed(), dry.message
+    assert dry.result().tables["readings"].rows_new == 10 and file_hash(warehouse) == before
     second = impute_warehouse(str(config), return_state=True)
     assert second.is_completed(), second.message
     done = second.result().tables["readings"]
@@ -232,3 +240,106 @@ def test_warehouse_config_entry_runs_incrementally(warehouse: Path, tmp_path: Pa
     bad.write_text(yaml.safe_dump({"tables": [{"table": "readings", "incremental": True}]}))
     with pytest.raises(WarehouseConfigError, match="key or a watermark"):
         load_warehouse_config(str(bad))
+
+
+def test_dry_run_of_a_night_says_what_it_would_append_and_writes_nothing(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dry run opens the file read-only and imputes the new rows as the night would: the
+    result names the model version and the rows it would append and keep; the file keeps its
+    bytes. With drift past the threshold it says it would fit version 2, and why."""
+    from flows.steps import describe_dry_run
+    from tests.tables import file_hash
+
+    _run(warehouse)
+    _append_rows(warehouse, 81, 30, seed=5)
+    before = file_hash(warehouse)
+    dry = _run(warehouse, dry_run=True)
+    assert (dry.status, dry.model_version, dry.refit_reason) == ("dry-run", 1, None)
+    assert (dry.rows_new, dry.rows_reused, dry.appended) == (30, 80, True)
+    text = describe_dry_run(dry)
+    assert "a run would append 30 new rows to 'readings_imputed'" in text
+    assert "the stored model (version 1), keep the 80 rows before" in text
+    assert file_hash(warehouse) == before
+
+    _append_rows(warehouse, 111, 30, seed=7, shift=3.0)
+    before = file_hash(warehouse)
+    drifted = _run(warehouse, dry_run=True)
+    assert drifted.model_version == 2 and "temperature" in drifted.refit_reason
+    assert "a model fitted now (version 2: drift" in describe_dry_run(drifted)
+    assert file_hash(warehouse) == before
+    night = _run(warehouse)  # the real night then does what the dry run said
+    assert (night.model_version, night.rows_new, night.rows_reused) == (2, 60, 80)
+
+
+def test_new_rows_are_imputed_in_partitions_on_a_dask_cluster_as_on_threads(
+    warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New rows go to the task runner in partitions of TDM_PARTITION_ROWS: 30 new rows in
+    partitions of 12 are all imputed, and two Dask worker processes give the thread pool's
+    numbers bit for bit (same model, same partitions)."""
+    import shutil
+
+    _run(warehouse)
+    _append_rows(warehouse, 81, 30, seed=5)
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(warehouse, copy)
+    monkeypatch.setenv("TDM_PARTITION_ROWS", "12")
+    by_threads = _run(warehouse)
+    monkeypatch.setenv("TDM_TASK_RUNNER", "dask")
+    monkeypatch.setenv("TDM_DASK_WORKERS", "2")
+    by_dask = _run(copy)
+    assert by_threads.rows_new == by_dask.rows_new == 30
+    assert by_threads.model_version == by_dask.model_version == 1
+    new_rows = "SELECT * FROM readings_imputed WHERE id > 80 ORDER BY id"
+    threads, dask = _query(warehouse, new_rows), _query(copy, new_rows)
+    assert len(threads) == 30 and not threads[NUMERIC].isna().any().any()
+    pd.testing.assert_frame_equal(dask, threads, check_exact=True)
+
+
+def test_a_model_folder_keeps_the_files_and_the_table_their_path_and_digest(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With TDM_MODEL_DIR the save file goes to <folder>/<target>/v<N>.tdm beside the DuckDB
+    file and tdm_models keeps its relative path and digest (no blob); the next night reads it
+    from there. A failed write removes the file it wrote; a missing file is reported and
+    refitted; `tdm models drop` deletes the files with the rows."""
+    import tasks.increments
+    from cli.main import main
+
+    monkeypatch.setenv("TDM_MODEL_DIR", "models")
+    folder = warehouse.parent / "models" / "readings_imputed"
+    first = _run(warehouse)
+    stored = _query(warehouse, "SELECT model IS NULL AS no_blob, model_path, model_sha256 "
+                               "FROM tdm_models")  # fmt: skip
+    assert stored.iloc[0].tolist()[:2] == [True, "models/readings_imputed/v1.tdm"]
+    v1 = folder / "v1.tdm"
+    assert hashlib.sha256(v1.read_bytes()).hexdigest() == stored["model_sha256"][0]
+    _append_rows(warehouse, 81, 10, seed=5)
+    night = _run(warehouse)
+    assert (night.model_version, night.refit_reason, night.rows_new) == (
+        first.model_version,
+        None,
+        10,
+    )
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("disk full")
+
+    _append_rows(warehouse, 91, 10, seed=6)
+    before = _query(warehouse, "SELECT count(*) AS n FROM readings_imputed")["n"][0]
+    with monkeypatch.context() as patch:
+        patch.setattr(tasks.increments, "insert_lineage", broken)
+        state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=1,
+                             incremental=True, refit=True, return_state=True)  # fmt: skip
+    assert state.is_failed() and "disk full" in state.message
+    assert sorted(p.name for p in folder.iterdir()) == ["v1.tdm"]  # v2's file went with it
+    assert _query(warehouse, "SELECT count(*) AS n FROM readings_imputed")["n"][0] == before
+
+    v1.unlink()
+    result = _run(warehouse)
+    assert "cannot be read" in result.refit_reason and "v1.tdm" in result.refit_reason
+    assert result.model_version == 2 and (folder / "v2.tdm").exists()
+    assert main(["models", "drop", "--db", str(warehouse), "--target", "readings_imputed"]) == 0
+    assert not list(folder.iterdir())
+    assert _query(warehouse, "SELECT count(*) AS n FROM tdm_models")["n"][0] == 0

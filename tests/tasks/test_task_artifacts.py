@@ -156,6 +156,34 @@ def test_report_of_a_copied_table_says_so_and_quotes_odd_names() -> None:
     assert "Sane range" not in text  # no bounds were given
 
 
+def test_report_of_an_incremental_run_names_its_model_rows_and_drift() -> None:
+    """An incremental run's report says which model version imputed how many new rows, how many
+    were kept, why a model was or was not fitted, and every column's drift, below the threshold
+    too; a run without a model store has no such section."""
+    drift = {
+        "price": {"measure": "mean_shift_sd", "value": 3.02, "observed": 25,
+                  "threshold": 1.0, "exceeded": True},
+        "shop": {"measure": "label_tv", "value": 0.1, "observed": 30, "threshold": 0.25,
+                 "exceeded": True, "unseen_labels": ["kiosk"]},
+        "qty": {"measure": "mean_shift_sd", "value": 0.2, "observed": 28,
+                "threshold": 1.0, "exceeded": False},
+    }  # fmt: skip
+    kept = _result(model_version=2, rows_new=30, rows_reused=80, refit_reason=None,
+                   drift=drift, appended=True)  # fmt: skip
+    text = run_report_markdown(kept, quality=PASSED, outcome=None)
+    assert "- version 2 in `tdm_models` imputed 30 new rows; 80 rows imputed before were" in text
+    assert "the stored model imputed the new rows (no refit)" in text
+    assert "| `price` | mean_shift_sd | 3.02 | 1.00 | 25 | yes |" in text
+    assert "| `shop` | label_tv | 0.100 | 0.250 | 30 | yes (unseen labels: kiosk) |" in text
+    assert "| `qty` | mean_shift_sd | 0.200 | 1.00 | 28 | no |" in text
+    refit = _result(model_version=3, rows_new=110, rows_reused=0, appended=False,
+                    refit_reason="refit asked for")  # fmt: skip
+    text = run_report_markdown(refit, quality=PASSED, outcome=None)
+    assert "the target was written anew" in text and "fitted: refit asked for" in text
+    assert "Drift of the new rows" not in text
+    assert "## Model" not in run_report_markdown(_result(), quality=PASSED, outcome=None)
+
+
 def test_report_shows_each_column_s_bounds_and_where_they_come_from_or_its_labels() -> None:
     """With bounds and labels, a column of the table gives each numeric column's [low, high]
     and where each end comes from (an open end as ∞), and a labelled column's label count;

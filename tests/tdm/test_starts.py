@@ -111,6 +111,31 @@ def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> Non
     assert start[~mask].tobytes() == X_nan[~mask].tobytes()
 
 
+def test_forest_start_on_several_threads_is_the_same_start(data, monkeypatch) -> None:
+    """n_jobs only spreads each forest over threads: the forests get n_jobs, and the start they
+    give is the single-threaded one up to the order of summing the trees' predictions."""
+    import tdm._starts
+
+    _, X_nan, mask = data
+    asked: list[int | None] = []
+    forest = tdm._starts._forest
+
+    def spy(seed: int, trees: int, max_features: Any = "sqrt", n_jobs: int | None = 1) -> Any:
+        asked.append(n_jobs)
+        return forest(seed, trees, max_features, n_jobs)
+
+    monkeypatch.setattr(tdm._starts, "_forest", spy)
+    one = TDMImputer(init="forest", max_iter=0, random_state=0).fit_transform(X_nan)
+    assert set(asked) == {None}
+    asked.clear()
+    two = TDMImputer(init="forest", max_iter=0, n_jobs=2, random_state=0).fit_transform(X_nan)
+    assert asked and set(asked) == {2}
+    np.testing.assert_allclose(two[mask], one[mask], rtol=0, atol=1e-9)
+    assert two[~mask].tobytes() == X_nan[~mask].tobytes()
+    with pytest.raises(ValueError, match="n_jobs"):
+        TDMImputer(n_jobs="all").fit(X_nan)  # type: ignore[arg-type]
+
+
 def test_forest_fill_is_missforest_bit_for_bit_without_its_warning() -> None:
     """The written-out rounds equal scikit-learn's IterativeImputer with the same forest, and
     stopping after the planned three rounds is not reported as a failure to converge."""
@@ -185,6 +210,7 @@ def test_auto_start_needs_the_forest_clearly_better(
         seed: int,
         groups: np.ndarray | None,
         size: tuple[int, int],
+        n_jobs: int | None = None,
     ) -> np.ndarray:
         hidden_sets.append(hidden)
         error = 1.0 if kind == "ice" else forest_error

@@ -1,0 +1,198 @@
+"""TDM on a CUDA device against the CPU of the same machine, in one run.
+
+Measures, on the machine it runs on:
+
+- the time of one optimisation step at B = 512 for D = 8, 41 and 128 on CUDA and on the CPU,
+  and how much of it the exact assignment (solved on the CPU in both cases) takes;
+- a default fit of california (20,640 x 8, 30% MCAR, mask seed 0) on CUDA end to end, start
+  included, with the start's time alone, and with the forest start on every core (``n_jobs=-1``);
+- a paper-mode fit (10,000 steps) of the same table on CUDA;
+- the MAE of the default fit on CUDA against the CPU on the benchmark masks (MCAR, seed 0) of
+  the small tables and california (float32 on both).
+
+Run: ``python -m benchmarks.gpu [--out FILE] [--write]``; ``--write`` replaces the "GPU" section
+of BENCHMARKS.md, ``--out`` writes the section's text to a file (to carry it off a GPU machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks._report import replace_section
+from tdm import FitProgress, TDMImputer, mae, simulate_mcar, transport
+from tdm.datasets import load_dataset
+
+BATCH = 512
+N_ROWS = 4096
+WARMUP = 20
+MEASURED = 200
+AGREEMENT_TABLES = (
+    "concrete_slump",
+    "parkinsons",
+    "seeds",
+    "glass",
+    "blood_transfusion",
+    "california",
+)
+
+
+def synthetic(n: int, d: int, seed: int) -> np.ndarray:
+    """Correlated Gaussian data with 30% of cells missing completely at random."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) / np.sqrt(d)
+    X[rng.random(X.shape) < 0.3] = np.nan
+    X[0] = 0.0
+    return X
+
+
+def step_times(d: int, device: str) -> tuple[float, float]:
+    """Median ms between consecutive steps after a warm-up, and the median ms of the assignment
+    solve inside them (the mean start: the step does not depend on the start)."""
+    stamps: list[float] = []
+    solves: list[float] = []
+    solve = transport.assignment
+
+    def timed(C: np.ndarray) -> np.ndarray:
+        started = time.perf_counter()
+        out = solve(C)
+        solves.append(time.perf_counter() - started)
+        return out
+
+    def record(_: FitProgress) -> None:
+        stamps.append(time.perf_counter())
+
+    est = TDMImputer(
+        init="mean",
+        batch_size=BATCH,
+        max_iter=WARMUP + MEASURED,
+        device=device,
+        random_state=0,
+        callback=record,
+    )
+    transport.assignment = timed
+    try:
+        est.fit(synthetic(N_ROWS, d, seed=d))
+    finally:
+        transport.assignment = solve
+    steps = np.diff(stamps[WARMUP:]) * 1e3
+    return float(np.median(steps)), statistics.median(solves[WARMUP:]) * 1e3
+
+
+def timed_fit(make: Callable[[], TDMImputer], X_nan: np.ndarray) -> tuple[float, np.ndarray]:
+    started = time.perf_counter()
+    out = make().fit_transform(X_nan)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - started, out
+
+
+def masked(name: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    X = load_dataset(name).X
+    mask = simulate_mcar(X, 0.3, random_state=seed)
+    return X, np.where(mask, np.nan, X), mask
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    parser.add_argument("--skip-cpu-fits", action="store_true", help="no CPU fits (agreement)")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("benchmarks.gpu needs a CUDA device; none is available here")
+    gpu = torch.cuda.get_device_properties(0)
+    lines = [
+        "Command: `python -m benchmarks.gpu --write`  ",
+        f"Date: {dt.date.today().isoformat()}; GPU: {gpu.name}, "
+        f"{gpu.total_memory / 2**30:.0f} GiB; host: {platform.machine()}, {os.cpu_count()} "
+        f"cores, {torch.get_num_threads()} torch threads; Python {platform.python_version()}, "
+        f"torch {torch.__version__}.",
+        "",
+        f"**Step** ({N_ROWS} rows, 30% MCAR, B = {BATCH}, median of {MEASURED} steps after "
+        f"{WARMUP}; the assignment is solved on the CPU on both devices):",
+        "",
+        "| D | CPU ms / step | CUDA ms / step | CPU / CUDA | assignment ms (CPU run) "
+        "| assignment ms (CUDA run) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for d in (8, 41, 128):
+        cpu_ms, cpu_solve = step_times(d, "cpu")
+        gpu_ms, gpu_solve = step_times(d, "cuda")
+        print(f"D={d}: cpu {cpu_ms:.2f} ms (solve {cpu_solve:.2f}), cuda {gpu_ms:.2f} ms "
+              f"(solve {gpu_solve:.2f})", flush=True)  # fmt: skip
+        lines.append(
+            f"| {d} | {cpu_ms:.2f} | {gpu_ms:.2f} | **{cpu_ms / gpu_ms:.2f}** | "
+            f"{cpu_solve:.2f} | {gpu_solve:.2f} |"
+        )
+
+    X, X_nan, mask = masked("california")
+    fits = [
+        ("default, start only (`max_iter=1`)", {"max_iter": 1}),
+        ("default (2,000 steps)", {}),
+        ("default, forest on every core (`n_jobs=-1`), start only", {"max_iter": 1, "n_jobs": -1}),
+        ("default, forest on every core (`n_jobs=-1`)", {"n_jobs": -1}),
+        ("paper mode (10,000 steps, mean start)", {"paper": True}),
+    ]
+    lines += [
+        "",
+        "**California** (20,640 x 8, 30% MCAR, mask seed 0, `random_state=0`), on CUDA, wall "
+        "seconds from the call to `fit_transform` to its return (data on the host):",
+        "",
+        "| fit | seconds | MAE |",
+        "|---|---|---|",
+    ]
+    for label, params in fits:
+        paper = params.pop("paper", False)
+
+        def make(params: dict = params, paper: bool = paper) -> TDMImputer:
+            if paper:
+                return TDMImputer.paper(device="cuda", random_state=0, **params)
+            return TDMImputer(device="cuda", random_state=0, **params)
+
+        seconds, out = timed_fit(make, X_nan)
+        print(f"california {label}: {seconds:.2f} s, MAE {mae(X, out, mask):.4f}", flush=True)
+        lines.append(f"| {label} | {seconds:.2f} | {mae(X, out, mask):.4f} |")
+
+    if not args.skip_cpu_fits:
+        lines += [
+            "",
+            "**CUDA against CPU** (default fit, float32, MCAR 30%, mask seed 0, `random_state=0`):",
+            "",
+            "| table | CPU MAE | CUDA MAE | difference | CPU s | CUDA s |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name in AGREEMENT_TABLES:
+            X, X_nan, mask = masked(name)
+            results = {}
+            for device in ("cpu", "cuda"):
+                seconds, out = timed_fit(
+                    lambda device=device: TDMImputer(device=device, random_state=0), X_nan
+                )
+                results[device] = (mae(X, out, mask), seconds)
+            (cpu_mae, cpu_s), (gpu_mae, gpu_s) = results["cpu"], results["cuda"]
+            print(f"{name}: cpu {cpu_mae:.4f} ({cpu_s:.1f} s), cuda {gpu_mae:.4f} "
+                  f"({gpu_s:.1f} s)", flush=True)  # fmt: skip
+            lines.append(
+                f"| {name} | {cpu_mae:.4f} | {gpu_mae:.4f} | {gpu_mae - cpu_mae:+.4f} | "
+                f"{cpu_s:.1f} | {gpu_s:.1f} |"
+            )
+    text = "\n".join(lines)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    if args.write:
+        replace_section("GPU", text)
+
+
+if __name__ == "__main__":
+    main()
