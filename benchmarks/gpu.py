@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from benchmarks._report import replace_section
+from benchmarks.speed import synthetic
 from tdm import FitProgress, TDMImputer, mae, simulate_mcar, transport
 from tdm.datasets import load_dataset
 
@@ -44,15 +45,6 @@ AGREEMENT_TABLES = (
     "blood_transfusion",
     "california",
 )
-
-
-def synthetic(n: int, d: int, seed: int) -> np.ndarray:
-    """Correlated Gaussian data with 30% of cells missing completely at random."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) / np.sqrt(d)
-    X[rng.random(X.shape) < 0.3] = np.nan
-    X[0] = 0.0
-    return X
 
 
 def step_times(d: int, device: str) -> tuple[float, float]:

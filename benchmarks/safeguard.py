@@ -66,7 +66,7 @@ def run_one(name: str, mechanism: str, seed: int) -> list[tuple[Any, ...]]:
     if est.safeguard_scores_ is None:
         raise SystemExit(f"{name}: not a large table, the safeguard does not run there")
     initial, refined = est.candidates_
-    trees, rounds = est.forest_size_ or (0, 0)
+    trees, rounds, *_ = est.forest_size_ or (0, 0)
     rows = []
     for share, probe_mae in est.safeguard_scores_.items():
         values = share_of(initial, refined, share, len(est.encoding_.numeric))

@@ -24,7 +24,7 @@ import duckdb
 import pandas as pd
 from prefect import get_run_logger
 
-from flows.partitioned import gpu_tags, profile_request
+from flows.partitioned import fit_on_runner, gpu_tags, profile_request
 from flows.runners import gpu_annotation
 from flows.runs import OUTCOME, for_table
 from flows.settings import PipelineSettings
@@ -40,7 +40,7 @@ from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.drift import DriftReport, measure_drift, profile_columns
 from tasks.errors import PipelineInputError
-from tasks.impute import fit_model, impute_partition
+from tasks.impute import impute_partition
 from tasks.increments import AppendWrite, NewRows, check_watermark, read_new_rows
 from tasks.lineage import LineageRecord, ModelUse, current_run
 from tasks.models import (
@@ -280,16 +280,7 @@ def _fit(
     scale = for_table(standardise, table, db_path)
     bounds = {name: b.for_imputer() for name, b in plan.bounds.items()}
     scaled = scale(frame, plan.columns, profile.moments, kinds=plan.kinds, bounds=bounds)
-    fit = for_table(fit_model, table, db_path, tags=gpu_tags(options, settings))
-    parameters = {
-        "frame": scaled.frame,
-        "params": options.params,
-        "seed": options.seed,
-        "table": table,
-        "bounds": scaled.bounds,
-    }
-    with gpu_annotation(settings):
-        fitted = runner.submit(fit, parameters=parameters).result()
+    fitted = fit_on_runner(db_path, table, options, scaled, settings=settings, runner=runner)
     blob, format_version = pack_imputer(fitted.imputer)
     stored = NewModel(
         source_table=table,

@@ -48,7 +48,13 @@ from tasks.validate import validate_input
 from tasks.warehouse import connect
 from tasks.write import log_type_notes
 
-__all__ = ["count_rows_to_partition", "gpu_tags", "impute_partitioned", "profile_request"]
+__all__ = [
+    "count_rows_to_partition",
+    "fit_on_runner",
+    "gpu_tags",
+    "impute_partitioned",
+    "profile_request",
+]
 
 # Per partition, plain functions rather than task runs (see the module's docstring).
 unscale = inverse_scale.fn
@@ -92,7 +98,9 @@ def impute_partitioned(
             plan.source_table, plan.n_rows, len(sample.frame), len(profile.bounds),
         )  # fmt: skip
         log_plan(plan)
-        fitted = _fit(db_path, request, options, scaled, settings=settings, runner=runner)
+        fitted = fit_on_runner(
+            db_path, request.source_table, options, scaled, settings=settings, runner=runner
+        )
         seconds["fit"] = fitted.outcome.fit_seconds
         write.create_target(sample, plan)
 
@@ -165,7 +173,9 @@ def _dry_run(
         replaces = check_target_table(con, profile.plan)
         sample, scaled = _sample(con, db_path, profile, options.seed, settings)
     seconds = {"load-and-validate": time.perf_counter() - started}
-    fitted = _fit(db_path, request, options, scaled, settings=settings, runner=runner)
+    fitted = fit_on_runner(
+        db_path, request.source_table, options, scaled, settings=settings, runner=runner
+    )
     seconds["fit"] = fitted.outcome.fit_seconds
     plan = profile.plan
     sample_plan = replace(
@@ -222,17 +232,17 @@ def gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:
     return [GPU_TAG] if settings.dask_gpu or uses_gpu(options.params.device) else []
 
 
-def _fit(
+def fit_on_runner(
     db_path: str,
-    request: TableRequest,
+    table: str,
     options: ImputeOptions,
     scaled: Standardised,
     *,
     settings: PipelineSettings,
     runner: Any,
 ) -> FittedModel:
-    """Fit the model on the scaled sample, within its bounds, over `runner`."""
-    table = request.source_table
+    """Fit the model of `table` on its scaled rows, within their bounds, over `runner` (with the
+    `gpu` tag and Dask `GPU` resources on a GPU)."""
     task = for_table(fit_model, table, db_path, tags=gpu_tags(options, settings))
     parameters = {
         "frame": scaled.frame,

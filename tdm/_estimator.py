@@ -112,7 +112,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     best_iteration_: int | None
     init_: str
     start_scores_: dict[str, float] | None
-    forest_size_: tuple[int, int] | None
+    forest_size_: tuple[int, int, int] | None
     safeguard_scores_: dict[float, float] | None
     refined_share_: float
     encoding_: TableEncoding
@@ -127,10 +127,10 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         """The start asked for: ``"mean"`` here; TDMImputer's ``init``."""
         return "mean"
 
-    def _start_options(self) -> tuple[int | None, int | None, bool, int | None]:
-        """The forest start's trees and rounds (``None``: by the table's size), whether the
-        safeguard runs, and the forest's threads: ``(None, None, False, None)`` here."""
-        return None, None, False, None
+    def _start_options(self) -> tuple[int | None, int | None, int | None, bool, int | None]:
+        """The forest start's trees, rounds and warm-up rounds (``None``: by the table's size),
+        whether the safeguard runs, and the forest's threads: all unset here."""
+        return None, None, None, False, None
 
     def _network_lr(self) -> float:
         """RMSprop rate of the network weights: ``lr`` here; TDMImputer's ``network_lr``."""

@@ -49,7 +49,7 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
             rng,
             est.encoding_.groups if est.encoding_.mixed else None,
             est.forest_size_ or LIGHT_FOREST,
-            est._start_options()[3],
+            est._start_options()[4],
         )
     cells = MissingCells.build(
         Z,

@@ -17,12 +17,13 @@ from tdm._version import __version__
 
 __all__ = ["FORMAT_VERSION", "SavedImputer", "load_imputer", "save_imputer"]
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 """Layout of the saved state. Files of layouts 2 (numeric arrays only) and 3 (tdm 0.6, whose
 networks were as wide as the coordinates, refused where a categorical column made them wider
-than the columns) and 4 (tdm 0.7: no forest size or safeguard recorded; read as the light
-forest and the refinement kept) are read too; files of another layout are refused."""
-_READABLE = (2, 3, 4, FORMAT_VERSION)
+than the columns), 4 (tdm 0.7: no forest size or safeguard recorded; read as the light
+forest and the refinement kept) and 5 (tdm 0.8: a forest size without warm-up rounds) are read
+too; files of another layout are refused."""
+_READABLE = (2, 3, 4, 5, FORMAT_VERSION)
 
 
 class SavedImputer(Protocol):
@@ -156,7 +157,8 @@ def load_imputer(
     est.start_scores_ = state["start_scores_"]
     # Before format 5: the forest of the init_ that was used, and the refinement always kept.
     size = state.get("forest_size_", LIGHT_FOREST if est.init_ == "forest" else None)
-    est.forest_size_ = None if size is None else (int(size[0]), int(size[1]))
+    # Before format 6: (trees, rounds), no warm-up rounds.
+    est.forest_size_ = None if size is None else (*(int(v) for v in size[:2]), int((*size, 0)[2]))
     scores = state.get("safeguard_scores_")
     est.safeguard_scores_ = None if scores is None else {float(s): float(v) for s, v in scores}
     est.refined_share_ = float(state.get("refined_share_", 1.0))

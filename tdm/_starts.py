@@ -25,6 +25,7 @@ __all__ = [
     "FOREST_START",
     "LARGE_CELLS",
     "LIGHT_FOREST",
+    "WARM_TREES",
     "choose_start",
     "context_start",
     "fit_start",
@@ -33,6 +34,7 @@ __all__ = [
     "ice_fill",
     "make_ice",
     "make_missforest",
+    "round_trees",
     "start_fill",
 ]
 
@@ -40,10 +42,13 @@ __all__ = [
 #: observed cells: MissForest with 20 trees and 3 rounds (the MissForest baseline: 100 trees,
 #: up to 10 rounds).
 FOREST_START: dict[str, int] = {"n_estimators": 20, "max_iter": 3}
-#: :data:`FOREST_START` as (trees, rounds), the default ``size`` of the functions below.
-LIGHT_FOREST = (FOREST_START["n_estimators"], FOREST_START["max_iter"])
+#: Trees of a *warm-up* round: a light forest's round that brings the cells near where the
+#: full rounds after it settle, at a fifth of a 100-tree round's cost.
+WARM_TREES = 20
+#: :data:`FOREST_START` as (trees, rounds, warm-up rounds), the default ``size`` below.
+LIGHT_FOREST = (FOREST_START["n_estimators"], FOREST_START["max_iter"], 0)
 #: ... and on a larger table, where a stronger start pays (BENCHMARKS.md, "Forest start size").
-FOREST_LARGE: dict[str, int] = {"n_estimators": 100, "max_iter": 4}
+FOREST_LARGE: dict[str, int] = {"n_estimators": 100, "max_iter": 4, "warm_rounds": 0}
 
 PROBE_FRACTION = 0.05
 """Share of the observed cells hidden by ``init="auto"`` to score the candidate starts..."""
@@ -51,11 +56,10 @@ PROBE_MAX_CELLS = 2_000
 """... but never more cells than this."""
 LARGE_CELLS = 100_000
 """Observed cells (a categorical cell counts once) from which a table is *large*: its probe hides
-at most 2% of them, so hiding them costs little. There the forest start is
-:data:`FOREST_LARGE`, and ``init="auto"`` takes the chosen candidate's probe run as the start
-and keeps the probe cells hidden to guard the refinement (``TDMImputer(safeguard=True)``).
-On smaller tables the start is computed again on every observed cell (a run costs little there,
-and hiding cells costs accuracy: BENCHMARKS.md)."""
+at most 2% of them. There the forest start is :data:`FOREST_LARGE`, and ``init="auto"`` takes
+the chosen candidate's probe run as the start and keeps the probe cells hidden to guard the
+refinement (``TDMImputer(safeguard=True)``). On smaller tables the start is computed again on
+every observed cell (a run costs little there, and hiding cells costs accuracy: BENCHMARKS.md)."""
 FOREST_MARGIN = 0.9
 """``init="auto"`` takes the forest's start only if its probe error is below this times ICE's."""
 START_CONTEXT_ROWS = 10_000
@@ -131,15 +135,27 @@ def observed_cells(mask: np.ndarray, groups: np.ndarray | None = None) -> int:
 
 
 def forest_size(
-    observed: int, trees: int | None = None, rounds: int | None = None
-) -> tuple[int, int]:
-    """The forest start's trees and rounds: those given, else by the table's ``observed`` cells
-    (:data:`FOREST_START` below :data:`LARGE_CELLS`, :data:`FOREST_LARGE` from there)."""
+    observed: int,
+    trees: int | None = None,
+    rounds: int | None = None,
+    warm_rounds: int | None = None,
+) -> tuple[int, int, int]:
+    """The forest start's trees, rounds and warm-up rounds: those given, else by the table's
+    ``observed`` cells (:data:`FOREST_START` below :data:`LARGE_CELLS`, :data:`FOREST_LARGE`
+    from there)."""
     size = FOREST_LARGE if observed >= LARGE_CELLS else FOREST_START
     return (
         size["n_estimators"] if trees is None else trees,
         size["max_iter"] if rounds is None else rounds,
+        size.get("warm_rounds", 0) if warm_rounds is None else warm_rounds,
     )
+
+
+def round_trees(size: tuple[int, ...]) -> list[int]:
+    """The trees of each round of a forest start of ``size`` = (trees, rounds[, warm-up
+    rounds]): :data:`WARM_TREES` for each warm-up round, then ``trees`` for each round."""
+    trees, rounds, warm = (*size, 0)[:3]
+    return [WARM_TREES] * warm + [trees] * rounds
 
 
 def forest_fill(
@@ -147,11 +163,12 @@ def forest_fill(
     mask: np.ndarray,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, int] = LIGHT_FOREST,
+    size: tuple[int, ...] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> np.ndarray:
     """``values`` with its ``mask`` cells replaced by a light MissForest's, ``size`` = (trees,
-    rounds), each forest fitted on ``n_jobs`` threads (scikit-learn's meaning; ``None``: 1).
+    rounds[, warm-up rounds]: :func:`round_trees`), each forest fitted on ``n_jobs`` threads
+    (scikit-learn's meaning; ``None``: 1).
 
     The rounds of ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform``,
     written out: the same imputations, bit for bit (tested), without scikit-learn's
@@ -175,8 +192,7 @@ def forest_fill(
         return np.where(mask, filled, values)
     directions = _label_directions(targets, forest_seed)
     missingness = [mask[:, cols[0]].mean() for cols in targets]
-    trees, rounds = size
-    for _ in range(rounds):
+    for trees in round_trees(size):
         for k in np.argsort(missingness, kind="mergesort"):  # ascending missingness
             cols = targets[k]
             rows = mask[:, cols[0]]
@@ -229,7 +245,7 @@ def start_fill(
     mask: np.ndarray,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, int] = LIGHT_FOREST,
+    size: tuple[int, ...] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> np.ndarray:
     """The ``"ice"`` or ``"forest"`` starting point of the ``mask`` cells of ``values``
@@ -246,7 +262,7 @@ def choose_start(
     rng: np.random.Generator,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, int] = LIGHT_FOREST,
+    size: tuple[int, ...] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> tuple[str, dict[str, float], np.ndarray, np.ndarray | None]:
     """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
@@ -262,8 +278,10 @@ def choose_start(
     Returns the choice, both scores, the start and the probe. On a large table
     (:data:`LARGE_CELLS`) the start is ``Z`` with its ``mask`` *and probe* cells imputed by the
     chosen candidate in that same run, and the probe is returned, for the caller to keep hidden
-    or give back. On a smaller table the start imputes the ``mask`` cells in a run of its own on
-    every observed cell, and the probe is ``None``.
+    or give back: the probe cells then score the start against the refinement, neither having
+    seen them (the price: the blind run imputes the missing cells a little worse, BENCHMARKS.md,
+    "Forest start size"). On a smaller table the start imputes the ``mask`` cells in a run of
+    its own on every observed cell, and the probe is ``None``.
     """
     observed = observed_cells(mask, groups)
     fraction = min(PROBE_FRACTION, PROBE_MAX_CELLS / max(observed, 1))
@@ -287,13 +305,14 @@ def fit_start(
     groups: np.ndarray | None,
     trees: int | None,
     rounds: int | None,
+    warm_rounds: int | None,
     safeguard: bool,
     n_jobs: int | None = None,
 ) -> tuple[
-    str, dict[str, float] | None, tuple[int, int] | None, np.ndarray | None, np.ndarray | None
+    str, dict[str, float] | None, tuple[int, int, int] | None, np.ndarray | None, np.ndarray | None
 ]:
     """The start of a fit: the start used (``init``, or what ``"auto"`` chose), the probe scores,
-    the forest's (trees, rounds) where a forest started it (:func:`forest_size`),
+    the forest's (trees, rounds, warm-up rounds) where a forest started it (:func:`forest_size`),
     the started ``Z`` (``None`` for the mean start, which draws nothing from ``rng`` here), and
     the probe cells to keep hidden through the fit (``"auto"`` on a large table with the
     ``safeguard``; else ``None``, and the probe cells are observed again). The forests use
@@ -301,7 +320,7 @@ def fit_start(
     if init == "mean":
         return init, None, None, None, None
     seed = int(rng.integers(2**31 - 1))
-    size = forest_size(observed_cells(mask, groups), trees, rounds)
+    size = forest_size(observed_cells(mask, groups), trees, rounds, warm_rounds)
     scores = probe = None
     if init == "auto":
         init, scores, start, probe = choose_start(Z, mask, rng, seed, groups, size, n_jobs)
@@ -324,7 +343,7 @@ def context_start(
     mask: np.ndarray,
     rng: np.random.Generator,
     groups: np.ndarray | None = None,
-    size: tuple[int, int] = LIGHT_FOREST,
+    size: tuple[int, ...] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> np.ndarray:
     """The ``init`` start of new rows ``Z``, imputed beside (at most

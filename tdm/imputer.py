@@ -35,6 +35,7 @@ PAPER_PARAMS: Mapping[str, Any] = MappingProxyType(
         "init": "mean",
         "forest_trees": 20,  # unused by the mean start; pinned for the fixtures built on these
         "forest_rounds": 3,
+        "forest_warm_rounds": 0,
         "safeguard": False,
         "init_noise": 0.1,
         "standardize": True,
@@ -122,6 +123,9 @@ class TDMImputer(BatchOTImputer):
         Trees per column of the forest start. ``None``: 20, and 100 on a large table.
     forest_rounds : int or None, default=None
         Rounds over the columns of the forest start. ``None``: 3, and 4 on a large table.
+    forest_warm_rounds : int or None, default=None
+        Rounds of a 20-tree forest before those rounds (cheap rounds that bring the cells near
+        where they settle). ``None``: 0.
     safeguard : bool, default=True
         With ``init="auto"`` on a large table: the probe cells stay hidden through the
         refinement, and the missing cells end at the start, the refined cells, or 1/4, 1/2 or
@@ -130,10 +134,8 @@ class TDMImputer(BatchOTImputer):
         absolute error (``refined_share_``, ``safeguard_scores_``); :meth:`transform` gives new
         rows the same share. The probe cells come back with their observed values.
     n_jobs : int or None, default=None
-        Threads of each forest of the forest start (scikit-learn's meaning: ``None`` is 1, -1
-        every core). More than one may change the start's last bits from run to run (the
-        trees' predictions are summed in the order the threads finish); ``None`` keeps a seeded
-        fit reproducible bit for bit.
+        Threads of each forest of the forest start (``None``: 1; -1: every core). More than one
+        may change the start's last bits between runs (the trees' sums follow thread order).
     init_noise : float, default=0.0
         N(0, init_noise²) noise added to every starting value (the paper: 0.1 around the mean).
     standardize : bool, default=True
@@ -209,7 +211,7 @@ class TDMImputer(BatchOTImputer):
         With ``init="auto"``: each candidate's mean absolute error (standardised units) on the
         probe cells.
     forest_size_ : tuple of int or None
-        With a forest start: its (trees, rounds).
+        With a forest start: its (trees, rounds, warm-up rounds).
     safeguard_scores_ : dict or None
         With the safeguard at work: the mean absolute error (standardised units) on the probe
         cells of each share of the way from the start to the refined cells.
@@ -248,6 +250,7 @@ class TDMImputer(BatchOTImputer):
     init: str
     forest_trees: int | None
     forest_rounds: int | None
+    forest_warm_rounds: int | None
     safeguard: bool
     n_jobs: int | None
 
@@ -260,6 +263,7 @@ class TDMImputer(BatchOTImputer):
         "init": [Options(INITS)],
         "forest_trees": [Interval(Integral, 1, None), None],
         "forest_rounds": [Interval(Integral, 1, None), None],
+        "forest_warm_rounds": [Interval(Integral, 0, None), None],
         "safeguard": [Boolean()],
         "n_jobs": [Integral, None],
         "cell_lr_correction": [Boolean()],
@@ -282,6 +286,7 @@ class TDMImputer(BatchOTImputer):
         init: str = "auto",
         forest_trees: int | None = None,
         forest_rounds: int | None = None,
+        forest_warm_rounds: int | None = None,
         safeguard: bool = True,
         n_jobs: int | None = None,
         init_noise: float = 0.0,
@@ -315,8 +320,9 @@ class TDMImputer(BatchOTImputer):
     def _start_kind(self) -> str:
         return self.init
 
-    def _start_options(self) -> tuple[int | None, int | None, bool, int | None]:
-        return self.forest_trees, self.forest_rounds, self.safeguard, self.n_jobs
+    def _start_options(self) -> tuple[int | None, int | None, int | None, bool, int | None]:
+        trees, rounds, warm = self.forest_trees, self.forest_rounds, self.forest_warm_rounds
+        return trees, rounds, warm, self.safeguard, self.n_jobs
 
     def _network_lr(self) -> float:
         return self.lr if self.network_lr is None else self.network_lr

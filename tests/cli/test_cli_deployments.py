@@ -66,18 +66,7 @@ def test_run_passes_replace_target_only_when_given(
 ) -> None:
     """`tdm run --replace-target` reaches the deployment's `replace_target` parameter; left out,
     the parameter is not sent, so the serving process's TDM_REPLACE_TARGET applies."""
-    import deployments.trigger as trigger
-
-    sent: list[dict] = []
-
-    def fake_trigger(name: str, parameters: dict, **kwargs: object) -> trigger.TriggeredRun:
-        sent.append(parameters)
-        return trigger.TriggeredRun(
-            id=uuid4(), name="r", deployment=name, state="Scheduled", message=None,
-            final=False, succeeded=False, url="u", reports=(),
-        )  # fmt: skip
-
-    monkeypatch.setattr(trigger, "trigger_deployment", fake_trigger)
+    sent = _record_triggers(monkeypatch)
     assert main(["run", "readings", "--no-wait", *flags]) == 0
     assert sent[0].get("replace_target") == expected
     assert ("replace_target" in sent[0]) == (expected is not None)
@@ -223,6 +212,21 @@ def test_torch_threads_setting_flag_then_environment_then_default(
 def test_run_passes_incremental_settings_only_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
     """`tdm run --incremental --watermark COL --refit` reaches the deployment's incremental,
     watermark and refit parameters; left out, none of them is sent."""
+    sent = _record_triggers(monkeypatch)
+    assert main(["run", "readings", "--no-wait"]) == 0
+    assert not {"incremental", "watermark", "refit"} & set(sent[0])
+    flags = ["--incremental", "--watermark", "loaded_at", "--refit"]
+    assert main(["run", "readings", "--no-wait", *flags]) == 0
+    assert sent[1] | {"source_table": "readings"} == {
+        "source_table": "readings",
+        "incremental": True,
+        "watermark": "loaded_at",
+        "refit": True,
+    }
+
+
+def _record_triggers(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Replace `trigger_deployment` by a stub that records each run's parameters (returned)."""
     import deployments.trigger as trigger
 
     sent: list[dict] = []
@@ -235,13 +239,4 @@ def test_run_passes_incremental_settings_only_when_given(monkeypatch: pytest.Mon
         )  # fmt: skip
 
     monkeypatch.setattr(trigger, "trigger_deployment", fake_trigger)
-    assert main(["run", "readings", "--no-wait"]) == 0
-    assert not {"incremental", "watermark", "refit"} & set(sent[0])
-    flags = ["--incremental", "--watermark", "loaded_at", "--refit"]
-    assert main(["run", "readings", "--no-wait", *flags]) == 0
-    assert sent[1] | {"source_table": "readings"} == {
-        "source_table": "readings",
-        "incremental": True,
-        "watermark": "loaded_at",
-        "refit": True,
-    }
+    return sent

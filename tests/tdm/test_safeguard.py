@@ -85,18 +85,39 @@ def test_a_refinement_that_wins_on_the_probe_cells_is_kept(large, monkeypatch) -
     assert set(_stages(est, new)) == {"transform"}
 
 
-def test_large_tables_get_the_larger_forest(large) -> None:
-    X_nan, _ = mcar(_nonlinear(n=200), 0.2)
-    assert TDMImputer(init="forest", max_iter=0).fit(X_nan).forest_size_ == (100, 4)
+def test_large_tables_get_the_larger_forest(large, monkeypatch) -> None:
+    """On a large table the forest start is 4 rounds of 100 trees; with warm-up rounds, those
+    come first, 20 trees each: the forests are fitted with those trees, in that order, over
+    every column with a hole."""
+    import tdm._starts
+
+    X_nan, mask = mcar(_nonlinear(n=200), 0.2)
+    trees: list[int] = []
+    forest = tdm._starts._forest
+
+    def spy(seed: int, n_trees: int, *rest: object, **options: object) -> object:
+        trees.append(n_trees)
+        return forest(seed, n_trees, *rest, **options)
+
+    monkeypatch.setattr(tdm._starts, "_forest", spy)
+    assert TDMImputer(init="forest", max_iter=0).fit(X_nan).forest_size_ == (100, 4, 0)
+    holes = int(mask.any(axis=0).sum())
+    assert trees == [100] * (4 * holes)
+    trees.clear()
+    warm = TDMImputer(init="forest", forest_rounds=2, forest_warm_rounds=5, max_iter=0)
+    assert warm.fit(X_nan).forest_size_ == (100, 2, 5)
+    assert trees == [20] * (5 * holes) + [100] * (2 * holes)
 
 
 def test_small_tables_have_no_safeguard_and_the_light_forest() -> None:
     X_nan, _ = mcar(_nonlinear(n=200), 0.2)
     est = TDMImputer(init="auto", max_iter=5, batch_size=32, random_state=0).fit(X_nan)
     assert est.refined_share_ == 1.0 and est.safeguard_scores_ is None
-    assert est.forest_size_ in (None, (20, 3))
+    assert est.forest_size_ in (None, (20, 3, 0))
     sized = TDMImputer(init="forest", forest_trees=7, forest_rounds=2, max_iter=0).fit(X_nan)
-    assert sized.forest_size_ == (7, 2)
+    assert sized.forest_size_ == (7, 2, 0)
+    warm = TDMImputer(init="forest", forest_warm_rounds=1, max_iter=0).fit(X_nan)
+    assert warm.forest_size_ == (20, 3, 1)
 
 
 def test_new_rows_get_the_chosen_share_of_their_refinement(large, monkeypatch) -> None:

@@ -104,7 +104,7 @@ def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> Non
     est = TDMImputer(init="forest", max_iter=0, random_state=0)
     start = est.fit_transform(X_nan)
     assert est.init_ == "forest" and est.start_scores_ is None
-    assert FOREST_START == {"n_estimators": 20, "max_iter": 3} and est.forest_size_ == (20, 3)
+    assert FOREST_START == {"n_estimators": 20, "max_iter": 3} and est.forest_size_ == (20, 3, 0)
     Z = (X_nan - est.mean_) / est.scale_
     forest = make_imputer("missforest", random_state=seeds[0], **FOREST_START).fit_transform(Z)
     np.testing.assert_allclose(start[mask], (forest * est.scale_ + est.mean_)[mask], atol=1e-5)
