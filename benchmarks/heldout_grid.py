@@ -61,6 +61,10 @@ class Pairing:
             return 0.0 if diffs[0] > 0 else 1.0
         return float(stats.ttest_rel(self.mae_a, self.mae_b, alternative="greater").pvalue)
 
+    def worse(self) -> bool:
+        """``a``'s mean MAE is higher, by more than the paired noise (one-sided p < ALPHA)."""
+        return self.difference > 0 and self.p_worse() < ALPHA
+
     def p_two_sided(self) -> float:
         """Two-sided paired t-test p-value of ``a`` and ``b`` differing."""
         if len(self.seeds) < 2 or np.all(self.mae_a == self.mae_b):
@@ -107,8 +111,7 @@ def _against_missforest(pairs: Sequence[Pairing]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in pairs:
-        worse = p.difference > 0 and p.p_worse() < ALPHA
-        verdict = "worse" if worse else ("better" if p.difference < 0 else "not worse")
+        verdict = "worse" if p.worse() else ("better" if p.difference < 0 else "not worse")
         lines.append(
             f"| {p.dataset} | {p.mechanism} | {len(p.seeds)} | {p.mae_a.mean():.4f} "
             f"| {p.mae_b.mean():.4f} | {p.difference:+.4f} | {p.p_worse():.3f} "
@@ -119,7 +122,7 @@ def _against_missforest(pairs: Sequence[Pairing]) -> str:
     for mechanism in MECHANISMS:
         cells = [p for p in pairs if p.mechanism == mechanism]
         better = sum(p.difference < 0 for p in cells)
-        worse = sum(p.difference > 0 and p.p_worse() < ALPHA for p in cells)
+        worse = sum(p.worse() for p in cells)
         lines.append(
             f"- {mechanism.upper()}: tdm's mean MAE lower on {better} of {len(cells)} datasets; "
             f"worse by more than the paired noise (one-sided p < {ALPHA}) on {worse}."

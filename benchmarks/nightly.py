@@ -31,6 +31,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from benchmarks._prefect import start_prefect
+
 LATENT = 3
 NEW_SHARE = 0.01
 
@@ -128,21 +130,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md too")
     args = parser.parse_args()
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-
+    start_prefect(args.torch_threads)
     import torch
-    from prefect import flow
 
     from tasks.params import ImputerParams
 
-    if args.torch_threads is not None:
-        torch.set_num_threads(args.torch_threads)
-
-    @flow(name="warm-up")
-    def warm_up() -> None:
-        """Start the Prefect API (temporary server) before timing."""
-
-    warm_up()
     params = ImputerParams(init=args.init)
     results = []
     for rows in (int(r) for r in args.rows.split(",")):

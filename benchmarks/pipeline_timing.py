@@ -26,6 +26,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from benchmarks._prefect import start_prefect
+
 
 def build_table(path: Path, *, rows: int, n_numeric: int, missing_rate: float, seed: int) -> None:
     """Write the seeded table `events` to the DuckDB file `path`."""
@@ -68,22 +70,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md too")
     args = parser.parse_args()
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-
+    start_prefect(args.torch_threads)
     import torch
-    from prefect import flow
 
     from flows.impute_table import impute_table
     from tasks.params import ImputerParams
 
-    if args.torch_threads is not None:
-        torch.set_num_threads(args.torch_threads)
-
-    @flow(name="warm-up")
-    def warm_up() -> None:
-        """Start the Prefect API (temporary server) before timing."""
-
-    warm_up()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.duckdb"
         build_table(
