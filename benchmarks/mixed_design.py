@@ -132,8 +132,8 @@ _REUSE_ALWAYS = [
 class _NoSafeguard(TDMImputer):
     """The default TDM with the safeguard off (for the start reused on every table)."""
 
-    def _start_options(self) -> tuple[int | None, int | None, bool]:
-        return self.forest_trees, self.forest_rounds, False
+    def _start_options(self) -> tuple[int | None, int | None, int | None, bool, int | None]:
+        return self.forest_trees, self.forest_rounds, self.forest_warm_rounds, False, self.n_jobs
 
 
 def speed_variants() -> dict[str, tuple[type[TDMImputer], list[tuple[object, str, object]]]]:

@@ -7,8 +7,8 @@ dataset may run beside another: each writes ``results/start_strength/<dataset>.c
 Selection masks only (30% MCAR, seeds 0-1). For each forest size (trees, rounds), the start
 alone (``init="forest"``, ``max_iter=0``), TDM from it (``init="forest"``, so no safeguard) and
 the default with that forest (``init="auto"``, safeguard on: ``--fits start,auto``), and the
-default's own start (``blind``: ``init="auto"``, ``max_iter=0``; on a large table the run
-that chose it, blind to its probe cells), with the
+probe run's start (``blind``: ``init="auto"``, ``max_iter=0``, ``safeguard=False``; on a large
+table the run that chose it, blind to its probe cells: tdm 0.9's default start), with the
 wall time of each, one torch thread. ``--sizes 100x6,100x2w5`` picks the forests: trees x
 rounds, and ``wN``: N warm-up rounds of 20 trees before them (``forest_warm_rounds``).
 """
@@ -41,7 +41,7 @@ FITS: dict[str, dict[str, object]] = {
     "start": {"init": "forest", "max_iter": 0},
     "tdm": {"init": "forest"},
     "auto": {"init": "auto"},
-    "blind": {"init": "auto", "max_iter": 0},
+    "blind": {"init": "auto", "max_iter": 0, "safeguard": False},
 }
 
 
@@ -89,8 +89,8 @@ def report() -> str:
         f"30% MCAR, seeds {', '.join(map(str, seeds))}; MAE and seconds per fit, mean over "
         'seeds; the start alone (`init="forest"`, `max_iter=0`), TDM from it (2,000 steps, no '
         'safeguard), the default with that forest (`init="auto"`, safeguard on), and the '
-        "default's own start (`max_iter=0`; on a large table the probe run's imputation, blind "
-        'to its 2,000 probe cells); "-": not run.',
+        "probe run's start (`max_iter=0`, `safeguard=False`; on a large table blind to its 2,000 "
+        "probe cells: tdm 0.9's default start, tdm 0.10's being the anchor); \"-\": not run.",
         "",
         "| dataset | warm-up rounds (20 trees) | trees | rounds | start MAE | start s | TDM MAE "
         "| TDM s | default MAE | default s | default's start MAE | s |",

@@ -21,13 +21,7 @@ from tdm._cells import MissingCells
 from tdm._early_stopping import HoldoutMonitor, holdout_cells
 from tdm._inductive import impute_new_rows
 from tdm._mixed import TableEncoding
-from tdm._optimise import (
-    FitProgress,
-    StepHistory,
-    cell_rate,
-    paper_batch_size,
-    run_steps,
-)
+from tdm._optimise import FitProgress, StepHistory, cell_rate, paper_batch_size, run_steps
 from tdm._outputs import fingerprint
 from tdm._persistence import load_imputer, save_imputer
 from tdm._safeguard import guard
@@ -301,21 +295,20 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         )
         train_mask = mask if holdout is None else mask | holdout
         train_Z = Z if holdout is None else np.where(holdout, np.nan, Z)
-        self.init_, self.start_scores_, self.forest_size_, start, probe = fit_start(
+        self.init_, self.start_scores_, self.forest_size_, start, probe, anchor = fit_start(
             self._start_kind(), train_Z, train_mask, rng, cell_groups, *self._start_options()
         )
         if probe is not None:  # kept hidden: they score the start against the refinement
             train_mask, train_Z = train_mask | probe, np.where(probe, np.nan, train_Z)
+        bounded = self._bounded_cells(device, dtype)
         cells = MissingCells.build(
-            train_Z,
-            train_mask,
-            self.encoding_,
-            self._bounded_cells(device, dtype),
-            rng,
-            self.init_noise,
-            start=start,
+            train_Z, train_mask, self.encoding_, bounded, rng, self.init_noise, start=start
         )
         initial = cells.result() if probe is not None else None
+        if anchor is not None:  # as the start's cells are: within bounds, labels at points
+            anchor = MissingCells.build(
+                train_Z, train_mask, self.encoding_, bounded, rng.spawn(1)[0], 0.0, start=anchor
+            ).result()
         # Complete data still trains the network (``transform`` then has a learned geometry).
         groups: list[dict[str, Any]] = []
         weights = [p for p in network.parameters() if p.requires_grad]
@@ -348,7 +341,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         )
         self.validation_scores_ = None if monitor is None else np.asarray(monitor.scores)
         self.best_iteration_ = None if monitor is None else monitor.restore_best()
-        filled = self._guarded(cells.result(), initial, probe, Z)
+        filled = self._guarded(cells.result(), (initial, anchor), probe, Z)
         if holdout is not None:
             filled[holdout] = Z[holdout]  # held-out cells are observed: give back their values
         return filled, history
@@ -356,17 +349,19 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     def _guarded(
         self,
         refined: np.ndarray,
-        initial: np.ndarray | None,
+        starts: tuple[np.ndarray | None, np.ndarray | None],
         probe: np.ndarray | None,
         Z: np.ndarray,
     ) -> np.ndarray:
         """The refined cells, or where the safeguard (:func:`tdm._safeguard.guard`) leaves
-        them; sets ``refined_share_`` and ``safeguard_scores_``."""
+        them between the anchor and the refinement, ``starts`` = (the start, the anchor); sets
+        ``refined_share_`` and ``safeguard_scores_``."""
         self.refined_share_, self.safeguard_scores_ = 1.0, None
+        initial, anchor = starts
         if probe is None or initial is None:
             return refined
         filled, self.refined_share_, self.safeguard_scores_ = guard(
-            refined, initial, probe, Z, len(self.encoding_.numeric)
+            refined, initial, probe, Z, len(self.encoding_.numeric), anchor
         )
         return filled
 

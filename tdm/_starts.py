@@ -48,7 +48,7 @@ WARM_TREES = 20
 #: :data:`FOREST_START` as (trees, rounds, warm-up rounds), the default ``size`` below.
 LIGHT_FOREST = (FOREST_START["n_estimators"], FOREST_START["max_iter"], 0)
 #: ... and on a larger table, where a stronger start pays (BENCHMARKS.md, "Forest start size").
-FOREST_LARGE: dict[str, int] = {"n_estimators": 100, "max_iter": 4, "warm_rounds": 0}
+FOREST_LARGE: dict[str, int] = {"n_estimators": 100, "max_iter": 2, "warm_rounds": 5}
 
 PROBE_FRACTION = 0.05
 """Share of the observed cells hidden by ``init="auto"`` to score the candidate starts..."""
@@ -58,8 +58,10 @@ LARGE_CELLS = 100_000
 """Observed cells (a categorical cell counts once) from which a table is *large*: its probe hides
 at most 2% of them. There the forest start is :data:`FOREST_LARGE`, and ``init="auto"`` takes
 the chosen candidate's probe run as the start and keeps the probe cells hidden to guard the
-refinement (``TDMImputer(safeguard=True)``). On smaller tables the start is computed again on
-every observed cell (a run costs little there, and hiding cells costs accuracy: BENCHMARKS.md)."""
+refinement (``TDMImputer(safeguard=True)``), the start computed again on every observed cell
+being where the guarded cells end at share 0 (:func:`fit_start`). On smaller tables the start is
+computed again on every observed cell (a run costs little there, and hiding cells costs
+accuracy: BENCHMARKS.md)."""
 FOREST_MARGIN = 0.9
 """``init="auto"`` takes the forest's start only if its probe error is below this times ICE's."""
 START_CONTEXT_ROWS = 10_000
@@ -309,26 +311,39 @@ def fit_start(
     safeguard: bool,
     n_jobs: int | None = None,
 ) -> tuple[
-    str, dict[str, float] | None, tuple[int, int, int] | None, np.ndarray | None, np.ndarray | None
+    str,
+    dict[str, float] | None,
+    tuple[int, int, int] | None,
+    np.ndarray | None,
+    np.ndarray | None,
+    np.ndarray | None,
 ]:
     """The start of a fit: the start used (``init``, or what ``"auto"`` chose), the probe scores,
     the forest's (trees, rounds, warm-up rounds) where a forest started it (:func:`forest_size`),
-    the started ``Z`` (``None`` for the mean start, which draws nothing from ``rng`` here), and
-    the probe cells to keep hidden through the fit (``"auto"`` on a large table with the
-    ``safeguard``; else ``None``, and the probe cells are observed again). The forests use
-    ``n_jobs`` threads."""
+    the started ``Z`` (``None`` for the mean start, which draws nothing from ``rng`` here), the
+    probe cells to keep hidden through the fit, and the anchor. The forests use ``n_jobs``
+    threads.
+
+    With ``"auto"`` on a large table and the ``safeguard``, the started ``Z`` is the probe run's
+    (blind to the probe cells, which the safeguard scores it on), and the anchor is the chosen
+    start computed again with every observed cell (the same seed): where the safeguard leaves
+    the missing cells is between the anchor and the refinement (:func:`tdm._safeguard.guard`).
+    Else the probe and the anchor are ``None`` (without the safeguard, the probe run's start
+    with its probe cells observed again)."""
     if init == "mean":
-        return init, None, None, None, None
+        return init, None, None, None, None, None
     seed = int(rng.integers(2**31 - 1))
     size = forest_size(observed_cells(mask, groups), trees, rounds, warm_rounds)
-    scores = probe = None
+    scores = probe = anchor = None
     if init == "auto":
         init, scores, start, probe = choose_start(Z, mask, rng, seed, groups, size, n_jobs)
     else:
         start = start_fill(init, Z, mask, seed, groups, size, n_jobs)
     if probe is not None and not safeguard:
         start, probe = np.where(mask, start, Z), None
-    return init, scores, size if init == "forest" else None, start, probe
+    if probe is not None:
+        anchor = start_fill(init, Z, mask, seed, groups, size, n_jobs)
+    return init, scores, size if init == "forest" else None, start, probe, anchor
 
 
 def _firsts(groups: np.ndarray) -> np.ndarray:

@@ -114,25 +114,25 @@ class TDMImputer(BatchOTImputer):
         take the forest's start only if its error on them is at least 10% lower than ICE's
         (``init_`` and ``start_scores_`` record the choice); no ground truth of the missing
         cells is used. On a large table (at least 100,000 observed cells, a categorical cell
-        counting once: the probe hides at most 2% of them), the start is the chosen
-        candidate's imputation from that run, and the probe cells guard the refinement (see
-        ``safeguard``); elsewhere the start is computed again with every observed cell.
+        counting once: the probe hides at most 2% of them), the refinement starts from that run
+        and the probe cells guard it (``safeguard``); elsewhere the start is run again.
         ``"mean"``: the column's observed mean (the paper). New rows in :meth:`transform` start
         the same way, with up to 10,000 fitted rows as context.
     forest_trees : int or None, default=None
         Trees per column of the forest start. ``None``: 20, and 100 on a large table.
     forest_rounds : int or None, default=None
-        Rounds over the columns of the forest start. ``None``: 3, and 4 on a large table.
+        Rounds over the columns of the forest start. ``None``: 3, and 2 on a large table.
     forest_warm_rounds : int or None, default=None
         Rounds of a 20-tree forest before those rounds (cheap rounds that bring the cells near
-        where they settle). ``None``: 0.
+        where they settle). ``None``: 0, and 5 on a large table.
     safeguard : bool, default=True
-        With ``init="auto"`` on a large table: the probe cells stay hidden through the
-        refinement, and the missing cells end at the start, the refined cells, or 1/4, 1/2 or
-        3/4 of the way from one to the other (numeric columns; a label is the refined one
-        unless the start is kept), whichever imputes the probe cells with the lowest mean
-        absolute error (``refined_share_``, ``safeguard_scores_``); :meth:`transform` gives new
-        rows the same share. The probe cells come back with their observed values.
+        With ``init="auto"`` on a large table: the refinement starts from the probe run, blind
+        to the probe cells, and the probe cells score 0, 1/4, 1/2, 3/4 or all of the way from
+        that start to the refined cells (``safeguard_scores_``); the missing cells end that
+        share (``refined_share_``) of the way from the start computed with every observed cell
+        to the refined cells (numeric columns; a label is the refined one unless the share is
+        0). :meth:`transform` gives new rows the same share. The probe cells come back with
+        their observed values. ``False``: the probe run's start, refined, no probe cells kept.
     n_jobs : int or None, default=None
         Threads of each forest of the forest start (``None``: 1; -1: every core). More than one
         may change the start's last bits between runs (the trees' sums follow thread order).
@@ -214,7 +214,7 @@ class TDMImputer(BatchOTImputer):
         With a forest start: its (trees, rounds, warm-up rounds).
     safeguard_scores_ : dict or None
         With the safeguard at work: the mean absolute error (standardised units) on the probe
-        cells of each share of the way from the start to the refined cells.
+        cells of each share of the way from the probe run's start to the refined cells.
     refined_share_ : float
         The share ``fit`` returned: 1.0 (the refinement) unless the safeguard chose less.
     column_kinds_ : dict

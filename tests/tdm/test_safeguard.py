@@ -7,12 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import tdm._starts
 from tdm import TDMImputer
 from tdm._optimise import FitProgress
+from tdm._safeguard import guard
 from tests.tdm.conftest import low_rank, mcar
+from tests.tdm.test_mixed import random_mixed_frame
 
 
 def _mae(X: np.ndarray, X_imp: np.ndarray, mask: np.ndarray) -> float:
@@ -45,7 +48,7 @@ def _stages(est: TDMImputer, X_new: np.ndarray) -> list[str]:
 
 def test_a_refinement_that_loses_on_the_probe_cells_gives_back_the_start(large) -> None:
     """On rank-one data ICE's start is almost exact; a refinement with a far too large cell rate
-    moves the cells away. The probe cells see it, and fit returns the start itself (bit for bit
+    moves the cells away. The probe cells see it, and fit returns the anchor (bit for bit
     the no-step fit's), with the observed cells, probe cells included, unchanged; new rows then
     get their start with no step."""
     X = low_rank(n=400, d=6, rank=1)
@@ -58,6 +61,9 @@ def test_a_refinement_that_loses_on_the_probe_cells_gives_back_the_start(large) 
     assert est.safeguard_scores_[0.0] == min(est.safeguard_scores_.values())
     start = TDMImputer(max_iter=0, **params).fit_transform(X_nan)
     assert out.tobytes() == start.tobytes()
+    # the start kept is the one computed with every observed cell, not the probe run's
+    full = TDMImputer(max_iter=0, **{**params, "init": est.init_}).fit_transform(X_nan)
+    assert out.tobytes() == full.tobytes()
     assert out[~mask].tobytes() == X_nan[~mask].tobytes()
     unguarded = TDMImputer(max_iter=200, lr=1.0, network_lr=1e-3, safeguard=False, **params)
     assert _mae(X, out, mask) < _mae(X, unguarded.fit_transform(X_nan), mask)
@@ -86,9 +92,9 @@ def test_a_refinement_that_wins_on_the_probe_cells_is_kept(large, monkeypatch) -
 
 
 def test_large_tables_get_the_larger_forest(large, monkeypatch) -> None:
-    """On a large table the forest start is 4 rounds of 100 trees; with warm-up rounds, those
-    come first, 20 trees each: the forests are fitted with those trees, in that order, over
-    every column with a hole."""
+    """On a large table the forest start is 5 warm-up rounds of 20 trees, then 2 rounds of 100
+    trees: the forests are fitted with those trees, in that order, over every column with a
+    hole; sizes given replace them."""
     import tdm._starts
 
     X_nan, mask = mcar(_nonlinear(n=200), 0.2)
@@ -100,13 +106,50 @@ def test_large_tables_get_the_larger_forest(large, monkeypatch) -> None:
         return forest(seed, n_trees, *rest, **options)
 
     monkeypatch.setattr(tdm._starts, "_forest", spy)
-    assert TDMImputer(init="forest", max_iter=0).fit(X_nan).forest_size_ == (100, 4, 0)
+    assert TDMImputer(init="forest", max_iter=0).fit(X_nan).forest_size_ == (100, 2, 5)
     holes = int(mask.any(axis=0).sum())
-    assert trees == [100] * (4 * holes)
-    trees.clear()
-    warm = TDMImputer(init="forest", forest_rounds=2, forest_warm_rounds=5, max_iter=0)
-    assert warm.fit(X_nan).forest_size_ == (100, 2, 5)
     assert trees == [20] * (5 * holes) + [100] * (2 * holes)
+    trees.clear()
+    cold = TDMImputer(init="forest", forest_rounds=4, forest_warm_rounds=0, max_iter=0)
+    assert cold.fit(X_nan).forest_size_ == (100, 4, 0)
+    assert trees == [100] * (4 * holes)
+
+
+def test_the_guard_scores_the_blind_start_and_moves_from_the_anchor() -> None:
+    """The probe cells score shares of the way from the blind start to the refinement; the cells
+    returned are the winning share of the way from the anchor, the probe cells given back; a
+    label coordinate (after the numeric columns) is the refined one, or the anchor's at 0."""
+    Z = np.random.default_rng(0).normal(size=(50, 3))
+    probe = np.zeros(Z.shape, dtype=bool)
+    probe[:10, 0] = True  # rows 10 on hold no probe cell
+    initial, refined, anchor = Z + 1.0, Z - 1.0, Z + 5.0  # halfway is exact on the probe cells
+    out, share, scores = guard(refined, initial, probe, Z, 2, anchor)
+    assert share == 0.5 and scores[0.5] == pytest.approx(0.0, abs=1e-12)
+    assert scores[0.0] == pytest.approx(1.0)
+    # anchor + 0.5 * (refined - anchor) in the numeric columns, the refined label
+    np.testing.assert_allclose(out[10:, :2], Z[10:, :2] + 2.0)
+    assert out[:, 2].tobytes() == refined[:, 2].tobytes()
+    assert out[probe].tobytes() == Z[probe].tobytes()
+    without, same_share, _ = guard(refined, initial, probe, Z, 2)
+    assert same_share == 0.5
+    np.testing.assert_allclose(without[10:, :2], Z[10:, :2])
+    kept, none, _ = guard(Z + 3.0, initial, probe, Z, 2, anchor)  # the refinement loses
+    assert none == 0.0
+    assert kept[10:].tobytes() == anchor[10:].tobytes()
+
+
+def test_no_step_returns_the_anchor_with_labels_and_held_out_cells(large) -> None:
+    """A mixed frame with early stopping's held-out cells: a no-step default fit returns the
+    anchor, the chosen start run again on every cell it may see (labels at their points),
+    bit for bit as that start fitted on its own; observed cells unchanged."""
+    _, holes = random_mixed_frame(0, n=160)
+    params = {"max_iter": 0, "early_stopping": True, "forest_trees": 10, "random_state": 0}
+    est = TDMImputer(**params)
+    out = est.fit_transform(holes)
+    assert est.safeguard_scores_ is not None and est.refined_share_ == 0.0
+    pd.testing.assert_frame_equal(out, TDMImputer(init=est.init_, **params).fit_transform(holes))
+    observed = holes.notna()
+    pd.testing.assert_frame_equal(out.where(observed), holes.where(observed))
 
 
 def test_small_tables_have_no_safeguard_and_the_light_forest() -> None:
