@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from torch.nn.utils import skip_init
 
 __all__ = [
+    "CONDITIONERS",
     "AffineCoupling",
     "Conditioner",
     "InvertibleNetwork",
@@ -36,6 +37,11 @@ __all__ = [
     "affine_inverse",
     "bounded_log_scale",
 ]
+
+
+#: How each coupling update gets its log-scale and shift: one MLP with both as outputs
+#: (``"joint"``), or two MLPs of the same shape (``"separate"``, RealNVP's).
+CONDITIONERS = ("joint", "separate")
 
 
 def bounded_log_scale(raw: Tensor, clamp: float) -> Tensor:
@@ -65,9 +71,10 @@ def affine_inverse(y: Tensor, log_scale: Tensor, shift: Tensor) -> Tensor:
 class Conditioner(nn.Module):
     """MLP ``R^{n_in} -> R^{2 n_out}`` returning a bounded log-scale and a shift.
 
-    Three linear layers (``n_in -> width -> width -> 2 n_out``) with SELU between them. When the
-    conditioning half is empty (``n_in == 0``, a one-column table), the outputs are learned
-    constants, so the block is still an invertible elementwise affine map.
+    Three linear layers (``n_in -> width -> width -> 2 n_out``) with SELU between them; with
+    ``separate``, two such MLPs ending in ``n_out`` outputs, one for the log-scale and one for the
+    shift (RealNVP's). When the conditioning half is empty (``n_in == 0``, a one-column table),
+    the outputs are learned constants, so the block is still an invertible elementwise affine map.
 
     Parameters
     ----------
@@ -79,6 +86,8 @@ class Conditioner(nn.Module):
         Bound on the log-scales, see :func:`bounded_log_scale`.
     generator : torch.Generator, optional
         Source of the initial weights, see :meth:`reset_parameters`.
+    separate : bool, default=False
+        Two MLPs (log-scale, shift) instead of one with both outputs.
     """
 
     def __init__(
@@ -88,24 +97,20 @@ class Conditioner(nn.Module):
         width: int,
         clamp: float,
         generator: torch.Generator | None = None,
+        separate: bool = False,
     ) -> None:
         super().__init__()
         self.n_in = n_in
         self.n_out = n_out
         self.clamp = clamp
         self.net: nn.Module
+        self.shift_net: nn.Module | None = None
         if n_in == 0:
             self.net = _Constant(2 * n_out)
+        elif separate:
+            self.net, self.shift_net = _mlp(n_in, width, n_out), _mlp(n_in, width, n_out)
         else:
-            # skip_init: nn.Linear's own initialisation would draw from the global RNG; the
-            # weights are drawn from the given generator in reset_parameters instead.
-            self.net = nn.Sequential(
-                skip_init(nn.Linear, n_in, width),
-                nn.SELU(),
-                skip_init(nn.Linear, width, width),
-                nn.SELU(),
-                skip_init(nn.Linear, width, 2 * n_out),
-            )
+            self.net = _mlp(n_in, width, 2 * n_out)
         self.reset_parameters(generator)
 
     @torch.no_grad()
@@ -125,8 +130,24 @@ class Conditioner(nn.Module):
 
     def forward(self, h: Tensor) -> tuple[Tensor, Tensor]:
         """Return ``(log_scale, shift)``, each of shape ``(n, n_out)``."""
-        raw_scale, shift = self.net(h).chunk(2, dim=-1)
+        if self.shift_net is not None:
+            raw_scale, shift = self.net(h), self.shift_net(h)
+        else:
+            raw_scale, shift = self.net(h).chunk(2, dim=-1)
         return bounded_log_scale(raw_scale, self.clamp), shift
+
+
+def _mlp(n_in: int, width: int, n_out: int) -> nn.Sequential:
+    """Three linear layers with SELU between them, weights left for ``reset_parameters``."""
+    # skip_init: nn.Linear's own initialisation would draw from the global RNG; the weights are
+    # drawn from the given generator in reset_parameters instead.
+    return nn.Sequential(
+        skip_init(nn.Linear, n_in, width),
+        nn.SELU(),
+        skip_init(nn.Linear, width, width),
+        nn.SELU(),
+        skip_init(nn.Linear, width, n_out),
+    )
 
 
 class _Constant(nn.Module):
@@ -153,17 +174,27 @@ class AffineCoupling(nn.Module):
         Bound on the log-scales.
     generator : torch.Generator, optional
         Source of the initial weights.
+    conditioner : {"joint", "separate"}, default="joint"
+        One MLP per update, or two (:data:`CONDITIONERS`).
     """
 
     def __init__(
-        self, n_features: int, width: int, clamp: float, generator: torch.Generator | None = None
+        self,
+        n_features: int,
+        width: int,
+        clamp: float,
+        generator: torch.Generator | None = None,
+        conditioner: str = "joint",
     ) -> None:
         super().__init__()
         d = n_features // 2
         self.split = d
+        apart = conditioner == "separate"
         # With one column the first half is empty: only the second update remains.
-        self.first = Conditioner(n_features - d, d, width, clamp, generator) if d > 0 else None
-        self.second = Conditioner(d, n_features - d, width, clamp, generator)
+        self.first = (
+            Conditioner(n_features - d, d, width, clamp, generator, apart) if d > 0 else None
+        )
+        self.second = Conditioner(d, n_features - d, width, clamp, generator, apart)
 
     def forward(self, x: Tensor) -> Tensor:
         """Map ``x`` of shape ``(n, D)`` to ``y`` of the same shape."""
@@ -211,6 +242,8 @@ class InvertibleNetwork(nn.Module):
         The conditioners' hidden width, in place of ``width_factor * n_features`` (TDMImputer
         gives ``width_factor`` times the number of table columns, which a categorical column
         counts once however many coordinates it takes).
+    conditioner : {"joint", "separate"}, default="joint"
+        Each update's log-scale and shift from one MLP, or from two (:data:`CONDITIONERS`).
     """
 
     def __init__(
@@ -222,12 +255,16 @@ class InvertibleNetwork(nn.Module):
         clamp: float = 2.0,
         generator: torch.Generator | None = None,
         hidden_width: int | None = None,
+        conditioner: str = "joint",
     ) -> None:
         super().__init__()
+        if conditioner not in CONDITIONERS:
+            raise ValueError(f"conditioner must be one of {CONDITIONERS}; got {conditioner!r}.")
         self.n_features = n_features
         width = max(width_factor * n_features if hidden_width is None else hidden_width, 1)
         self.blocks: list[AffineCoupling] = nn.ModuleList(  # type: ignore[assignment]
-            AffineCoupling(n_features, width, clamp, generator) for _ in range(n_blocks)
+            AffineCoupling(n_features, width, clamp, generator, conditioner)
+            for _ in range(n_blocks)
         )
 
     def forward(self, x: Tensor) -> Tensor:

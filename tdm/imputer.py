@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral, Real
-from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -15,36 +14,11 @@ from torch import nn
 
 from tdm._estimator import BatchOTImputer
 from tdm._optimise import FitProgress
+from tdm._paper import PAPER_PARAMS
 from tdm._validation import Boolean, Interval, Options, store_params
-from tdm.coupling import InvertibleNetwork
+from tdm.coupling import CONDITIONERS, InvertibleNetwork
 
 __all__ = ["PAPER_PARAMS", "OTImputer", "TDMImputer"]
-
-PAPER_PARAMS: Mapping[str, Any] = MappingProxyType(
-    {
-        "n_blocks": 3,
-        "width_factor": 2,
-        "clamp": 2.0,
-        "batch_size": 512,
-        "max_iter": 10_000,
-        "lr": 1e-2,
-        "network_lr": None,  # the same RMSprop rate for the network and the missing cells
-        "cell_lr_correction": False,
-        "cost": "euclidean",  # the published code's cost, which produced the paper's tables
-        "solver": "assignment",  # exact OT, as the published network simplex
-        "init": "mean",
-        "forest_trees": 20,  # unused by the mean start; pinned for the fixtures built on these
-        "forest_rounds": 3,
-        "forest_warm_rounds": 0,
-        "safeguard": False,
-        "init_noise": 0.1,
-        "standardize": True,
-        "early_stopping": False,
-    }
-)
-"""The paper-faithful configuration (Zhao et al., 2023, §5 and the published code), every setting
-pinned so that a change of the library's defaults never changes it. Use
-:meth:`TDMImputer.paper`."""
 
 
 #: Starting points of the missing cells (``TDMImputer(init=...)``).
@@ -76,6 +50,9 @@ class TDMImputer(BatchOTImputer):
         categorical column counts as one feature).
     clamp : float, default=2.0
         Bound on the log-scales of the couplings (arctangent clamp): ``|log-scale| < clamp``.
+    conditioner : {"joint", "separate"}, default="joint"
+        Each coupling update's log-scale and shift from one MLP with both as outputs, or from
+        two MLPs of the same shape (``"separate"``: RealNVP's, and the published code's).
     batch_size : int, default=512
         Rows per batch. With fewer than ``2 * batch_size`` rows, the largest power of two not above
         ``n_samples / 2`` is used (the paper's rule); the size used is ``batch_size_``.
@@ -245,6 +222,7 @@ class TDMImputer(BatchOTImputer):
     n_blocks: int
     width_factor: int
     clamp: float
+    conditioner: str
     network_lr: float | None
     cell_lr_correction: bool
     init: str
@@ -259,6 +237,7 @@ class TDMImputer(BatchOTImputer):
         "n_blocks": [Interval(Integral, 0, None)],
         "width_factor": [Interval(Integral, 1, None)],
         "clamp": [Interval(Real, 0, None, closed="neither")],
+        "conditioner": [Options(CONDITIONERS)],
         "network_lr": [Interval(Real, 0, None, closed="neither"), None],
         "init": [Options(INITS)],
         "forest_trees": [Interval(Integral, 1, None), None],
@@ -275,6 +254,7 @@ class TDMImputer(BatchOTImputer):
         n_blocks: int = 3,
         width_factor: int = 2,
         clamp: float = 2.0,
+        conditioner: str = "joint",
         batch_size: int = 512,
         max_iter: int = 2_000,
         lr: float = 1e-2,
@@ -337,6 +317,7 @@ class TDMImputer(BatchOTImputer):
             n_features,
             n_blocks=self.n_blocks,
             clamp=self.clamp,
+            conditioner=self.conditioner,
             generator=generator,
             hidden_width=self.width_factor * len(self.encoding_.columns),
         )

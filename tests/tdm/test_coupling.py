@@ -11,21 +11,30 @@ import torch
 from tdm.coupling import AffineCoupling, InvertibleNetwork, bounded_log_scale
 
 CONFIGS = [
-    pytest.param(1, 3, id="D1-T3"),
-    pytest.param(2, 1, id="D2-T1"),
-    pytest.param(5, 3, id="D5-T3"),
-    pytest.param(8, 2, id="D8-T2"),
+    pytest.param(1, 3, "joint", id="D1-T3"),
+    pytest.param(2, 1, "joint", id="D2-T1"),
+    pytest.param(5, 3, "joint", id="D5-T3"),
+    pytest.param(8, 2, "joint", id="D8-T2"),
+    pytest.param(1, 2, "separate", id="D1-T2-separate"),
+    pytest.param(7, 3, "separate", id="D7-T3-separate"),
 ]
+ARGS = ("n_features", "n_blocks", "conditioner")
 
 
-def make(n_features: int, n_blocks: int, seed: int = 0) -> InvertibleNetwork:
+def make(
+    n_features: int, n_blocks: int, conditioner: str = "joint", seed: int = 0
+) -> InvertibleNetwork:
     generator = torch.Generator().manual_seed(seed)
-    return InvertibleNetwork(n_features, n_blocks=n_blocks, generator=generator).double()
+    return InvertibleNetwork(
+        n_features, n_blocks=n_blocks, generator=generator, conditioner=conditioner
+    ).double()
 
 
-@pytest.mark.parametrize(("n_features", "n_blocks"), CONFIGS)
-def test_forward_keeps_shape_and_inverse_recovers_input(n_features: int, n_blocks: int) -> None:
-    net = make(n_features, n_blocks)
+@pytest.mark.parametrize(ARGS, CONFIGS)
+def test_forward_keeps_shape_and_inverse_recovers_input(
+    n_features: int, n_blocks: int, conditioner: str
+) -> None:
+    net = make(n_features, n_blocks, conditioner)
     x = torch.randn(64, n_features, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     z = net(x)
     assert z.shape == x.shape
@@ -33,9 +42,9 @@ def test_forward_keeps_shape_and_inverse_recovers_input(n_features: int, n_block
     torch.testing.assert_close(net.inverse(z), x, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize(("n_features", "n_blocks"), CONFIGS)
-def test_every_parameter_gets_a_gradient(n_features: int, n_blocks: int) -> None:
-    net = make(n_features, n_blocks)
+@pytest.mark.parametrize(ARGS, CONFIGS)
+def test_every_parameter_gets_a_gradient(n_features: int, n_blocks: int, conditioner: str) -> None:
+    net = make(n_features, n_blocks, conditioner)
     x = torch.randn(32, n_features, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     net(x).square().sum().backward()
     for name, p in net.named_parameters():
@@ -43,9 +52,9 @@ def test_every_parameter_gets_a_gradient(n_features: int, n_blocks: int) -> None
         assert p.grad.abs().sum() > 0, name  # a dead weight would mean a zero-size or unused layer
 
 
-@pytest.mark.parametrize(("n_features", "n_blocks"), CONFIGS)
-def test_log_det_equals_autograd_jacobian(n_features: int, n_blocks: int) -> None:
-    net = make(n_features, n_blocks)
+@pytest.mark.parametrize(ARGS, CONFIGS)
+def test_log_det_equals_autograd_jacobian(n_features: int, n_blocks: int, conditioner: str) -> None:
+    net = make(n_features, n_blocks, conditioner)
     x = torch.randn(4, n_features, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     expected = torch.stack(
         [
@@ -96,3 +105,15 @@ def test_same_generator_seed_gives_same_weights_and_state_dict_round_trips() -> 
     c.load_state_dict(a.state_dict())
     x = torch.randn(8, 5, dtype=torch.float64)
     torch.testing.assert_close(c(x), a(x))
+
+
+def test_separate_conditioners_have_the_published_networks_shape() -> None:
+    """RealNVP's two MLPs per update: on 13 columns, 3 blocks of width 26 hold 12,870 weights
+    (counted on the published code's network), the log-scale and the shift from different
+    weights; the joint network has one MLP per update. An unknown kind is refused."""
+    separate, joint = make(13, 3, "separate"), make(13, 3)
+    assert sum(p.numel() for p in separate.parameters()) == 12_870
+    assert any("shift_net" in name for name, _ in separate.named_parameters())
+    assert not any("shift_net" in name for name, _ in joint.named_parameters())
+    with pytest.raises(ValueError, match="conditioner must be one of"):
+        InvertibleNetwork(3, conditioner="shared")
