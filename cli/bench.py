@@ -124,8 +124,9 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
         type=split_required_names,
         default=None,
         metavar="FILES",
-        help="run nothing; add the trials of these results files (comma-separated, e.g. runs "
-        "from other machines) to --db, keeping trials already there, then rewrite the report",
+        help="run nothing; add the trials of these results files (comma-separated DuckDB "
+        "files, e.g. runs from other machines, or a report's benchmark.csv) to --db, keeping "
+        "trials already there, then rewrite the report",
     )
     bench.add_argument(
         "--svm-repeats",

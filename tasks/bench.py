@@ -267,21 +267,44 @@ def _source_columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
+def _read_report_csv(path: Path) -> pd.DataFrame:
+    """The trials of a report's ``benchmark.csv``; it has no loss traces, so they become ``[]``."""
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as error:
+        raise ValueError(f"merge: {path} is not a readable report CSV: {error}") from None
+    if "loss_trace" not in frame:
+        frame["loss_trace"] = "[]"
+    if "cat_error" not in frame:
+        frame["cat_error"] = float("nan")
+    columns = list(BenchmarkResultsSchema.to_schema().columns)
+    missing = [c for c in columns if c not in frame]
+    if missing:
+        raise ValueError(f"merge: {path} lacks the report column(s) {missing}")
+    return BenchmarkResultsSchema.validate(frame[columns])
+
+
 @task(name="merge-results", cache_policy=NO_CACHE)
 def merge_results(db_path: str, source: str) -> MergeCount:
     """Add the trials and MAE traces of another results file (another run, another machine).
 
-    The source is validated by the same schemas first. A trial whose key is already in `db_path`
-    keeps the row already there. Everything is copied in one transaction: a failure leaves
-    `db_path` as it was. The source file is opened read-only and never changed.
+    The source is a DuckDB results file or a report's ``benchmark.csv`` (the committed record
+    of a grid: its trials, without loss traces or MAE traces). It is validated by the same
+    schemas first. A trial whose key is already in `db_path` keeps the row already there.
+    Everything is copied in one transaction: a failure leaves `db_path` as it was. The source
+    file is opened read-only and never changed.
     """
     here, there = Path(db_path), Path(source)
     if not there.is_file():
         raise FileNotFoundError(f"merge: results file {source} does not exist")
     if here.exists() and here.resolve() == there.resolve():
         raise ValueError(f"merge: {source} is the results file itself")
+    from_csv = there.suffix.lower() == ".csv"
     try:
-        incoming, traces = read_results(there), read_traces(there)  # schema errors propagate
+        if from_csv:
+            incoming, traces = _read_report_csv(there), pd.DataFrame()
+        else:
+            incoming, traces = read_results(there), read_traces(there)  # schema errors propagate
     except duckdb.Error as error:
         problem = f"merge: {source} is not a readable DuckDB results file: {error}"
         raise ValueError(problem) from None
@@ -291,21 +314,24 @@ def merge_results(db_path: str, source: str) -> MergeCount:
     literal = str(there).replace("'", "''")
     with duckdb.connect(str(here)) as con:
         _ensure_tables(con, db_path)
-        con.execute(f"ATTACH '{literal}' AS merge_source (READ_ONLY)")
+        if from_csv:
+            con.register("merge_rows", incoming)
+        else:
+            con.execute(f"ATTACH '{literal}' AS merge_source (READ_ONLY)")
         try:
             con.execute("BEGIN TRANSACTION")
             before = (_count(con, RESULTS_TABLE), _count(con, TRACES_TABLE))
             for table, frame in ((RESULTS_TABLE, incoming), (TRACES_TABLE, traces)):
                 if frame.empty:
                     continue
-                there_columns = _source_columns(con, table)
+                there_columns = set(frame.columns) if from_csv else _source_columns(con, table)
                 columns = ", ".join(
                     quote_identifier(c) for c in frame.columns if c in there_columns
                 )
                 name = quote_identifier(table)
+                origin = "merge_rows" if from_csv else f"merge_source.{name}"
                 con.execute(
-                    f"INSERT OR IGNORE INTO {name} ({columns}) "
-                    f"SELECT {columns} FROM merge_source.{name}"
+                    f"INSERT OR IGNORE INTO {name} ({columns}) SELECT {columns} FROM {origin}"
                 )
             after = (_count(con, RESULTS_TABLE), _count(con, TRACES_TABLE))
             con.execute("COMMIT")
@@ -313,6 +339,9 @@ def merge_results(db_path: str, source: str) -> MergeCount:
             con.execute("ROLLBACK")
             raise
         finally:
-            con.execute("DETACH merge_source")
+            if from_csv:
+                con.unregister("merge_rows")
+            else:
+                con.execute("DETACH merge_source")
     added = after[0] - before[0]
     return MergeCount(str(source), added, len(incoming) - added, after[1] - before[1])

@@ -23,10 +23,13 @@ from typing import Any
 from sklearn.base import BaseEstimator
 
 from tdm.baselines import (
+    EMFlowImputer,
     GAINImputer,
     ICEImputer,
+    MCFlowImputer,
     MeanImputer,
     MiceForestImputer,
+    MIRACLEImputer,
     MissForestImputer,
     MissForestMixedImputer,
     MIWAEImputer,
@@ -128,6 +131,24 @@ _ALL = (
         "miwae",
         "importance-weighted autoencoder for missing data (MIWAE, Mattei & Frellsen 2019)",
         MIWAEImputer,
+        has_max_iter=True,
+    ),
+    Method(
+        "mcflow",
+        "normalizing flow and latent network fitted in turn (MCFlow, Richardson et al. 2020)",
+        MCFlowImputer,
+        has_max_iter=True,
+    ),
+    Method(
+        "emflow",
+        "online EM in a normalizing flow's latent space (EMFlow, Ma & Ghosh 2021)",
+        EMFlowImputer,
+        has_max_iter=True,
+    ),
+    Method(
+        "miracle",
+        "causally-aware reconstruction with missingness indicators (MIRACLE, Kyono et al. 2021)",
+        MIRACLEImputer,
         has_max_iter=True,
     ),
     Method("mode", "column means and modes (mixed types: labels get the mode)", ModeImputer),

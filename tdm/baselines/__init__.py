@@ -15,6 +15,10 @@ MissForestImputer   iterative chained equations, random forest per column
 SoftImputeImputer   Soft-Impute, iterative soft-thresholded SVD (Mazumder et al., 2010)
 GAINImputer         generative adversarial imputation with hints (Yoon et al., 2018), torch
 MIWAEImputer        missing-data importance-weighted autoencoder (Mattei & Frellsen, 2019)
+MCFlowImputer       normalizing flow and latent network fitted in turn (Richardson et al., 2020)
+EMFlowImputer       online EM on a Gaussian in a normalizing flow's latent space (Ma & Ghosh, 2021)
+MIRACLEImputer      reconstruction regularised by a causal graph with missingness indicators
+                    (Kyono et al., 2021)
 =================== ========================================================================
 
 Mixed-type baselines (a DataFrame of float, integer, boolean and categorical columns in, the
@@ -27,15 +31,15 @@ ModeImputer            column means (rounded for integers) and modes (labels)
 MissForestMixedImputer MissForest with a classifier per label column (Stekhoven & Buehlmann)
 MiceForestImputer      chained equations with LightGBM (miceforest; optional dependency)
 ====================== =====================================================================
-
-MCFlow (Richardson et al., 2020), EMFlow (Ma & Ghosh, 2021) and MIRACLE (Kyono et al., 2021),
-the paper's three other baselines, are not implemented.
 """
 
 from tdm.baselines._base import BaseImputer
+from tdm.baselines.emflow import EMFlowImputer
 from tdm.baselines.gain import GAINImputer
 from tdm.baselines.iterative import ICEImputer, MissForestImputer
+from tdm.baselines.mcflow import MCFlowImputer
 from tdm.baselines.miceforest import MiceForestImputer
+from tdm.baselines.miracle import MIRACLEImputer
 from tdm.baselines.miwae import MIWAEImputer
 from tdm.baselines.mixed import MissForestMixedImputer, ModeImputer
 from tdm.baselines.simple import MeanImputer
@@ -43,8 +47,11 @@ from tdm.baselines.softimpute import SoftImputeImputer
 
 __all__ = [
     "BaseImputer",
+    "EMFlowImputer",
     "GAINImputer",
     "ICEImputer",
+    "MCFlowImputer",
+    "MIRACLEImputer",
     "MIWAEImputer",
     "MeanImputer",
     "MiceForestImputer",

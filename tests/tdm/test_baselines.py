@@ -33,6 +33,9 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
         "n_imputation_samples": 100,
         "device": "cpu",
     },
+    "mcflow": {"batch_size": 64, "n_blocks": 2, "device": "cpu"},
+    "emflow": {"max_iter": 5, "steps_per_round": 30, "lr": 3e-4, "device": "cpu"},
+    "miracle": {"max_iter": 400, "reimpute_every": 100, "lr": 3e-3, "device": "cpu"},
     "mode": {},
     "missforest_mixed": {"n_estimators": 10, "max_iter": 3},
     "miceforest": {"iterations": 2},
@@ -55,9 +58,22 @@ CHECK_PARAMS: dict[str, dict[str, Any]] = {
     "missforest": {"n_estimators": 5, "max_iter": 2},
     "gain": {"max_iter": 20},
     "miwae": {"max_iter": 20, "hidden_dim": 8, "n_imputation_samples": 10},
+    "mcflow": {"max_iter": 2, "steps_per_round": 5, "hidden_dim": 8},
+    "emflow": {"max_iter": 2, "steps_per_round": 5, "hidden_dim": 8},
+    "miracle": {"max_iter": 20, "reimpute_every": 10, "hidden_dim": 8},
 }
 # Methods that must clearly beat column means on low-rank data with 20% MCAR.
-SHOULD_BEAT_MEAN = ("ice", "missforest", "softimpute", "miwae", "missforest_mixed", "miceforest")
+SHOULD_BEAT_MEAN = (
+    "ice",
+    "missforest",
+    "softimpute",
+    "miwae",
+    "mcflow",
+    "emflow",
+    "miracle",
+    "missforest_mixed",
+    "miceforest",
+)
 
 
 # The baselines: registered methods whose factory is a BaseImputer class.
@@ -239,7 +255,7 @@ def test_transform_checks_the_number_of_columns(data: tuple) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["gain", "miwae"])
+@pytest.mark.parametrize("name", ["gain", "miwae", "mcflow", "emflow", "miracle"])
 def test_neural_baselines_run_on_cuda(name: str, data: tuple) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")

@@ -18,6 +18,9 @@ def test_registry_lists_every_method_once_in_display_order_with_a_description() 
         "softimpute",
         "gain",
         "miwae",
+        "mcflow",
+        "emflow",
+        "miracle",
         "mode",
         "missforest_mixed",
         "miceforest",
@@ -46,6 +49,9 @@ def test_registry_lists_every_method_once_in_display_order_with_a_description() 
     assert {n for n, m in REGISTRY.items() if m.has_max_iter and not m.batch_ot} == {
         "gain",
         "miwae",
+        "mcflow",
+        "emflow",
+        "miracle",
     }
 
 

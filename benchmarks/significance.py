@@ -1,0 +1,198 @@
+"""Is the default's lead over the best other method significant? One row per dataset and
+mechanism of the held-out grid.
+
+Run: ``python -m benchmarks.significance [--results CSV ...] [--out FILE]`` (default
+``results/issue19/significance.md``).
+
+- The default's rows (``tdm``) are read only from the files given with ``--default-from``
+  (those recorded with the current default: issue 17's and issue 19's grids); the earlier
+  versions' ``tdm`` rows of the other files are ignored.
+- The *best other method* of a cell is the non-TDM method (:data:`BASELINES`) with the lowest
+  mean MAE on the seeds 3-5 that every method ran (the held-out table's masks).
+- The default and that method are then paired on every seed both ran (seeds 3-7 where
+  recorded), and a paired t-test on the per-seed MAE differences (scipy ``ttest_rel``) decides:
+  *significant lead* when the default's mean is lower and the one-sided p-value (H1: the
+  default's MAE is lower) is below 0.05, *significantly behind* for the mirror case, otherwise
+  *not significant*. A cell with fewer than 5 pairs says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from benchmarks.heldout_grid import read_trials
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = (
+    ROOT / "results" / "heldout" / "benchmark.csv",
+    ROOT / "results" / "issue17" / "benchmark.csv",
+    ROOT / "results" / "issue19" / "benchmark.csv",
+)
+DEFAULT_FROM = RESULTS[1:]
+OUT = ROOT / "results" / "issue19" / "significance.md"
+ALPHA = 0.05
+SELECTION_SEEDS = (3, 4, 5)
+FULL = 5
+#: The methods the default is compared with: every public non-TDM method of the numeric grid.
+BASELINES = (
+    "mean",
+    "ice",
+    "missforest",
+    "softimpute",
+    "gain",
+    "miwae",
+    "mcflow",
+    "emflow",
+    "miracle",
+    "ot_sh",
+    "ot_ns",
+)
+MECHANISMS = ("mcar", "mar", "mnarl", "mnarq")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The default against the best other method on one dataset and mechanism."""
+
+    dataset: str
+    mechanism: str
+    best: str
+    seeds: tuple[int, ...]
+    default_mae: np.ndarray
+    best_mae: np.ndarray
+
+    @property
+    def difference(self) -> float:
+        """Mean of default minus best over the paired seeds (negative: the default leads)."""
+        return float(np.mean(self.default_mae - self.best_mae))
+
+    def p_lower(self) -> float:
+        """One-sided paired t-test p-value of H1: the default's MAE is lower."""
+        diffs = self.default_mae - self.best_mae
+        if len(diffs) < 2:
+            return float("nan")
+        if np.all(diffs == diffs[0]):
+            return 0.0 if diffs[0] < 0 else 1.0
+        return float(stats.ttest_rel(self.default_mae, self.best_mae, alternative="less").pvalue)
+
+    def verdict(self) -> str:
+        """``significant lead``, ``significantly behind`` or ``not significant (...)``."""
+        p = self.p_lower()
+        if self.difference < 0 and p < ALPHA:
+            return "significant lead"
+        if self.difference > 0 and 1.0 - p < ALPHA:
+            return "significantly behind"
+        return "not significant (" + ("lead" if self.difference < 0 else "behind") + ")"
+
+
+def load(paths: Sequence[Path], default_from: Sequence[Path]) -> pd.DataFrame:
+    """Every baseline trial of ``paths`` and the default's trials of ``default_from``."""
+    frames = []
+    for path in paths:
+        if not path.exists():
+            continue
+        trials = read_trials(path)
+        keep = trials["method"].isin(BASELINES)
+        if any(path.resolve() == p.resolve() for p in default_from):
+            keep |= trials["method"] == "tdm"
+        frames.append(trials[keep])
+    trials = pd.concat(frames, ignore_index=True)
+    # A trial recorded in two files (a copy) counts once; the later record wins.
+    return trials.drop_duplicates(["dataset", "mechanism", "seed", "method"], keep="last")
+
+
+def cells(trials: pd.DataFrame) -> list[Cell]:
+    """One `Cell` per dataset and mechanism where the default and a baseline both ran."""
+    out: list[Cell] = []
+    for (dataset, mechanism), cell in trials.groupby(["dataset", "mechanism"], sort=True):
+        by_method = {m: g.set_index("seed")["mae"] for m, g in cell.groupby("method")}
+        if "tdm" not in by_method:
+            continue
+        shared = [
+            (float(mae.loc[list(SELECTION_SEEDS)].mean()), method)
+            for method, mae in by_method.items()
+            if method != "tdm" and set(SELECTION_SEEDS) <= set(mae.index)
+        ]
+        if not shared:
+            continue
+        best = min(shared)[1]
+        seeds = sorted(set(by_method["tdm"].index) & set(by_method[best].index))
+        out.append(
+            Cell(
+                str(dataset),
+                str(mechanism),
+                best,
+                tuple(int(s) for s in seeds),
+                by_method["tdm"].loc[seeds].to_numpy(float),
+                by_method[best].loc[seeds].to_numpy(float),
+            )
+        )
+    return out
+
+
+def report(found: Sequence[Cell], sources: Sequence[str]) -> str:
+    """The markdown table and the per-mechanism counts."""
+    lines = [
+        "# Is the default's lead over the best other method significant?",
+        "",
+        "Written by `python -m benchmarks.significance` from "
+        + ", ".join(f"`{s}`" for s in sources)
+        + ". Held-out masks, 30% missing. Best other method: lowest mean MAE over seeds 3-5 "
+        "among the non-TDM methods. Test: paired t-test on the per-seed MAE differences over "
+        f"every seed both ran (scipy `ttest_rel`), one-sided, alpha {ALPHA}.",
+        "",
+        "| dataset | mechanism | best other | seeds | tdm MAE | best MAE | tdm - best "
+        "| p (tdm lower) | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in found:
+        seeds = ",".join(map(str, c.seeds)) + ("" if len(c.seeds) >= FULL else " (short)")
+        lines.append(
+            f"| {c.dataset} | {c.mechanism} | {c.best} | {seeds} | {c.default_mae.mean():.4f} "
+            f"| {c.best_mae.mean():.4f} | {c.difference:+.4f} | {c.p_lower():.3f} "
+            f"| {c.verdict()} |"
+        )
+    lines.append("")
+    for mechanism in MECHANISMS:
+        group = [c for c in found if c.mechanism == mechanism]
+        if not group:
+            continue
+        full = [c for c in group if len(c.seeds) >= FULL]
+        wins = sum(c.verdict() == "significant lead" for c in full)
+        behind = sum(c.verdict() == "significantly behind" for c in full)
+        lines.append(
+            f"- {mechanism.upper()}: {len(group)} datasets, {len(full)} with {FULL} paired "
+            f"seeds; of those, a significant lead on {wins}, significantly behind on {behind}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, nargs="+", default=list(RESULTS))
+    parser.add_argument("--default-from", type=Path, nargs="+", default=list(DEFAULT_FROM))
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    sources = []
+    for path in args.results:
+        try:
+            sources.append(str(path.resolve().relative_to(ROOT)))
+        except ValueError:
+            sources.append(str(path))
+    text = report(cells(load(args.results, args.default_from)), sources)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
