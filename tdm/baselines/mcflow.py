@@ -39,8 +39,9 @@ class MCFlowImputer(BaseImputer):
     ``max_iter`` rounds (the paper's iterative scheme, which breaks the circularity of learning
     a density from data that it must complete):
 
-    1. the flow: ``steps_per_round`` Adam steps on mini-batches of the current completion,
-       maximising ``log p(x) = log N(f(x); 0, I) + log |det ∂f/∂x|``;
+    1. the flow: ``steps_per_round`` Adam steps on mini-batches of the current completion, its
+       missing cells jittered by Gaussian noise (``noise``), maximising
+       ``log p(x) = log N(f(x); 0, I) + log |det ∂f/∂x|``;
     2. the latent network, the flow held fixed: ``steps_per_round`` Adam steps minimising the
        mean squared error of the decoding ``x̂ = f⁻¹(z + g(z))`` on the observed cells plus
        ``likelihood_weight`` times its negative log-likelihood under the flow, per coordinate;
@@ -71,6 +72,10 @@ class MCFlowImputer(BaseImputer):
         Adam learning rate of both networks.
     likelihood_weight : float, default=0.1
         Weight of the decoding's negative log-likelihood in the loss of ``g``.
+    noise : float, default=0.3
+        Standard deviation (in column standard deviations) of the Gaussian noise added to the
+        missing cells of each mini-batch the flow is fitted on, so that the flow cannot fold
+        its density onto the imputations, which are functions of the observed cells.
     device : str or torch.device, default="auto"
         ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     random_state : int, numpy.random.RandomState or None, default=None
@@ -106,6 +111,7 @@ class MCFlowImputer(BaseImputer):
         batch_size: int = 256,
         lr: float = 3e-4,
         likelihood_weight: float = 0.1,
+        noise: float = 0.3,
         device: str | torch.device = "auto",
         random_state: RandomState = None,
     ) -> None:
@@ -119,6 +125,7 @@ class MCFlowImputer(BaseImputer):
         "hidden_dim": [Interval(Integral, 1, None), None],
         "lr": [Interval(Real, 0, None, closed="neither")],
         "likelihood_weight": [Interval(Real, 0, None)],
+        "noise": [Interval(Real, 0, None)],
     }
 
     def _decode(self, x: Tensor) -> Tensor:
@@ -154,7 +161,11 @@ class MCFlowImputer(BaseImputer):
             flow_loss = 0.0
             for _ in range(self.steps_per_round):
                 idx = torch.randperm(n, generator=rng, device=self.device_)[:batch]
-                loss = -flow_log_density(self.flow_, completion[idx])[0].mean() / d
+                rows = completion[idx]
+                if self.noise > 0.0:
+                    jitter = torch.randn(rows.shape, generator=rng, device=rows.device)
+                    rows = rows + self.noise * jitter * missing[idx]
+                loss = -flow_log_density(self.flow_, rows)[0].mean() / d
                 flow_opt.zero_grad()
                 loss.backward()
                 flow_opt.step()

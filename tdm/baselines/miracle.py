@@ -66,8 +66,8 @@ class _Reconstruction(nn.Module):
         return out
 
     def adjacency(self) -> Tensor:
-        """``A[i, k]``: the L2 norm of feature ``i``'s input weights into target ``k``."""
-        return self.input_weights().pow(2).sum(dim=2).add(1e-12).sqrt().T
+        """``A[i, k]``: the root mean square of feature ``i``'s input weights into target ``k``."""
+        return self.input_weights().pow(2).mean(dim=2).add(1e-12).sqrt().T
 
 
 class MIRACLEImputer(BaseImputer):
@@ -90,9 +90,12 @@ class MIRACLEImputer(BaseImputer):
     - ``moment_weight`` times the squared gap between each feature's mean reconstruction and
       its observed mean (the paper's moment regulariser).
 
-    Every ``reimpute_every`` steps the missing cells take the networks' reconstructions (the
-    paper's iterative refinement). :meth:`transform` seeds new rows with the fitted column
-    means and applies the fitted networks as many times as the fit re-imputed.
+    Every ``reimpute_every`` steps the missing cells take the networks' reconstructions,
+    clipped to each column's observed range (the paper's iterative refinement). The default
+    re-imputes once, at the end: re-imputing during the fit lets each network read its own
+    column's imputations back through the others' and drift (BENCHMARKS.md, "The paper's other
+    baselines"). :meth:`transform` seeds new rows with the fitted column means and applies the
+    fitted networks as many times as the fit re-imputed.
 
     Parameters
     ----------
@@ -100,14 +103,14 @@ class MIRACLEImputer(BaseImputer):
         Width of the hidden layers.
     max_iter : int, default=3000
         Mini-batch steps.
-    reimpute_every : int, default=300
-        Steps between two re-imputations.
+    reimpute_every : int, default=3000
+        Steps between two re-imputations (the default: one, at the end of the fit).
     batch_size : int, default=256
         Rows per mini-batch (capped at ``n_samples``).
     lr : float, default=1e-3
         Adam learning rate.
     dag_weight, sparsity_weight, indicator_weight, moment_weight : float
-        Weights of the regularisers (defaults 1.0, 1e-3, 1.0, 1.0).
+        Weights of the regularisers (defaults 0.1, 1e-3, 1.0, 0.1).
     device : str or torch.device, default="auto"
         ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     random_state : int, numpy.random.RandomState or None, default=None
@@ -141,13 +144,13 @@ class MIRACLEImputer(BaseImputer):
         *,
         hidden_dim: int = 32,
         max_iter: int = 3000,
-        reimpute_every: int = 300,
+        reimpute_every: int = 3000,
         batch_size: int = 256,
         lr: float = 1e-3,
-        dag_weight: float = 1.0,
+        dag_weight: float = 0.1,
         sparsity_weight: float = 1e-3,
         indicator_weight: float = 1.0,
-        moment_weight: float = 1.0,
+        moment_weight: float = 0.1,
         device: str | torch.device = "auto",
         random_state: RandomState = None,
     ) -> None:
@@ -173,7 +176,7 @@ class MIRACLEImputer(BaseImputer):
                 self.network_(completion[s : s + _CHUNK])[:, :d]
                 for s in range(0, completion.shape[0], _CHUNK)
             ]
-        return torch.cat(parts)
+        return self.scaling_.clip(torch.cat(parts))
 
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
         self.device_ = resolve_device(self.device, type(self).__name__)

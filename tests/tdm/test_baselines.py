@@ -33,7 +33,7 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
         "n_imputation_samples": 100,
         "device": "cpu",
     },
-    "mcflow": {"batch_size": 64, "n_blocks": 2, "device": "cpu"},
+    "mcflow": {"batch_size": 64, "n_blocks": 2, "lr": 1e-3, "max_iter": 6, "device": "cpu"},
     "emflow": {"max_iter": 5, "steps_per_round": 30, "lr": 3e-4, "device": "cpu"},
     "miracle": {"max_iter": 400, "reimpute_every": 100, "lr": 3e-3, "device": "cpu"},
     "mode": {},
