@@ -137,13 +137,11 @@ _ALL = (
         "mcflow",
         "normalizing flow and latent network fitted in turn (MCFlow, Richardson et al. 2020)",
         MCFlowImputer,
-        has_max_iter=True,
     ),
     Method(
         "emflow",
         "online EM in a normalizing flow's latent space (EMFlow, Ma & Ghosh 2021)",
         EMFlowImputer,
-        has_max_iter=True,
     ),
     Method(
         "miracle",

@@ -92,7 +92,8 @@ class EMFlowImputer(BaseImputer):
     scaling_ : ColumnScaling
         Observed mean and scale of each column.
     loss_history_ : ndarray of shape (max_iter,)
-        The flow's mean negative log-likelihood per round (per coordinate).
+        The flow's mean loss per round: negative log-likelihood per coordinate plus the
+        weighted reconstruction error.
     n_iter_ : int
         Rounds run (``max_iter``).
     device_ : torch.device

@@ -96,7 +96,7 @@ class MCFlowImputer(BaseImputer):
     device_ : torch.device
         Device used.
     seed_ : int
-        The integer seed used; :meth:`transform`'s draws are derived from it.
+        The integer seed used.
     n_features_in_ : int
         Number of columns seen in :meth:`fit`.
     """

@@ -90,21 +90,22 @@ class MIRACLEImputer(BaseImputer):
     - ``moment_weight`` times the squared gap between each feature's mean reconstruction and
       its observed mean (the paper's moment regulariser).
 
-    Every ``reimpute_every`` steps the missing cells take the networks' reconstructions,
-    clipped to each column's observed range (the paper's iterative refinement). The default
-    re-imputes once, at the end: re-imputing during the fit lets each network read its own
-    column's imputations back through the others' and drift (BENCHMARKS.md, "The paper's other
-    baselines"). :meth:`transform` seeds new rows with the fitted column means and applies the
-    fitted networks as many times as the fit re-imputed.
+    Every ``reimpute_every`` steps (before the last) the missing cells take the networks'
+    reconstructions, clipped to each column's observed range (the paper's iterative
+    refinement). By default the fit does not re-impute: re-imputing during the fit lets each
+    network read its own column's imputations back through the others' inputs and drift
+    (BENCHMARKS.md, "The paper's other baselines"). :meth:`transform` seeds the rows with the
+    fitted column means and applies the fitted networks ``n_rounds_`` times: once more than
+    the fit re-imputed.
 
     Parameters
     ----------
     hidden_dim : int, default=32
         Width of the hidden layers.
-    max_iter : int, default=3000
+    max_iter : int, default=500
         Mini-batch steps.
-    reimpute_every : int, default=3000
-        Steps between two re-imputations (the default: one, at the end of the fit).
+    reimpute_every : int or None, default=None
+        Steps between two re-imputations during the fit; ``None``: none.
     batch_size : int, default=256
         Rows per mini-batch (capped at ``n_samples``).
     lr : float, default=1e-3
@@ -126,7 +127,7 @@ class MIRACLEImputer(BaseImputer):
     scaling_ : ColumnScaling
         Observed mean and scale of each column.
     n_rounds_ : int
-        Re-imputations made in the fit (and by :meth:`transform`).
+        Applications of the networks by :meth:`transform`: the fit's re-imputations plus one.
     loss_history_ : ndarray of shape (max_iter,)
         Total loss per step.
     n_iter_ : int
@@ -143,8 +144,8 @@ class MIRACLEImputer(BaseImputer):
         self,
         *,
         hidden_dim: int = 32,
-        max_iter: int = 3000,
-        reimpute_every: int = 3000,
+        max_iter: int = 500,
+        reimpute_every: int | None = None,
         batch_size: int = 256,
         lr: float = 1e-3,
         dag_weight: float = 0.1,
@@ -158,9 +159,9 @@ class MIRACLEImputer(BaseImputer):
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
         **{
-            name: [Interval(Integral, 1, None)]
-            for name in ("hidden_dim", "max_iter", "reimpute_every", "batch_size")
+            name: [Interval(Integral, 1, None)] for name in ("hidden_dim", "max_iter", "batch_size")
         },
+        "reimpute_every": [Interval(Integral, 1, None), None],
         "lr": [Interval(Real, 0, None, closed="neither")],
         **{
             name: [Interval(Real, 0, None)]
@@ -200,7 +201,7 @@ class MIRACLEImputer(BaseImputer):
         rng = make_generator(train_seed, self.device_)
         batch = min(self.batch_size, n)
         history = np.zeros(self.max_iter)
-        self.n_rounds_ = 0
+        self.n_rounds_ = 1
         for step in range(self.max_iter):
             idx = torch.randperm(n, generator=rng, device=self.device_)[:batch]
             out = self.network_(completion[idx])
@@ -218,7 +219,8 @@ class MIRACLEImputer(BaseImputer):
             loss.backward()
             optimizer.step()
             history[step] = float(loss.detach())
-            if (step + 1) % self.reimpute_every == 0:
+            done = step + 1
+            if self.reimpute_every and done % self.reimpute_every == 0 and done < self.max_iter:
                 completion = torch.where(missing, self._reconstruct(completion), x)
                 self.n_rounds_ += 1
         learned = self.network_.adjacency()[:, :d].detach().double().cpu().numpy()
@@ -230,6 +232,6 @@ class MIRACLEImputer(BaseImputer):
         x = self.scaling_.to_tensor(X, self.device_)
         missing = torch.as_tensor(mask, device=self.device_)
         completion = start_from_means(x, missing)
-        for _ in range(max(self.n_rounds_, 1)):
+        for _ in range(self.n_rounds_):
             completion = torch.where(missing, self._reconstruct(completion), x)
         return self.scaling_.to_array(completion)

@@ -35,7 +35,7 @@ FAST_PARAMS: dict[str, dict[str, Any]] = {
     },
     "mcflow": {"batch_size": 64, "n_blocks": 2, "lr": 1e-3, "max_iter": 6, "device": "cpu"},
     "emflow": {"max_iter": 5, "steps_per_round": 30, "lr": 3e-4, "device": "cpu"},
-    "miracle": {"max_iter": 400, "reimpute_every": 100, "lr": 3e-3, "device": "cpu"},
+    "miracle": {"max_iter": 400, "lr": 3e-3, "device": "cpu"},
     "mode": {},
     "missforest_mixed": {"n_estimators": 10, "max_iter": 3},
     "miceforest": {"iterations": 2},
@@ -60,7 +60,7 @@ CHECK_PARAMS: dict[str, dict[str, Any]] = {
     "miwae": {"max_iter": 20, "hidden_dim": 8, "n_imputation_samples": 10},
     "mcflow": {"max_iter": 2, "steps_per_round": 5, "hidden_dim": 8},
     "emflow": {"max_iter": 2, "steps_per_round": 5, "hidden_dim": 8},
-    "miracle": {"max_iter": 20, "reimpute_every": 10, "hidden_dim": 8},
+    "miracle": {"max_iter": 20, "hidden_dim": 8},
 }
 # Methods that must clearly beat column means on low-rank data with 20% MCAR.
 SHOULD_BEAT_MEAN = (

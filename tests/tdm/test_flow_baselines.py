@@ -70,12 +70,11 @@ def test_miracle_graph_has_no_self_edges_and_no_self_masking(table: tuple) -> No
     imputer = MIRACLEImputer(max_iter=30, reimpute_every=10, random_state=0, device="cpu")
     imputer.fit(X_missing)
     assert np.all(np.diag(imputer.adjacency_) == 0.0)
-    assert np.all(imputer.adjacency_[~np.eye(5, dtype=bool)] > 0.0)
     weights = imputer.network_.input_weights().detach()
     for k in range(5):  # every column of this table has a missing cell: indicator k is 5 + k
         assert torch.all(weights[5 + k, k] == 0.0)
         assert torch.all(weights[5 + k, (k + 1) % 5] != 0.0)
-    assert imputer.n_rounds_ == 3
+    assert imputer.n_rounds_ == 3  # re-imputed after steps 10 and 20, not after the last
 
 
 @pytest.mark.parametrize("cls", [MCFlowImputer, EMFlowImputer], ids=["mcflow", "emflow"])

@@ -49,8 +49,6 @@ def test_registry_lists_every_method_once_in_display_order_with_a_description() 
     assert {n for n, m in REGISTRY.items() if m.has_max_iter and not m.batch_ot} == {
         "gain",
         "miwae",
-        "mcflow",
-        "emflow",
         "miracle",
     }
 
