@@ -270,7 +270,8 @@ def _source_columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
 def _read_report_csv(path: Path) -> pd.DataFrame:
     """The trials of a report's ``benchmark.csv``; it has no loss traces, so they become ``[]``."""
     try:
-        frame = pd.read_csv(path)
+        text = ("dataset", "mechanism", "method", "params_hash", "params", "tdm_version")
+        frame = pd.read_csv(path, dtype=dict.fromkeys(text, str))
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as error:
         raise ValueError(f"merge: {path} is not a readable report CSV: {error}") from None
     if "loss_trace" not in frame:
