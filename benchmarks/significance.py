@@ -29,6 +29,7 @@ import pandas as pd
 from scipy import stats
 
 from benchmarks.heldout_grid import read_trials
+from tdm.registry import METHODS
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = (
@@ -42,19 +43,10 @@ ALPHA = 0.05
 P = 0.3
 SELECTION_SEEDS = (3, 4, 5)
 FULL = 5
-#: The methods the default is compared with: every public non-TDM method of the numeric grid.
-BASELINES = (
-    "mean",
-    "ice",
-    "missforest",
-    "softimpute",
-    "gain",
-    "miwae",
-    "mcflow",
-    "emflow",
-    "miracle",
-    "ot_sh",
-    "ot_ns",
+#: The methods the default is compared with: every public method of the numeric grid but TDM's
+#: own and the mixed-type ones.
+BASELINES = tuple(
+    m for m in METHODS if m not in {"tdm", "tdm_paper", "mode", "missforest_mixed", "miceforest"}
 )
 MECHANISMS = ("mcar", "mar", "mnarl", "mnarq")
 

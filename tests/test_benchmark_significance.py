@@ -1,0 +1,64 @@
+"""benchmarks.significance: the best other method, the paired verdict and refused records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.significance import cells, load
+
+
+def _rows(method: str, maes: dict[int, float], dataset: str = "glass") -> list[dict]:
+    return [
+        {
+            "dataset": dataset,
+            "mechanism": "mcar",
+            "seed": seed,
+            "method": method,
+            "p": 0.3,
+            "params": "{}",
+            "mae": mae,
+        }
+        for seed, mae in maes.items()
+    ]
+
+
+def test_best_other_is_chosen_on_seeds_3_to_5_and_tested_on_every_shared_seed() -> None:
+    trials = pd.DataFrame(
+        _rows("tdm", {3: 0.40, 4: 0.41, 5: 0.39, 6: 0.40, 7: 0.42})
+        + _rows("missforest", {3: 0.45, 4: 0.46, 5: 0.44, 6: 0.47, 7: 0.45})
+        + _rows("ice", {3: 0.50, 4: 0.50, 5: 0.50})
+        + _rows("miwae", {3: 0.43, 4: 0.44, 5: 0.43, 6: 0.35})  # lowest mean on seeds 3-5
+    )
+    (cell,) = cells(trials)
+    assert cell.best == "miwae"
+    assert cell.seeds == (3, 4, 5, 6)  # the seeds both ran
+    np.testing.assert_allclose(cell.difference, np.mean([-0.03, -0.03, -0.04, 0.05]))
+    assert cell.verdict() == "not significant (lead)"
+
+
+def test_verdicts() -> None:
+    lead = pd.DataFrame(
+        _rows("tdm", {3: 0.40, 4: 0.41, 5: 0.39, 6: 0.40, 7: 0.42})
+        + _rows("missforest", {3: 0.45, 4: 0.47, 5: 0.44, 6: 0.46, 7: 0.46})
+    )
+    assert cells(lead)[0].verdict() == "significant lead"
+    behind = lead.assign(mae=np.where(lead["method"] == "tdm", lead["mae"] + 0.1, lead["mae"]))
+    assert cells(behind)[0].verdict() == "significantly behind"
+    same = lead.assign(mae=0.4)
+    assert cells(same)[0].verdict() == "tie"
+
+
+def test_clashing_and_incomplete_records_are_refused(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    pd.DataFrame(_rows("missforest", {3: 0.45, 4: 0.46, 5: 0.44})).to_csv(first, index=False)
+    pd.DataFrame(_rows("missforest", {3: 0.50})).to_csv(second, index=False)
+    assert len(load([first, first], default_from=[])) == 3  # the same trial twice counts once
+    with pytest.raises(ValueError, match="two different results for missforest"):
+        load([first, second], default_from=[])
+    partial = pd.DataFrame(_rows("tdm", {3: 0.4, 4: 0.4, 5: 0.4}) + _rows("ice", {3: 0.5, 4: 0.5}))
+    with pytest.raises(ValueError, match=r"\['ice'\] lack some of seeds"):
+        cells(partial)
