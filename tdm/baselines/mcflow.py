@@ -173,6 +173,7 @@ class MCFlowImputer(BaseImputer):
             if r == 0:  # one round of flow fitting on the column-mean start first
                 continue
             net_loss = 0.0
+            self.flow_.requires_grad_(False)  # held fixed: gradients reach g through it only
             for _ in range(self.steps_per_round):
                 idx = torch.randperm(n, generator=rng, device=self.device_)[:batch]
                 with torch.no_grad():
@@ -186,9 +187,11 @@ class MCFlowImputer(BaseImputer):
                 loss.backward()
                 net_opt.step()
                 net_loss += float(loss.detach()) / self.steps_per_round
+            self.flow_.requires_grad_(True)
             completion = torch.where(missing, self._decode(completion), x)
             history[r - 1] = flow_loss, net_loss
         self.flow_.zero_grad(set_to_none=True)
+        self.latent_net_.zero_grad(set_to_none=True)
         self.loss_history_ = history
         self.n_iter_ = self.max_iter
 
