@@ -21,7 +21,14 @@ from tdm._cells import MissingCells
 from tdm._early_stopping import HoldoutMonitor, holdout_cells
 from tdm._inductive import impute_new_rows
 from tdm._mixed import TableEncoding
-from tdm._optimise import FitProgress, StepHistory, cell_rate, paper_batch_size, run_steps
+from tdm._optimise import (
+    FitProgress,
+    StepHistory,
+    cell_rate,
+    draw_batch_rows,
+    paper_batch_size,
+    run_steps,
+)
 from tdm._outputs import fingerprint
 from tdm._persistence import load_imputer, save_imputer
 from tdm._safeguard import guard
@@ -134,6 +141,10 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         """Whether the cells' rate follows the share of rows drawn (:func:`cell_rate`)."""
         return False
 
+    def _batch_draw(self) -> str:
+        """How each step's two batches are drawn (:func:`draw_batch_rows`): disjoint here."""
+        return "disjoint"
+
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
@@ -141,18 +152,9 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         return tags
 
     def fit(self, X: Any, y: Any = None) -> Self:
-        """Impute ``X`` by optimal-transport matching and keep what ``transform`` needs.
-
-        Parameters
-        ----------
-        X : array-like or DataFrame of shape (n_samples, n_features)
-            Numeric data; NaN marks a missing cell.
-        y : ignored
-
-        Returns
-        -------
-        self
-        """
+        """Impute ``X`` (array-like or DataFrame of shape (n_samples, n_features), NaN marking a
+        missing cell; ``y`` ignored) by optimal-transport matching, keep what ``transform``
+        needs, and return ``self``."""
         self._fit(X)
         return self
 
@@ -319,8 +321,10 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             groups.append({"params": cells.parameters(), "lr": self._cell_lr(2 * B, n_samples)})
         optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
 
+        draw = self._batch_draw()
+
         def step(_: int) -> TransportTerms:
-            rows = torch.from_numpy(rng.choice(n_samples, size=2 * B, replace=False)).to(device)
+            rows = torch.from_numpy(draw_batch_rows(rng, n_samples, B, draw)).to(device)
             latent = network(cells.values(rows))
             return self._loss(latent[:B], latent[B:])
 

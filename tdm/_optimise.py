@@ -2,12 +2,12 @@
 missing cells (:mod:`tdm._cells` holds the cells themselves), and the step loop with its
 progress reports.
 
-Each step draws two disjoint batches of rows, maps both through a network ``f`` (the identity for
-OTImputer), and lowers the optimal-transport cost between the two mapped batches (Zhao et al.,
-2023, Algorithm 1; Muzellec et al., 2020, Algorithm 1). Each step's cost is recorded, and so is
-its ratio to the mean pairwise cost of the two batches: TDM's latent space contracts as the
-network learns, so the raw cost falls whether or not the batches match better, while the ratio
-does not depend on the scale.
+Each step draws two batches of rows (disjoint, or independent: :func:`draw_batch_rows`), maps
+both through a network ``f`` (the identity for OTImputer), and lowers the optimal-transport cost
+between the two mapped batches (Zhao et al., 2023, Algorithm 1; Muzellec et al., 2020,
+Algorithm 1). Each step's cost is recorded, and so is its ratio to the mean pairwise cost of the
+two batches: TDM's latent space contracts as the network learns, so the raw cost falls whether or
+not the batches match better, while the ratio does not depend on the scale.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ from torch import Tensor
 from tdm.transport import TransportTerms
 
 __all__ = [
+    "BATCH_DRAWS",
     "FitProgress",
     "StepHistory",
     "StopMonitor",
     "cell_rate",
     "default_transform_iter",
+    "draw_batch_rows",
     "paper_batch_size",
     "run_steps",
     "visit_step_factor",
@@ -101,6 +103,24 @@ def paper_batch_size(batch_size: int, n_samples: int) -> int:
     if n_samples // 2 >= batch_size:
         return batch_size
     return 2 ** math.floor(math.log2(max(n_samples // 2, 1)))
+
+
+#: How a step's two batches are drawn (``TDMImputer(batch_draw=...)``).
+BATCH_DRAWS = ("disjoint", "independent")
+
+
+def draw_batch_rows(
+    rng: np.random.Generator, n_samples: int, batch_size: int, draw: str
+) -> np.ndarray:
+    """Row indices of one step's two batches, the first ``batch_size`` then the second.
+
+    ``"disjoint"``: ``2 * batch_size`` distinct rows. ``"independent"``: each batch drawn on its
+    own, without replacement within it, so that the two may share rows (the published code).
+    """
+    if draw == "independent":
+        first, second = (rng.choice(n_samples, size=batch_size, replace=False) for _ in "ab")
+        return np.concatenate([first, second])
+    return rng.choice(n_samples, size=2 * batch_size, replace=False)
 
 
 def visit_step_factor(share: float, alpha: float = _RMSPROP_ALPHA) -> float:

@@ -15,6 +15,7 @@ PAPER_PARAMS: Mapping[str, Any] = MappingProxyType(
         "clamp": 2.0,
         "conditioner": "separate",  # RealNVP's two MLPs per update, as the published network
         "batch_size": 512,
+        "batch_draw": "independent",  # the two batches may share rows, as the published code's
         "max_iter": 10_000,
         "lr": 1e-2,
         "network_lr": None,  # the same RMSprop rate for the network and the missing cells

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from tdm._estimator import BatchOTImputer
-from tdm._optimise import FitProgress
+from tdm._optimise import BATCH_DRAWS, FitProgress
 from tdm._paper import PAPER_PARAMS
 from tdm._validation import Boolean, Interval, Options, store_params
 from tdm.coupling import CONDITIONERS, InvertibleNetwork
@@ -28,10 +28,11 @@ INITS = ("auto", "ice", "forest", "mean")
 class TDMImputer(BatchOTImputer):
     """Missing-value imputation by Transformed Distribution Matching.
 
-    Two disjoint batches of rows are pushed through a learned invertible network ``f`` (``T``
-    affine-coupling blocks, see :class:`tdm.coupling.InvertibleNetwork`), and the exact optimal
-    transport cost between the two mapped batches is minimised jointly over the network weights
-    and the missing cells with RMSprop. Because ``f`` is invertible, matching in its latent space
+    Two batches of rows (disjoint unless ``batch_draw="independent"``) are pushed through a
+    learned invertible network ``f`` (``T`` affine-coupling blocks, see
+    :class:`tdm.coupling.InvertibleNetwork`), and the exact optimal transport cost between the
+    two mapped batches is minimised jointly over the network weights and the missing cells with
+    RMSprop. Because ``f`` is invertible, matching in its latent space
     cannot collapse the data, while it lets the matching use a geometry learned from the data.
 
     ``X`` may be a DataFrame of float, integer, boolean and categorical (object, string,
@@ -56,6 +57,9 @@ class TDMImputer(BatchOTImputer):
     batch_size : int, default=512
         Rows per batch. With fewer than ``2 * batch_size`` rows, the largest power of two not above
         ``n_samples / 2`` is used (the paper's rule); the size used is ``batch_size_``.
+    batch_draw : {"disjoint", "independent"}, default="disjoint"
+        Each step's two batches as ``2 * batch_size`` distinct rows, or each drawn on its own so
+        that they may share rows (``"independent"``: the published code's draw).
     max_iter : int, default=2_000
         Optimisation steps in ``fit`` (the paper: 10,000, from the mean start).
     lr : float, default=1e-2
@@ -223,6 +227,7 @@ class TDMImputer(BatchOTImputer):
     width_factor: int
     clamp: float
     conditioner: str
+    batch_draw: str
     network_lr: float | None
     cell_lr_correction: bool
     init: str
@@ -238,6 +243,7 @@ class TDMImputer(BatchOTImputer):
         "width_factor": [Interval(Integral, 1, None)],
         "clamp": [Interval(Real, 0, None, closed="neither")],
         "conditioner": [Options(CONDITIONERS)],
+        "batch_draw": [Options(BATCH_DRAWS)],
         "network_lr": [Interval(Real, 0, None, closed="neither"), None],
         "init": [Options(INITS)],
         "forest_trees": [Interval(Integral, 1, None), None],
@@ -256,6 +262,7 @@ class TDMImputer(BatchOTImputer):
         clamp: float = 2.0,
         conditioner: str = "joint",
         batch_size: int = 512,
+        batch_draw: str = "disjoint",
         max_iter: int = 2_000,
         lr: float = 1e-2,
         network_lr: float | None = 3e-3,
@@ -309,6 +316,9 @@ class TDMImputer(BatchOTImputer):
 
     def _corrects_cell_rate(self) -> bool:
         return self.cell_lr_correction
+
+    def _batch_draw(self) -> str:
+        return self.batch_draw
 
     def _make_network(self, n_features: int, generator: torch.Generator | None) -> nn.Module:
         # K times the table's columns: a categorical column's block of label coordinates counts

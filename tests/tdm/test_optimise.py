@@ -11,7 +11,14 @@ import pytest
 import torch
 from torch import nn
 
-from tdm._optimise import FitProgress, StepHistory, cell_rate, run_steps, visit_step_factor
+from tdm._optimise import (
+    FitProgress,
+    StepHistory,
+    cell_rate,
+    draw_batch_rows,
+    run_steps,
+    visit_step_factor,
+)
 from tdm.transport import TransportTerms
 
 
@@ -31,6 +38,23 @@ def _run(step: Callable[[int], TransportTerms], n_iter: int = 20, **kwargs: Any)
         lr=0.5,
         **kwargs,
     )
+
+
+def test_disjoint_batches_share_no_row_and_independent_ones_may() -> None:
+    """Each batch has distinct rows; only the independent draw puts a row in both, about as
+    often as two independent draws of 4 of 10 rows would (expected overlap 1.6 rows)."""
+    rng = np.random.default_rng(0)
+    overlaps = {}
+    for draw in ("disjoint", "independent"):
+        shared = []
+        for _ in range(2000):
+            rows = draw_batch_rows(rng, 10, 4, draw)
+            first, second = rows[:4], rows[4:]
+            assert rows.shape == (8,) and len(set(first)) == len(set(second)) == 4
+            shared.append(len(set(first) & set(second)))
+        overlaps[draw] = np.mean(shared)
+    assert overlaps["disjoint"] == 0.0
+    assert overlaps["independent"] == pytest.approx(1.6, abs=0.1)
 
 
 @pytest.mark.parametrize("share", [1.0, 0.5, 0.1])
