@@ -58,6 +58,7 @@ class Cell:
     dataset: str
     mechanism: str
     best: str
+    candidates: int  # the non-TDM methods that ran the cell, the best chosen among them
     seeds: tuple[int, ...]
     default_mae: np.ndarray
     best_mae: np.ndarray
@@ -147,6 +148,7 @@ def cells(trials: pd.DataFrame) -> list[Cell]:
                 str(dataset),
                 str(mechanism),
                 best,
+                len(shared),
                 tuple(int(s) for s in seeds),
                 by_method["tdm"].loc[seeds].to_numpy(float),
                 by_method[best].loc[seeds].to_numpy(float),
@@ -163,18 +165,20 @@ def report(found: Sequence[Cell], sources: Sequence[str]) -> str:
         "Written by `python -m benchmarks.significance` from "
         + ", ".join(f"`{s}`" for s in sources)
         + ". Held-out masks, 30% missing. Best other method: lowest mean MAE over seeds 3-5 "
-        "among the non-TDM methods (chosen on seeds that the test then uses too, which can "
-        "only favour the baseline). Test: paired t-test on the per-seed MAE differences over "
+        "among the non-TDM methods that ran the cell (how many: *of*; chosen on seeds that the "
+        "test then uses too, which can only favour the baseline). Test: paired t-test on the "
+        "per-seed MAE differences over "
         f"every seed both ran (scipy `ttest_rel`), one-sided, alpha {ALPHA}.",
         "",
-        "| dataset | mechanism | best other | seeds | tdm MAE | best MAE | tdm - best "
+        "| dataset | mechanism | best other (of) | seeds | tdm MAE | best MAE | tdm - best "
         "| p (tdm lower) | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in found:
         seeds = ",".join(map(str, c.seeds)) + ("" if len(c.seeds) >= FULL else " (short)")
         lines.append(
-            f"| {c.dataset} | {c.mechanism} | {c.best} | {seeds} | {c.default_mae.mean():.4f} "
+            f"| {c.dataset} | {c.mechanism} | {c.best} ({c.candidates}) | {seeds} "
+            f"| {c.default_mae.mean():.4f} "
             f"| {c.best_mae.mean():.4f} | {c.difference:+.4f} | {c.p_lower():.3f} "
             f"| {c.verdict()} |"
         )

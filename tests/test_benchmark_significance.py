@@ -34,7 +34,7 @@ def test_best_other_is_chosen_on_seeds_3_to_5_and_tested_on_every_shared_seed() 
         + _rows("miwae", {3: 0.43, 4: 0.44, 5: 0.43, 6: 0.35})  # lowest mean on seeds 3-5
     )
     (cell,) = cells(trials)
-    assert cell.best == "miwae"
+    assert (cell.best, cell.candidates) == ("miwae", 3)
     assert cell.seeds == (3, 4, 5, 6)  # the seeds both ran
     np.testing.assert_allclose(cell.difference, np.mean([-0.03, -0.03, -0.04, 0.05]))
     assert cell.verdict() == "not significant (lead)"
