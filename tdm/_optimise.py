@@ -117,10 +117,13 @@ def draw_batch_rows(
     ``"disjoint"``: ``2 * batch_size`` distinct rows. ``"independent"``: each batch drawn on its
     own, without replacement within it, so that the two may share rows (the published code).
     """
+    if draw == "disjoint":
+        return rng.choice(n_samples, size=2 * batch_size, replace=False)
     if draw == "independent":
-        first, second = (rng.choice(n_samples, size=batch_size, replace=False) for _ in "ab")
+        first = rng.choice(n_samples, size=batch_size, replace=False)
+        second = rng.choice(n_samples, size=batch_size, replace=False)
         return np.concatenate([first, second])
-    return rng.choice(n_samples, size=2 * batch_size, replace=False)
+    raise ValueError(f"draw must be one of {BATCH_DRAWS}; got {draw!r}")
 
 
 def visit_step_factor(share: float, alpha: float = _RMSPROP_ALPHA) -> float:

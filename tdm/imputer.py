@@ -32,8 +32,8 @@ class TDMImputer(BatchOTImputer):
     learned invertible network ``f`` (``T`` affine-coupling blocks, see
     :class:`tdm.coupling.InvertibleNetwork`), and the exact optimal transport cost between the
     two mapped batches is minimised jointly over the network weights and the missing cells with
-    RMSprop. Because ``f`` is invertible, matching in its latent space
-    cannot collapse the data, while it lets the matching use a geometry learned from the data.
+    RMSprop. Because ``f`` is invertible, matching in its latent space cannot collapse the data,
+    while it lets the matching use a geometry learned from the data.
 
     ``X`` may be a DataFrame of float, integer, boolean and categorical (object, string,
     ``category``) columns; each comes back in its own dtype. A categorical column is a block of
@@ -58,8 +58,10 @@ class TDMImputer(BatchOTImputer):
         Rows per batch. With fewer than ``2 * batch_size`` rows, the largest power of two not above
         ``n_samples / 2`` is used (the paper's rule); the size used is ``batch_size_``.
     batch_draw : {"disjoint", "independent"}, default="disjoint"
-        Each step's two batches as ``2 * batch_size`` distinct rows, or each drawn on its own so
-        that they may share rows (``"independent"``: the published code's draw).
+        Each ``fit`` step's two batches as ``2 * batch_size`` distinct rows, or each drawn on its
+        own so that they may share rows (``"independent"``: the published code's draw;
+        ``cell_lr_correction`` still counts ``2 * batch_size`` rows a step). ``transform``
+        draws its batches as before.
     max_iter : int, default=2_000
         Optimisation steps in ``fit`` (the paper: 10,000, from the mean start).
     lr : float, default=1e-2

@@ -365,23 +365,6 @@ def test_paper_preset_pins_every_setting_of_the_published_configuration() -> Non
         PAPER_PARAMS["lr"] = 1.0  # type: ignore[index]
 
 
-def test_independent_batches_leave_rows_out_where_disjoint_ones_take_every_row(data) -> None:
-    """With 2 * batch_size = n_samples, one step of disjoint batches moves every missing cell;
-    one step of independent batches (the published code's, paper mode's) leaves about half of
-    them at their start: those of the rows drawn into neither batch (a quarter) and of most rows
-    drawn into both (a quarter), which the exact transport pairs with themselves at no cost."""
-    _, X_nan, mask = data
-    one = {"random_state": 0, "batch_size": X_nan.shape[0] // 2, "init": "mean"}
-    start = TDMImputer(**one, max_iter=0).fit(X_nan).X_fit_
-    unmoved = {}
-    for draw in ("disjoint", "independent"):
-        fitted = TDMImputer(**one, max_iter=1, batch_draw=draw).fit(X_nan).X_fit_
-        unmoved[draw] = np.mean(fitted[mask] == start[mask])
-    assert unmoved["disjoint"] == 0.0
-    assert 0.35 < unmoved["independent"] < 0.6
-    assert TDMImputer.paper().get_params()["batch_draw"] == "independent"
-
-
 def test_network_lr_sets_the_network_rate_alone(data) -> None:
     """With network_lr tiny, the network stays at its initial weights while the cells still move."""
     _, X_nan, _ = data

@@ -1,5 +1,5 @@
-"""The optimisation's pieces: the cells' RMSprop step per visit, the batch-size rule and the step
-loop's records, stopping and finiteness checks."""
+"""The optimisation's pieces: the batches' draw, the cells' RMSprop step per visit, the batch-size
+rule and the step loop's records, stopping and finiteness checks."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tdm._optimise import (
     run_steps,
     visit_step_factor,
 )
+from tdm.imputer import TDMImputer
 from tdm.transport import TransportTerms
 
 
@@ -55,6 +56,35 @@ def test_disjoint_batches_share_no_row_and_independent_ones_may() -> None:
         overlaps[draw] = np.mean(shared)
     assert overlaps["disjoint"] == 0.0
     assert overlaps["independent"] == pytest.approx(1.6, abs=0.1)
+
+
+def test_the_disjoint_draw_is_the_one_draw_of_earlier_versions() -> None:
+    """The default's batches, and the generator's state after them, are those of one
+    ``rng.choice`` of ``2 * batch_size`` rows (tdm <= 0.10), so the default fits as before."""
+    ours, earlier = np.random.default_rng(5), np.random.default_rng(5)
+    for _ in range(3):
+        rows = draw_batch_rows(ours, 100, 16, "disjoint")
+        np.testing.assert_array_equal(rows, earlier.choice(100, size=32, replace=False))
+    assert ours.bit_generator.state == earlier.bit_generator.state
+    with pytest.raises(ValueError, match="draw must be one of"):
+        draw_batch_rows(ours, 100, 16, "overlapping")
+
+
+def test_independent_batches_leave_rows_out_where_disjoint_ones_take_every_row(data) -> None:
+    """With 2 * batch_size = n_samples, one step of disjoint batches moves every missing cell;
+    one step of independent batches (the published code's, paper mode's) leaves about half of
+    them at their start: those of the rows drawn into neither batch (a quarter) and of most rows
+    drawn into both (a quarter), which the exact transport pairs with themselves at no cost."""
+    _, X_nan, mask = data
+    one = {"random_state": 0, "batch_size": X_nan.shape[0] // 2, "init": "mean"}
+    start = TDMImputer(**one, max_iter=0).fit(X_nan).X_fit_
+    unmoved = {}
+    for draw in ("disjoint", "independent"):
+        fitted = TDMImputer(**one, max_iter=1, batch_draw=draw).fit(X_nan).X_fit_
+        unmoved[draw] = np.mean(fitted[mask] == start[mask])
+    assert unmoved["disjoint"] == 0.0
+    assert 0.35 < unmoved["independent"] < 0.6
+    assert TDMImputer.paper().get_params()["batch_draw"] == "independent"
 
 
 @pytest.mark.parametrize("share", [1.0, 0.5, 0.1])
