@@ -63,6 +63,7 @@ cmd=${1:-}
 case "$cmd" in
     setup) setup ;;
     demo) setup; exec "$VENV/bin/tdm" demo "$@" ;;
-    test) setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+    # Up to 4 worker processes, one per core (pytest-xdist); `-n 0` after `test` runs in one.
+    test) setup; exec "$VENV/bin/python" -m pytest -n auto --maxprocesses 4 "$@" ;;
     *) die "usage: ./dev.sh {demo|test|setup} [args...]" ;;
 esac

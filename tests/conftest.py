@@ -28,6 +28,17 @@ for _name in [name for name in os.environ if name.startswith("TDM_")]:
 Snapshot = dict[str, tuple[int, int]]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """On pytest-xdist workers (``./dev.sh test``), share the cores between the workers: torch's
+    default of one thread per core in every worker oversubscribes them, and its idle threads spin.
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that uses the Prefect test harness starts a Prefect server: it is ``e2e`` too, like
     the ``tdm serve`` and browser tests, so that ``-m "not e2e"`` starts no server at all."""
