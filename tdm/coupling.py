@@ -9,7 +9,8 @@ The network is ``f = f_T ∘ … ∘ f_1``; each block splits its input into two
 ``(s, t)`` come from one conditioner, a multilayer perceptron with three linear layers of width
 ``K * D`` and SELU activations (Zhao et al., 2023, §4). Each log-scale ``s`` is bounded by an
 arctangent clamp, ``s = c * (2 / π) * atan(raw / c)``, so that ``|s| < c``: the map is invertible
-by construction and its Jacobian is never singular. The stateless bijection maths
+by construction and its Jacobian is never singular. (``squash="unscaled"`` drops the ``/ c``
+inside, as FrEIA's RealNVP block, the published code's network, does.) The stateless bijection maths
 (:func:`affine_forward`, :func:`affine_inverse`, :func:`bounded_log_scale`) is kept apart from the
 modules that hold weights.
 
@@ -30,6 +31,7 @@ from torch.nn.utils import skip_init
 
 __all__ = [
     "CONDITIONERS",
+    "SQUASHES",
     "AffineCoupling",
     "Conditioner",
     "InvertibleNetwork",
@@ -42,9 +44,11 @@ __all__ = [
 #: How each coupling update gets its log-scale and shift: one MLP with both as outputs
 #: (``"joint"``), or two MLPs of the same shape (``"separate"``, RealNVP's).
 CONDITIONERS = ("joint", "separate")
+#: How the arctangent clamp squashes a raw log-scale, see :func:`bounded_log_scale`.
+SQUASHES = ("scaled", "unscaled")
 
 
-def bounded_log_scale(raw: Tensor, clamp: float) -> Tensor:
+def bounded_log_scale(raw: Tensor, clamp: float, squash: str = "scaled") -> Tensor:
     """Squash raw log-scales into ``(-clamp, clamp)`` with an arctangent.
 
     Parameters
@@ -52,10 +56,13 @@ def bounded_log_scale(raw: Tensor, clamp: float) -> Tensor:
     raw : Tensor
         Unbounded conditioner output.
     clamp : float
-        The bound ``c > 0``; ``s = c * (2 / π) * atan(raw / c)`` satisfies ``|s| < c``, is odd and
-        increasing, with slope ``2 / π`` at zero.
+        The bound ``c > 0``: ``|s| < c``; ``s`` is odd and increasing in ``raw``.
+    squash : {"scaled", "unscaled"}, default="scaled"
+        ``"scaled"``: ``s = c * (2 / π) * atan(raw / c)``, slope ``2 / π`` at zero whatever the
+        bound. ``"unscaled"``: ``s = c * (2 / π) * atan(raw)``, slope ``2c / π`` at zero and
+        saturating sooner (FrEIA's RealNVP block, the published code's network).
     """
-    return clamp * (2.0 / math.pi) * torch.atan(raw / clamp)
+    return clamp * (2.0 / math.pi) * torch.atan(raw / clamp if squash == "scaled" else raw)
 
 
 def affine_forward(x: Tensor, log_scale: Tensor, shift: Tensor) -> Tensor:
@@ -88,6 +95,8 @@ class Conditioner(nn.Module):
         Source of the initial weights, see :meth:`reset_parameters`.
     separate : bool, default=False
         Two MLPs (log-scale, shift) instead of one with both outputs.
+    squash : {"scaled", "unscaled"}, default="scaled"
+        How the clamp squashes the raw log-scale (:func:`bounded_log_scale`).
     """
 
     def __init__(
@@ -98,11 +107,13 @@ class Conditioner(nn.Module):
         clamp: float,
         generator: torch.Generator | None = None,
         separate: bool = False,
+        squash: str = "scaled",
     ) -> None:
         super().__init__()
         self.n_in = n_in
         self.n_out = n_out
         self.clamp = clamp
+        self.squash = squash
         self.net: nn.Module
         self.shift_net: nn.Module | None = None
         if n_in == 0:
@@ -134,7 +145,7 @@ class Conditioner(nn.Module):
             raw_scale, shift = self.net(h), self.shift_net(h)
         else:
             raw_scale, shift = self.net(h).chunk(2, dim=-1)
-        return bounded_log_scale(raw_scale, self.clamp), shift
+        return bounded_log_scale(raw_scale, self.clamp, self.squash), shift
 
 
 def _mlp(n_in: int, width: int, n_out: int) -> nn.Sequential:
@@ -176,6 +187,8 @@ class AffineCoupling(nn.Module):
         Source of the initial weights.
     conditioner : {"joint", "separate"}, default="joint"
         One MLP per update, or two (:data:`CONDITIONERS`).
+    squash : {"scaled", "unscaled"}, default="scaled"
+        How the clamp squashes the raw log-scales (:data:`SQUASHES`).
     """
 
     def __init__(
@@ -185,6 +198,7 @@ class AffineCoupling(nn.Module):
         clamp: float,
         generator: torch.Generator | None = None,
         conditioner: str = "joint",
+        squash: str = "scaled",
     ) -> None:
         super().__init__()
         d = n_features // 2
@@ -192,9 +206,11 @@ class AffineCoupling(nn.Module):
         apart = conditioner == "separate"
         # With one column the first half is empty: only the second update remains.
         self.first = (
-            Conditioner(n_features - d, d, width, clamp, generator, apart) if d > 0 else None
+            Conditioner(n_features - d, d, width, clamp, generator, apart, squash)
+            if d > 0
+            else None
         )
-        self.second = Conditioner(d, n_features - d, width, clamp, generator, apart)
+        self.second = Conditioner(d, n_features - d, width, clamp, generator, apart, squash)
 
     def forward(self, x: Tensor) -> Tensor:
         """Map ``x`` of shape ``(n, D)`` to ``y`` of the same shape."""
@@ -244,6 +260,8 @@ class InvertibleNetwork(nn.Module):
         counts once however many coordinates it takes).
     conditioner : {"joint", "separate"}, default="joint"
         Each update's log-scale and shift from one MLP, or from two (:data:`CONDITIONERS`).
+    squash : {"scaled", "unscaled"}, default="scaled"
+        How the clamp squashes the raw log-scales (:func:`bounded_log_scale`).
     """
 
     def __init__(
@@ -256,14 +274,17 @@ class InvertibleNetwork(nn.Module):
         generator: torch.Generator | None = None,
         hidden_width: int | None = None,
         conditioner: str = "joint",
+        squash: str = "scaled",
     ) -> None:
         super().__init__()
         if conditioner not in CONDITIONERS:
             raise ValueError(f"conditioner must be one of {CONDITIONERS}; got {conditioner!r}.")
+        if squash not in SQUASHES:
+            raise ValueError(f"squash must be one of {SQUASHES}; got {squash!r}.")
         self.n_features = n_features
         width = max(width_factor * n_features if hidden_width is None else hidden_width, 1)
         self.blocks: list[AffineCoupling] = nn.ModuleList(  # type: ignore[assignment]
-            AffineCoupling(n_features, width, clamp, generator, conditioner)
+            AffineCoupling(n_features, width, clamp, generator, conditioner, squash)
             for _ in range(n_blocks)
         )
 

@@ -16,7 +16,7 @@ from tdm._estimator import BatchOTImputer
 from tdm._optimise import BATCH_DRAWS, FitProgress
 from tdm._paper import PAPER_PARAMS
 from tdm._validation import Boolean, Interval, Options, store_params
-from tdm.coupling import CONDITIONERS, InvertibleNetwork
+from tdm.coupling import CONDITIONERS, SQUASHES, InvertibleNetwork
 
 __all__ = ["PAPER_PARAMS", "OTImputer", "TDMImputer"]
 
@@ -51,6 +51,9 @@ class TDMImputer(BatchOTImputer):
         categorical column counts as one feature).
     clamp : float, default=2.0
         Bound on the log-scales of the couplings (arctangent clamp): ``|log-scale| < clamp``.
+    squash : {"scaled", "unscaled"}, default="scaled"
+        The clamp as ``clamp * (2 / π) * atan(raw / clamp)``, or with ``atan(raw)`` (steeper,
+        FrEIA's RealNVP block, the published code's): see :func:`tdm.coupling.bounded_log_scale`.
     conditioner : {"joint", "separate"}, default="joint"
         Each coupling update's log-scale and shift from one MLP with both as outputs, or from
         two MLPs of the same shape (``"separate"``: RealNVP's, and the published code's).
@@ -228,6 +231,7 @@ class TDMImputer(BatchOTImputer):
     n_blocks: int
     width_factor: int
     clamp: float
+    squash: str
     conditioner: str
     batch_draw: str
     network_lr: float | None
@@ -244,6 +248,7 @@ class TDMImputer(BatchOTImputer):
         "n_blocks": [Interval(Integral, 0, None)],
         "width_factor": [Interval(Integral, 1, None)],
         "clamp": [Interval(Real, 0, None, closed="neither")],
+        "squash": [Options(SQUASHES)],
         "conditioner": [Options(CONDITIONERS)],
         "batch_draw": [Options(BATCH_DRAWS)],
         "network_lr": [Interval(Real, 0, None, closed="neither"), None],
@@ -262,6 +267,7 @@ class TDMImputer(BatchOTImputer):
         n_blocks: int = 3,
         width_factor: int = 2,
         clamp: float = 2.0,
+        squash: str = "scaled",
         conditioner: str = "joint",
         batch_size: int = 512,
         batch_draw: str = "disjoint",
@@ -329,6 +335,7 @@ class TDMImputer(BatchOTImputer):
             n_features,
             n_blocks=self.n_blocks,
             clamp=self.clamp,
+            squash=self.squash,
             conditioner=self.conditioner,
             generator=generator,
             hidden_width=self.width_factor * len(self.encoding_.columns),

@@ -11,30 +11,36 @@ import torch
 from tdm.coupling import AffineCoupling, InvertibleNetwork, bounded_log_scale
 
 CONFIGS = [
-    pytest.param(1, 3, "joint", id="D1-T3"),
-    pytest.param(2, 1, "joint", id="D2-T1"),
-    pytest.param(5, 3, "joint", id="D5-T3"),
-    pytest.param(8, 2, "joint", id="D8-T2"),
-    pytest.param(1, 2, "separate", id="D1-T2-separate"),
-    pytest.param(7, 3, "separate", id="D7-T3-separate"),
+    pytest.param(1, 3, "joint", "scaled", id="D1-T3"),
+    pytest.param(2, 1, "joint", "scaled", id="D2-T1"),
+    pytest.param(5, 3, "joint", "scaled", id="D5-T3"),
+    pytest.param(8, 2, "joint", "scaled", id="D8-T2"),
+    pytest.param(1, 2, "separate", "scaled", id="D1-T2-separate"),
+    pytest.param(7, 3, "separate", "scaled", id="D7-T3-separate"),
+    pytest.param(6, 3, "joint", "unscaled", id="D6-T3-unscaled"),
+    pytest.param(7, 3, "separate", "unscaled", id="D7-T3-separate-unscaled"),
 ]
-ARGS = ("n_features", "n_blocks", "conditioner")
+ARGS = ("n_features", "n_blocks", "conditioner", "squash")
 
 
 def make(
-    n_features: int, n_blocks: int, conditioner: str = "joint", seed: int = 0
+    n_features: int,
+    n_blocks: int,
+    conditioner: str = "joint",
+    squash: str = "scaled",
+    seed: int = 0,
 ) -> InvertibleNetwork:
     generator = torch.Generator().manual_seed(seed)
     return InvertibleNetwork(
-        n_features, n_blocks=n_blocks, generator=generator, conditioner=conditioner
+        n_features, n_blocks=n_blocks, generator=generator, conditioner=conditioner, squash=squash
     ).double()
 
 
 @pytest.mark.parametrize(ARGS, CONFIGS)
 def test_forward_keeps_shape_and_inverse_recovers_input(
-    n_features: int, n_blocks: int, conditioner: str
+    n_features: int, n_blocks: int, conditioner: str, squash: str
 ) -> None:
-    net = make(n_features, n_blocks, conditioner)
+    net = make(n_features, n_blocks, conditioner, squash)
     x = torch.randn(64, n_features, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     z = net(x)
     assert z.shape == x.shape
@@ -43,8 +49,10 @@ def test_forward_keeps_shape_and_inverse_recovers_input(
 
 
 @pytest.mark.parametrize(ARGS, CONFIGS)
-def test_every_parameter_gets_a_gradient(n_features: int, n_blocks: int, conditioner: str) -> None:
-    net = make(n_features, n_blocks, conditioner)
+def test_every_parameter_gets_a_gradient(
+    n_features: int, n_blocks: int, conditioner: str, squash: str
+) -> None:
+    net = make(n_features, n_blocks, conditioner, squash)
     x = torch.randn(32, n_features, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     net(x).square().sum().backward()
     for name, p in net.named_parameters():
@@ -53,8 +61,10 @@ def test_every_parameter_gets_a_gradient(n_features: int, n_blocks: int, conditi
 
 
 @pytest.mark.parametrize(ARGS, CONFIGS)
-def test_log_det_equals_autograd_jacobian(n_features: int, n_blocks: int, conditioner: str) -> None:
-    net = make(n_features, n_blocks, conditioner)
+def test_log_det_equals_autograd_jacobian(
+    n_features: int, n_blocks: int, conditioner: str, squash: str
+) -> None:
+    net = make(n_features, n_blocks, conditioner, squash)
     x = torch.randn(4, n_features, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     expected = torch.stack(
         [
@@ -67,16 +77,24 @@ def test_log_det_equals_autograd_jacobian(n_features: int, n_blocks: int, condit
     torch.testing.assert_close(net.log_abs_det_jacobian(x), expected)
 
 
-def test_log_scale_bound_holds_even_for_huge_weights() -> None:
+@pytest.mark.parametrize(("squash", "slope"), [("scaled", 2 / math.pi), ("unscaled", 4 / math.pi)])
+def test_log_scale_bound_holds_even_for_huge_weights(squash: str, slope: float) -> None:
     raw = torch.tensor([-1e6, -10.0, 0.0, 1e-3, 10.0, 1e6], dtype=torch.float64)
-    bounded = bounded_log_scale(raw, clamp=2.0)
+    bounded = bounded_log_scale(raw, clamp=2.0, squash=squash)
     assert bool((bounded.abs() < 2.0).all())
-    # Odd, increasing, slope 2/π at zero: s ≈ (2/π) raw for small raw.
+    # Odd, increasing, slope 2/π at zero (scaled) or 2c/π (unscaled, c = 2): s ≈ slope * raw.
     assert bool((bounded.diff() >= 0).all())
-    small = bounded_log_scale(torch.tensor([-1e-4, 1e-4], dtype=torch.float64), 2.0)
-    torch.testing.assert_close(
-        small, torch.tensor([-1e-4, 1e-4], dtype=torch.float64) * 2 / math.pi
-    )
+    small = bounded_log_scale(torch.tensor([-1e-4, 1e-4], dtype=torch.float64), 2.0, squash)
+    torch.testing.assert_close(small, torch.tensor([-1e-4, 1e-4], dtype=torch.float64) * slope)
+
+
+def test_unscaled_squash_is_freias_atan_clamp_and_an_unknown_one_is_refused() -> None:
+    """ "unscaled" is FrEIA's RealNVP clamp, c * 0.636 * atan(raw), to its rounded constant."""
+    raw = torch.linspace(-6.0, 6.0, 25, dtype=torch.float64)
+    freia = 2.0 * 0.636 * torch.atan(raw)
+    torch.testing.assert_close(bounded_log_scale(raw, 2.0, "unscaled"), freia, rtol=1e-3, atol=0)
+    with pytest.raises(ValueError, match=r"squash must be one of .*'steep'"):
+        InvertibleNetwork(3, squash="steep")
 
     block = AffineCoupling(6, width=12, clamp=2.0).double()
     with torch.no_grad():
