@@ -13,6 +13,7 @@ PAPER_PARAMS: Mapping[str, Any] = MappingProxyType(
         "n_blocks": 3,
         "width_factor": 2,
         "clamp": 2.0,
+        "squash": "unscaled",  # the clamp as FrEIA's RealNVP block: c * (2 / pi) * atan(raw)
         "conditioner": "separate",  # RealNVP's two MLPs per update, as the published network
         "batch_size": 512,
         "batch_draw": "independent",  # the two batches may share rows, as the published code's
@@ -29,6 +30,8 @@ PAPER_PARAMS: Mapping[str, Any] = MappingProxyType(
         "safeguard": False,
         "init_noise": 0.1,
         "standardize": True,
+        "bounds": None,  # the published code leaves the imputed cells unbounded
+        "dtype": "float64",  # the published code's precision
         "early_stopping": False,
     }
 )

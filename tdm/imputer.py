@@ -53,7 +53,8 @@ class TDMImputer(BatchOTImputer):
         Bound on the log-scales of the couplings (arctangent clamp): ``|log-scale| < clamp``.
     squash : {"scaled", "unscaled"}, default="scaled"
         The clamp as ``clamp * (2 / π) * atan(raw / clamp)``, or with ``atan(raw)`` (steeper,
-        FrEIA's RealNVP block, the published code's): see :func:`tdm.coupling.bounded_log_scale`.
+        FrEIA's RealNVP block, the published code's, which paper mode sets): see
+        :func:`tdm.coupling.bounded_log_scale`.
     conditioner : {"joint", "separate"}, default="joint"
         Each coupling update's log-scale and shift from one MLP with both as outputs, or from
         two MLPs of the same shape (``"separate"``: RealNVP's, and the published code's).
@@ -133,6 +134,7 @@ class TDMImputer(BatchOTImputer):
         ``{column: (low, high)}`` (a DataFrame's column name, or a position for an array; an end
         may be ``None``, open) bounds the columns it names, the others by their observed range.
         In the units of ``X`` (standardised units if ``standardize=False`` and ``X`` is).
+        Paper mode sets ``None``, as the published code.
     bounds_margin : float, default=0.0
         Share of a column's observed range added below and above it by the observed bounds.
     bounds_method : {"project", "transform", "clip"}, default="project"
@@ -146,6 +148,7 @@ class TDMImputer(BatchOTImputer):
         (at least 200 steps), but never more than ``max_iter`` steps.
     dtype : {"float32", "float64"}, default="float32"
         Precision of the optimisation. Observed cells are never touched, whatever the dtype.
+        Paper mode sets ``"float64"``, the published code's precision.
     device : str or torch.device, default="auto"
         ``"auto"`` uses CUDA when available, else the CPU; the device used is ``device_``.
     random_state : int, RandomState instance or None, default=None

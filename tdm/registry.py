@@ -103,12 +103,16 @@ def _ot_with(solver: str, name: str) -> Callable[..., BaseEstimator]:
 
 
 # The fixtures' settings: each is the default of an earlier library version, pinned (the
-# network and the batches of every version before paper mode took the published code's).
+# network, the batches, the bounds and the precision of every version before paper mode took
+# the published code's).
 _MEAN_INIT = {
     **PAPER_PARAMS,
     "network_lr": 3e-3,
     "conditioner": "joint",
     "batch_draw": "disjoint",
+    "squash": "scaled",
+    "bounds": "observed",
+    "dtype": "float32",
 }
 _ICE_INIT = {**_MEAN_INIT, "init": "ice", "init_noise": 0.0, "max_iter": 2_000}
 _FIXED_CELL_LR = {**_ICE_INIT, "init": "auto"}

@@ -365,6 +365,22 @@ def test_paper_preset_pins_every_setting_of_the_published_configuration() -> Non
         PAPER_PARAMS["lr"] = 1.0  # type: ignore[index]
 
 
+def test_paper_mode_runs_in_float64_with_unbounded_cells_as_the_published_code(data) -> None:
+    """Paper mode pins the published code's precision, clamp and unbounded cells: a start far
+    outside the observed range stays there (the default projects it onto the range)."""
+    _, X_nan, mask = data
+    far = {"max_iter": 0, "init_noise": 50.0, "random_state": 0}
+    paper = TDMImputer.paper(**far)
+    filled = paper.fit_transform(X_nan)
+    assert {p.dtype for p in paper.network_.parameters()} == {torch.float64}
+    assert paper.get_params()["squash"] == "unscaled"
+    low, high = np.nanmin(X_nan, axis=0), np.nanmax(X_nan, axis=0)
+    outside = (filled < low) | (filled > high)
+    assert outside[mask].mean() > 0.5 and not outside[~mask].any()
+    bounded = TDMImputer.paper(**far, bounds="observed").fit_transform(X_nan)
+    assert not ((bounded < low) | (bounded > high)).any()
+
+
 def test_network_lr_sets_the_network_rate_alone(data) -> None:
     """With network_lr tiny, the network stays at its initial weights while the cells still move."""
     _, X_nan, _ = data

@@ -71,13 +71,16 @@ def test_tdm_entries_use_the_right_settings() -> None:
     assert paper.get_params()["random_state"] == 4
     assert make_imputer("tdm_paper", max_iter=7).get_params()["max_iter"] == 7
     mean_init = get_method("tdm_mean_init").build().get_params()
-    changed = ("network_lr", "conditioner", "batch_draw")
+    changed = ("network_lr", "conditioner", "batch_draw", "squash", "bounds", "dtype")
     assert {k: mean_init[k] for k in PAPER_PARAMS if k not in changed} == {
         k: v for k, v in PAPER_PARAMS.items() if k not in changed
     }
     assert mean_init["network_lr"] == 3e-3 and mean_init["init"] == "mean"
     assert (PAPER_PARAMS["conditioner"], mean_init["conditioner"]) == ("separate", "joint")
     assert (PAPER_PARAMS["batch_draw"], mean_init["batch_draw"]) == ("independent", "disjoint")
+    assert (PAPER_PARAMS["squash"], mean_init["squash"]) == ("unscaled", "scaled")
+    assert (PAPER_PARAMS["bounds"], mean_init["bounds"]) == (None, "observed")
+    assert (PAPER_PARAMS["dtype"], mean_init["dtype"]) == ("float64", "float32")
     assert mean_init["max_iter"] == 10_000
     default = make_imputer("tdm").get_params()
     assert (default["init"], default["init_noise"], default["max_iter"]) == ("auto", 0.0, 2000)
