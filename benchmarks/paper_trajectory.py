@@ -89,7 +89,7 @@ class _Trajectory(TDMImputer):
         return super()._run(step, *args, **{**kwargs, "after_step": after_step})
 
 
-def run_one(name: str, seed: int, random_state: int, settings: dict[str, Any]) -> dict[str, Any]:
+def run_one(name: str, seed: int, random_state: int, *, settings: dict[str, Any]) -> dict[str, Any]:
     """One paper-mode fit of 10,000 steps: the masked cells' MAE at each checkpoint."""
     X = scale(LOADERS[name]().data)
     mask = np.load(MASKS / f"{name}_MCAR_p0.3_seed{seed}.npy")
@@ -106,7 +106,8 @@ def run_one(name: str, seed: int, random_state: int, settings: dict[str, Any]) -
 
 
 def fit_key(settings: dict[str, Any]) -> str:
-    """Every parameter of the fit but its random state, as sorted JSON (the cache's key)."""
+    """Every parameter of the fit but its random state, as sorted JSON (the cache's key: it
+    names no library version, so a cache is dropped when the library's code of a fit changes)."""
     params = {**TDMImputer.paper().get_params(), "max_iter": max(CHECKPOINTS), **settings}
     params.pop("random_state")
     return json.dumps(params, sort_keys=True, default=str)
@@ -125,7 +126,22 @@ def fits(
 ) -> pd.DataFrame:
     """Each dataset's fits, ``runs`` per mask: read from ``cache`` when kept there, else run (and
     appended to ``cache``)."""
-    key, rows = fit_key(settings), []
+    key = fit_key(settings)
+    return each_fit(names, seeds, runs, key, cache, lambda *fit: run_one(*fit, settings=settings))
+
+
+def each_fit(
+    names: list[str],
+    seeds: list[int],
+    runs: int,
+    key: str,
+    cache: Path | None,
+    run: Callable[[str, int, int], dict[str, Any]],
+) -> pd.DataFrame:
+    """``run(dataset, seed, random_state)`` for ``runs`` fits on each mask (``random_state``
+    1000 (r + 1) + seed for fit r), unless ``cache`` keeps that fit under ``key``; each new row
+    is printed and appended to ``cache``."""
+    rows = []
     for name in names:
         for seed in seeds:
             for r in range(runs):
@@ -140,7 +156,7 @@ def fits(
                 if not kept.empty:
                     rows.append(kept.iloc[0].to_dict())
                     continue
-                rows.append(run_one(name, seed, random_state, settings))
+                rows.append(run(name, seed, random_state))
                 print({k: v for k, v in rows[-1].items() if k != "params"}, flush=True)
                 if cache is not None:
                     pd.DataFrame([rows[-1]]).to_csv(

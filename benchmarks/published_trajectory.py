@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.paper_trajectory import CHECKPOINTS, LOADERS, MASKS, PUBLISHED_KEY, cached_rows
+from benchmarks.paper_trajectory import CHECKPOINTS, LOADERS, MASKS, PUBLISHED_KEY, each_fit
 
 # Runs inside the fresh process: argv = dataset, seed, random state, out dir. Only calls the
 # published code's entry point; prints one JSON line of its MAE at each checkpoint.
@@ -95,28 +95,9 @@ def fits(
     anomaly: bool = False,
 ) -> pd.DataFrame:
     """``runs`` fits of the published code on each mask, read from ``cache`` where kept there."""
-    rows = []
-    for name in names:
-        for seed in seeds:
-            for r in range(runs):
-                random_state = 1000 * (r + 1) + seed
-                kept = cached_rows(cache)
-                kept = kept[
-                    (kept.dataset == name)
-                    & (kept.seed == seed)
-                    & (kept.random_state == random_state)
-                    & (kept.params == PUBLISHED_KEY)
-                ]
-                if not kept.empty:
-                    rows.append(kept.iloc[0].to_dict())
-                    continue
-                rows.append(run_one(code, name, seed, random_state, anomaly))
-                print({k: v for k, v in rows[-1].items() if k != "params"}, flush=True)
-                if cache is not None:
-                    pd.DataFrame([rows[-1]]).to_csv(
-                        cache, mode="a", header=not cache.exists(), index=False
-                    )
-    return pd.DataFrame(rows)
+    return each_fit(
+        names, seeds, runs, PUBLISHED_KEY, cache, lambda *fit: run_one(code, *fit, anomaly)
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -53,8 +53,7 @@ class TDMImputer(BatchOTImputer):
         Bound on the log-scales of the couplings (arctangent clamp): ``|log-scale| < clamp``.
     squash : {"scaled", "unscaled"}, default="scaled"
         The clamp as ``clamp * (2 / π) * atan(raw / clamp)``, or with ``atan(raw)`` (steeper,
-        FrEIA's RealNVP block, the published code's, which paper mode sets): see
-        :func:`tdm.coupling.bounded_log_scale`.
+        FrEIA's RealNVP block's, set by paper mode): :func:`tdm.coupling.bounded_log_scale`.
     conditioner : {"joint", "separate"}, default="joint"
         Each coupling update's log-scale and shift from one MLP with both as outputs, or from
         two MLPs of the same shape (``"separate"``: RealNVP's, and the published code's).
