@@ -171,6 +171,7 @@ def report(
     seeds: list[int],
     runs: int,
     published: pd.DataFrame | None = None,
+    cache: Path | None = None,
 ) -> str:
     """Markdown: per dataset, paper mode's mean MAE (and spread) beside the published code's.
 
@@ -182,6 +183,7 @@ def report(
     lines = [
         f"Command: `python -m benchmarks.paper_trajectory --runs {runs} --write"
         + "".join(f" --set {k}={v}" for k, v in settings.items())
+        + (f" --cache {cache}" if cache is not None else "")
         + "`  ",
         f"Date: {date.today().isoformat()}; machine: {platform.machine()}, torch "
         f"{torch.__version__}, 1 torch thread.  ",
@@ -256,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = dict(_setting(s) for s in args.set)
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = fits(args.datasets.split(","), seeds, args.runs, settings, args.cache)
-    text = report(rows, settings, seeds, args.runs, cached_rows(args.cache))
+    text = report(rows, settings, seeds, args.runs, cached_rows(args.cache), args.cache)
     print(text)
     if args.write:
         replace_section(SECTION, text)
