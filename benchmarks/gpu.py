@@ -10,8 +10,10 @@ Measures, on the machine it runs on:
 - the MAE of the default fit on CUDA against the CPU on the benchmark masks (MCAR, seed 0) of
   the small tables and california (float32 on both).
 
-Run: ``python -m benchmarks.gpu [--out FILE] [--write]``; ``--write`` replaces the "GPU" section
-of BENCHMARKS.md, ``--out`` writes the section's text to a file (to carry it off a GPU machine).
+Run: ``python -m benchmarks.gpu [--parts steps,california,agreement] [--tables a,b] [--out FILE]
+[--write]``; ``--write`` replaces the "GPU" section of BENCHMARKS.md, ``--out`` writes the
+section's text to a file (to carry it off a GPU machine), rewritten after every measured line so
+that a run stopped at a device's time limit keeps what it measured.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ AGREEMENT_TABLES = (
     "blood_transfusion",
     "california",
 )
+PARTS = ("steps", "california", "agreement")
 
 
 def step_times(d: int, device: str) -> tuple[float, float]:
@@ -94,21 +97,24 @@ def masked(name: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return X, np.where(mask, np.nan, X), mask
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
-    parser.add_argument("--skip-cpu-fits", action="store_true", help="no CPU fits (agreement)")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("benchmarks.gpu needs a CUDA device; none is available here")
-    gpu = torch.cuda.get_device_properties(0)
-    lines = [
-        "Command: `python -m benchmarks.gpu --write`  ",
-        f"Date: {dt.date.today().isoformat()}; GPU: {gpu.name}, "
-        f"{gpu.total_memory / 2**30:.0f} GiB; host: {platform.machine()}, {os.cpu_count()} "
-        f"cores, {torch.get_num_threads()} torch threads; Python {platform.python_version()}, "
-        f"torch {torch.__version__}.",
+class Section:
+    """The section's lines, written to ``out`` (when given) after every addition."""
+
+    def __init__(self, out: Path | None) -> None:
+        self.lines: list[str] = []
+        self.out = out
+
+    def add(self, *lines: str) -> None:
+        self.lines += lines
+        if self.out is not None:
+            self.out.write_text(self.text() + "\n")
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def steps_part(section: Section) -> None:
+    section.add(
         "",
         f"**Step** ({N_ROWS} rows, 30% MCAR, B = {BATCH}, median of {MEASURED} steps after "
         f"{WARMUP}; the assignment is solved on the CPU on both devices):",
@@ -116,17 +122,19 @@ def main() -> None:
         "| D | CPU ms / step | CUDA ms / step | CPU / CUDA | assignment ms (CPU run) "
         "| assignment ms (CUDA run) |",
         "|---|---|---|---|---|---|",
-    ]
+    )
     for d in (8, 41, 128):
         cpu_ms, cpu_solve = step_times(d, "cpu")
         gpu_ms, gpu_solve = step_times(d, "cuda")
         print(f"D={d}: cpu {cpu_ms:.2f} ms (solve {cpu_solve:.2f}), cuda {gpu_ms:.2f} ms "
               f"(solve {gpu_solve:.2f})", flush=True)  # fmt: skip
-        lines.append(
+        section.add(
             f"| {d} | {cpu_ms:.2f} | {gpu_ms:.2f} | **{cpu_ms / gpu_ms:.2f}** | "
             f"{cpu_solve:.2f} | {gpu_solve:.2f} |"
         )
 
+
+def california_part(section: Section) -> None:
     X, X_nan, mask = masked("california")
     fits = [
         ("default, start only (`max_iter=1`)", {"max_iter": 1}),
@@ -135,14 +143,14 @@ def main() -> None:
         ("default, forest on every core (`n_jobs=-1`)", {"n_jobs": -1}),
         ("paper mode (10,000 steps, mean start)", {"paper": True}),
     ]
-    lines += [
+    section.add(
         "",
         "**California** (20,640 x 8, 30% MCAR, mask seed 0, `random_state=0`), on CUDA, wall "
         "seconds from the call to `fit_transform` to its return (data on the host):",
         "",
         "| fit | seconds | MAE |",
         "|---|---|---|",
-    ]
+    )
     for label, params in fits:
         paper = params.pop("paper", False)
 
@@ -153,37 +161,65 @@ def main() -> None:
 
         seconds, out = timed_fit(make, X_nan)
         print(f"california {label}: {seconds:.2f} s, MAE {mae(X, out, mask):.4f}", flush=True)
-        lines.append(f"| {label} | {seconds:.2f} | {mae(X, out, mask):.4f} |")
+        section.add(f"| {label} | {seconds:.2f} | {mae(X, out, mask):.4f} |")
 
-    if not args.skip_cpu_fits:
-        lines += [
-            "",
-            "**CUDA against CPU** (default fit, float32, MCAR 30%, mask seed 0, `random_state=0`):",
-            "",
-            "| table | CPU MAE | CUDA MAE | difference | CPU s | CUDA s |",
-            "|---|---|---|---|---|---|",
-        ]
-        for name in AGREEMENT_TABLES:
-            X, X_nan, mask = masked(name)
-            results = {}
-            for device in ("cpu", "cuda"):
-                seconds, out = timed_fit(
-                    lambda device=device: TDMImputer(device=device, random_state=0), X_nan
-                )
-                results[device] = (mae(X, out, mask), seconds)
-            (cpu_mae, cpu_s), (gpu_mae, gpu_s) = results["cpu"], results["cuda"]
-            print(f"{name}: cpu {cpu_mae:.4f} ({cpu_s:.1f} s), cuda {gpu_mae:.4f} "
-                  f"({gpu_s:.1f} s)", flush=True)  # fmt: skip
-            lines.append(
-                f"| {name} | {cpu_mae:.4f} | {gpu_mae:.4f} | {gpu_mae - cpu_mae:+.4f} | "
-                f"{cpu_s:.1f} | {gpu_s:.1f} |"
+
+def agreement_part(section: Section, tables: list[str]) -> None:
+    section.add(
+        "",
+        "**CUDA against CPU** (default fit, float32, MCAR 30%, mask seed 0, `random_state=0`):",
+        "",
+        "| table | CPU MAE | CUDA MAE | difference | CPU s | CUDA s |",
+        "|---|---|---|---|---|---|",
+    )
+    for name in tables:
+        X, X_nan, mask = masked(name)
+        results = {}
+        for device in ("cpu", "cuda"):
+            seconds, out = timed_fit(
+                lambda device=device: TDMImputer(device=device, random_state=0), X_nan
             )
-    text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+            results[device] = (mae(X, out, mask), seconds)
+        (cpu_mae, cpu_s), (gpu_mae, gpu_s) = results["cpu"], results["cuda"]
+        print(f"{name}: cpu {cpu_mae:.4f} ({cpu_s:.1f} s), cuda {gpu_mae:.4f} "
+              f"({gpu_s:.1f} s)", flush=True)  # fmt: skip
+        section.add(
+            f"| {name} | {cpu_mae:.4f} | {gpu_mae:.4f} | {gpu_mae - cpu_mae:+.4f} | "
+            f"{cpu_s:.1f} | {gpu_s:.1f} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    parser.add_argument("--parts", default=",".join(PARTS), help="which of " + ", ".join(PARTS))
+    parser.add_argument("--tables", default=",".join(AGREEMENT_TABLES), help="agreement tables")
+    args = parser.parse_args()
+    parts = args.parts.split(",")
+    if not set(parts) <= set(PARTS):
+        parser.error(f"--parts takes {', '.join(PARTS)}")
+    if not torch.cuda.is_available():
+        raise SystemExit("benchmarks.gpu needs a CUDA device; none is available here")
+    gpu = torch.cuda.get_device_properties(0)
+    section = Section(args.out)
+    section.add(
+        f"Command: `python -m benchmarks.gpu --parts {args.parts} --tables {args.tables} "
+        "--write`  ",
+        f"Date: {dt.date.today().isoformat()}; GPU: {gpu.name}, "
+        f"{gpu.total_memory / 2**30:.0f} GiB; host: {platform.machine()}, {os.cpu_count()} "
+        f"cores, {torch.get_num_threads()} torch threads; Python {platform.python_version()}, "
+        f"torch {torch.__version__}.",
+    )
+    if "steps" in parts:
+        steps_part(section)
+    if "california" in parts:
+        california_part(section)
+    if "agreement" in parts:
+        agreement_part(section, args.tables.split(","))
+    print(section.text())
     if args.write:
-        replace_section("GPU", text)
+        replace_section("GPU", section.text())
 
 
 if __name__ == "__main__":

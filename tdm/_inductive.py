@@ -1,10 +1,12 @@
 """``transform`` on rows unseen in ``fit``: their missing cells are optimised with the fitted
 network held fixed, each batch mixing new rows with fitted ones, so that the mapped new rows
 match other fitted rows in transport cost. Where ``fit`` kept its start or a share of the way to
-its refinement (the safeguard), new rows get the same share."""
+its refinement (the safeguard), new rows get the same share. The fitted imputer is left as it
+was (its network is copied), so that several threads may transform with one imputer."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -34,9 +36,8 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
     device = resolve_device(est.device, owner)
     dtype = resolve_dtype(est.dtype, owner)
     rng = np.random.default_rng(check_random_state(est.random_state).randint(2**31 - 1))
-    network = est.network_.to(device=device, dtype=dtype)
-    for p in network.parameters():
-        p.requires_grad_(False)
+    # A copy: several threads may impute with one fitted imputer, whose network stays as fitted.
+    network = copy.deepcopy(est.network_).to(device=device, dtype=dtype).requires_grad_(False)
     Z = filled[rows_missing]
     sub_mask = mask[rows_missing]
     start = None

@@ -28,6 +28,14 @@ for _name in [name for name in os.environ if name.startswith("TDM_")]:
 Snapshot = dict[str, tuple[int, int]]
 
 
+def auto_device() -> str:
+    """The device that ``device="auto"`` (the pipeline's default) resolves to on this machine:
+    what lineage and results record for a run that does not name one."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """On pytest-xdist workers (``./dev.sh test``), share the cores between the workers: torch's
     default of one thread per core in every worker oversubscribes them, and its idle threads spin.

@@ -18,6 +18,7 @@ import tdm
 from flows.impute_table import impute_table
 from tasks.errors import PipelineInputError, QualityCheckError
 from tasks.params import ImputerParams
+from tests.conftest import auto_device
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -82,7 +83,7 @@ def test_mixed_table_is_imputed_end_to_end(warehouse: Path) -> None:
     assert cells == {name: int(source[name].isna().sum()) for name in [*numeric, "price"]}
     hyper = json.loads(row["hyperparameters"])
     assert hyper["max_iter"] == 15 and hyper["random_state"] == 1
-    assert row["imputer"] == "TDMImputer" and row["seed"] == 1 and row["device"] == "cpu"
+    assert row["imputer"] == "TDMImputer" and row["seed"] == 1 and row["device"] == auto_device()
     assert np.isfinite(row["final_loss"]) and row["n_iter"] == 15
     assert bool(row["quality_passed"]) and json.loads(row["quality_report"])["passed"]
     assert {"torch", "duckdb", "prefect", "pandera", "great-expectations"} <= set(

@@ -278,6 +278,26 @@ def test_transform_of_a_single_row_and_of_the_fitted_data(data) -> None:
     assert est.transform(X_nan).tobytes() == est.fit_transform(X_nan).tobytes()
 
 
+def test_transform_leaves_the_fitted_imputer_as_it_was_and_is_the_same_from_threads() -> None:
+    """The pipeline imputes partitions of new rows from several threads with one stored imputer:
+    transform must not change its network (flags, device, weights), and each thread must get
+    the rows that one call alone gets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    X = low_rank(n=300, seed=2)
+    train_nan, _ = mcar(X[:200], 0.2, seed=3)
+    test_nan, _ = mcar(X[200:], 0.2, seed=4)
+    est = TDMImputer(init="mean", max_iter=20, batch_size=32, random_state=0).fit(train_nan)
+    weights = {k: v.clone() for k, v in est.network_.state_dict().items()}
+    flags = [(p.requires_grad, p.device, p.dtype) for p in est.network_.parameters()]
+    alone = est.transform(test_nan)
+    assert [(p.requires_grad, p.device, p.dtype) for p in est.network_.parameters()] == flags
+    assert all(torch.equal(v, weights[k]) for k, v in est.network_.state_dict().items())
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outs = list(pool.map(est.transform, [test_nan] * 3))
+    assert all(out.tobytes() == alone.tobytes() for out in outs)
+
+
 def test_transform_checks_it_is_fitted_and_the_width() -> None:
     from sklearn.exceptions import NotFittedError
 

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The project on a lent GPU machine that reaches no package index (its image has Python 3.12 with
+# torch, NumPy, SciPy, scikit-learn, pandas, pytest and pytest-xdist).
+#
+#   bash benchmarks/gpu_machine.sh bundle   here: writes .gpu/ (about 52 MB; add /.gpu/ to
+#                                           .git/info/exclude and carry it): the pinned packages
+#                                           the image lacks, as one stripped archive, the lapjv
+#                                           source and ../shared/datasets
+#   bash benchmarks/gpu_machine.sh run [SECONDS]
+#                                           there: unpacks them, runs `benchmarks.gpu --out
+#                                           $OUT/gpu.md` (parts: $GPU_PARTS) for at most half of
+#                                           SECONDS (default 570), then the suite on CUDA until
+#                                           SECONDS have passed since the start
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# In the image already (2026-11): carrying another version of these would shadow it. pandas is
+# carried all the same: the project needs pandas 3.
+IN_IMAGE="annotated-doc anyio attrs certifi charset-normalizer click cloudpickle colorama contourpy
+cycler execnet filelock fonttools fsspec h11 httpcore httpx humanize idna iniconfig jinja2 joblib
+kiwisolver markdown markdown-it-py markupsafe matplotlib mdurl mpmath msgpack mypy-extensions
+narwhals networkx numpy packaging pathspec pillow pluggy prometheus-client psutil pyarrow pygments
+pytest pytest-timeout pytest-xdist python-dateutil pyyaml regex requests rich scikit-learn scipy
+shellingham six sortedcontainers sympy threadpoolctl toolz tqdm typer typing-extensions
+typing-inspect urllib3 zipp torch mypy ruff librt ast-serialize lapjv"
+
+bundle() {
+    local python=${PYTHON:-.venv/bin/python} work
+    work=$(mktemp -d)
+    mkdir -p .gpu
+    grep -v '^#' constraints.txt | while IFS= read -r pin; do
+        name=$(echo "${pin%%==*}" | tr 'A-Z_.' 'a-z--')
+        [[ " $(echo $IN_IMAGE) " == *" $name "* ]] || echo "$pin"
+    done >"$work/req.txt"
+    local platforms=()
+    for p in manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2_27 manylinux_2_24 \
+        manylinux_2_17 manylinux2014 manylinux_2_5 manylinux1; do
+        platforms+=(--platform "${p}_x86_64")
+    done
+    "$python" -m pip install -q --no-deps --no-compile --only-binary=:all: --python-version 3.12 \
+        --implementation cp "${platforms[@]}" --target "$work/site" -r "$work/req.txt" || return 1
+    find "$work/site" -name '*.so*' -exec strip --strip-unneeded {} + 2>/dev/null
+    find "$work/site" -type d -name tests -prune -exec rm -rf {} +
+    tar -C "$work/site" -cf - . | xz -T0 -6 >.gpu/site.tar.xz
+    "$python" -m pip download -q --no-deps --no-build-isolation --no-binary=:all: -d .gpu \
+        "$(grep '^lapjv==' constraints.txt)" || return 1
+    tar -C .. -cJf .gpu/shared.tar.xz shared/datasets
+    rm -rf "$work"
+    du -sh .gpu
+}
+
+run() {
+    local until=${1:-570} start=$SECONDS
+    export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+    mkdir -p /tmp/site /tmp/lap
+    xz -dc .gpu/site.tar.xz | tar -C /tmp/site -xf - || return 1
+    xz -dc .gpu/shared.tar.xz | tar -C /tmp -xf - || return 1
+    ln -sfn /tmp/shared ../shared  # where the suite and the benchmarks look for the datasets
+    python3 -m pip install -q --no-build-isolation --no-deps --no-index --target /tmp/lap \
+        .gpu/lapjv-*.tar.gz
+    export PYTHONPATH="$PWD:/tmp/lap:/tmp/site"
+    # Also for subprocesses that set PYTHONPATH themselves (after the image's packages there).
+    local packages
+    packages=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+    printf '/tmp/lap\n/tmp/site\n' >"$packages/tdm-gpu.pth"
+    mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -m cli.main "$@"\n' >/tmp/bin/tdm
+    chmod +x /tmp/bin/tdm && export PATH="/tmp/bin:$PATH"  # the `tdm` command, not installed
+    echo "set up in $((SECONDS - start)) s"
+    timeout $((until / 2)) python3 -m benchmarks.gpu --out "$OUT/gpu.md" \
+        --parts "${GPU_PARTS:-steps,california,agreement}"
+    timeout $((until - SECONDS + start)) python3 -m pytest -n "$(nproc)" -q -p no:cacheprovider \
+        -rfE --junitxml="$OUT/junit.xml" >"$OUT/suite.log" 2>&1
+    echo "suite: exit $?"
+    tail -n 15 "$OUT/suite.log"
+}
+
+case "${1:-}" in
+    bundle) bundle ;;
+    run) shift; run "$@" ;;
+    *) echo "usage: bash benchmarks/gpu_machine.sh {bundle|run [SECONDS]}" >&2; exit 2 ;;
+esac
