@@ -1,17 +1,18 @@
 """Paper mode's MAE trajectory beside the published TDM code's, on the published code's own masks
 (issue 19).
 
-Run: ``python -m benchmarks.paper_trajectory [--seeds 0,1,2] [--runs 3] [--set NAME=VALUE ...]
-[--cache FILE] [--write]``. Three scikit-learn datasets (wine, breast_cancer, diabetes; features
-only, standardised with ``sklearn.preprocessing.scale``), their 30% MCAR masks drawn by the
-published code's mask function (``benchmarks/reference/``, seeds 0-2), and
-:meth:`TDMImputer.paper` (``--set`` overriding a setting, e.g. ``--set dtype=float64``) fitted
-``--runs`` times on each mask (``random_state`` 1000 (r + 1) + seed for run r), 10,000 steps, one
-torch thread. The MAE of the masked cells (standardised space) is read after 1,000, 2,000, 3,000,
-5,000, 6,000 and 10,000 steps of each fit, and printed, mean over the fits, beside the published
-code's mean MAE at the same steps (:data:`PUBLISHED`, measured with its own ``run_TDM`` on these
-masks). ``--cache FILE`` keeps each fit's row in a CSV file, keyed by dataset, mask, random state
-and every estimator parameter: a fit already there is read instead of run, so an interrupted run
+Run: ``python -m benchmarks.paper_trajectory [--seeds 0,1,2] [--runs 3] [--runs-for NAME=N ...]
+[--set NAME=VALUE ...] [--cache FILE] [--write]``. Three scikit-learn datasets (wine,
+breast_cancer, diabetes; features only, standardised with ``sklearn.preprocessing.scale``),
+their 30% MCAR masks drawn by the published code's mask function (``benchmarks/reference/``,
+seeds 0-2), and :meth:`TDMImputer.paper` (``--set`` overriding a setting, e.g. ``--set
+dtype=float64``) fitted ``--runs`` times on each mask (``--runs-for``: another number for one
+dataset; ``random_state`` 1000 (r + 1) + seed for run r), 10,000 steps, one torch thread. The MAE
+of the masked cells (standardised space) is read after 1,000, 2,000, 3,000, 5,000, 6,000 and
+10,000 steps of each fit, and printed, mean over the fits, beside the published code's mean MAE
+at the same steps (:data:`PUBLISHED`, measured with its own ``run_TDM`` on these masks).
+``--cache FILE`` keeps each fit's row in a CSV file, keyed by dataset, mask, random state and
+every estimator parameter: a fit already there is read instead of run, so an interrupted run
 resumes and two processes can share the work.
 """
 
@@ -174,23 +175,29 @@ def report(
     runs: int,
     published: pd.DataFrame | None = None,
     cache: Path | None = None,
+    runs_for: dict[str, int] | None = None,
 ) -> str:
     """Markdown: per dataset, paper mode's mean MAE (and spread) beside the published code's.
 
     ``published`` holds fits of the published code (:mod:`benchmarks.published_trajectory`
     rows): where it has some of a dataset on ``seeds``, their mean replaces :data:`PUBLISHED`,
     and each checkpoint's difference gets Welch's two-sided t-test p-value over the fits.
+    ``runs_for`` names datasets fitted another number of times a mask than ``runs``.
     """
+    runs_for = runs_for or {}
     header = " | ".join(f"{at:,}" for at in CHECKPOINTS)
     lines = [
         f"Command: `python -m benchmarks.paper_trajectory --runs {runs} --write"
+        + "".join(f" --runs-for {k}={v}" for k, v in runs_for.items())
         + "".join(f" --set {k}={v}" for k, v in settings.items())
         + (f" --cache {cache}" if cache is not None else "")
         + "`  ",
         f"Date: {date.today().isoformat()}; machine: {platform.machine()}, torch "
         f"{torch.__version__}, 1 torch thread.  ",
         f"`TDMImputer.paper()` ({', '.join(f'{k}={v}' for k, v in settings.items()) or 'as is'}"
-        f"), {runs} fits on each of the published code's 30% MCAR masks, seeds "
+        f"), {runs} fits on each of the published code's 30% MCAR masks"
+        + "".join(f" ({k}: {v})" for k, v in runs_for.items())
+        + ", seeds "
         f"{', '.join(map(str, seeds))} (`random_state` 1000 (r + 1) + seed for fit r); MAE of "
         "the masked cells in the standardised space after each number of steps of a fit, mean "
         "(and sample std) over the fits; the published code's mean on the same masks below it, "
@@ -252,6 +259,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--datasets", default=",".join(LOADERS))
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--runs", type=int, default=3, help="fits on each mask")
+    parser.add_argument(
+        "--runs-for", action="append", default=[], help="NAME=N: N fits a mask of one dataset"
+    )
     parser.add_argument("--set", action="append", default=[], help="NAME=VALUE, a setting")
     parser.add_argument("--cache", type=Path, help="CSV file keeping each fit's row")
     parser.add_argument("--write", action="store_true", help="write the table to BENCHMARKS.md")
@@ -259,8 +269,13 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     settings = dict(_setting(s) for s in args.set)
     seeds = [int(s) for s in args.seeds.split(",")]
-    rows = fits(args.datasets.split(","), seeds, args.runs, settings, args.cache)
-    text = report(rows, settings, seeds, args.runs, cached_rows(args.cache), args.cache)
+    runs_for = {name: int(n) for name, _, n in (s.partition("=") for s in args.runs_for)}
+    names = args.datasets.split(",")
+    rows = pd.concat(
+        [fits([name], seeds, runs_for.get(name, args.runs), settings, args.cache) for name in names]
+    )
+    shown = {name: n for name, n in runs_for.items() if name in names}
+    text = report(rows, settings, seeds, args.runs, cached_rows(args.cache), args.cache, shown)
     print(text)
     if args.write:
         replace_section(SECTION, text)

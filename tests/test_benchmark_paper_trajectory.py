@@ -6,8 +6,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
-from benchmarks.paper_trajectory import CHECKPOINTS, PUBLISHED, PUBLISHED_KEY, each_fit, report
+from benchmarks.paper_trajectory import (
+    CHECKPOINTS,
+    PUBLISHED,
+    PUBLISHED_KEY,
+    each_fit,
+    fit_key,
+    main,
+    report,
+)
 
 
 def _row(name: str, seed: int, state: int, params: str, base: float) -> dict[Any, Any]:
@@ -46,3 +55,20 @@ def test_report_takes_the_published_fits_kept_and_tests_the_difference() -> None
     assert "published code (3)" in text
     fallback = report(ours, {}, [0, 1, 2], 1, None)
     assert f"{PUBLISHED['wine'][5000]:.3f}" in fallback and "(p " not in fallback
+
+
+def test_one_dataset_may_have_more_fits_a_mask_than_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--runs-for NAME=N`: N fits a mask of that dataset, `--runs` of the others; all read
+    from the cache here, so that nothing is fitted."""
+    key, cache = fit_key({}), tmp_path / "fits.csv"
+    rows = [_row("wine", 0, 1000, key, 0.6)]
+    rows += [_row("breast_cancer", 0, 1000 * (r + 1), key, 0.5 + r / 10) for r in range(3)]
+    pd.DataFrame(rows).to_csv(cache, index=False)
+    argv = ["--datasets", "wine,breast_cancer", "--seeds", "0", "--runs", "1"]
+    main([*argv, "--runs-for", "breast_cancer=3", "--cache", str(cache)])
+    text = capsys.readouterr().out
+    assert "paper mode (1)" in text and "paper mode (3)" in text
+    assert "--runs 1 --write --runs-for breast_cancer=3" in text
+    assert "1 fits on each of the published code's 30% MCAR masks (breast_cancer: 3)" in text
