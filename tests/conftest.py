@@ -31,9 +31,9 @@ Snapshot = dict[str, tuple[int, int]]
 def auto_device() -> str:
     """The device that ``device="auto"`` (the pipeline's default) resolves to on this machine:
     what lineage and results record for a run that does not name one."""
-    import torch
+    from tdm._validation import resolve_device
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(resolve_device("auto", "tests"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
