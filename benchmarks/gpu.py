@@ -8,12 +8,17 @@ Measures, on the machine it runs on:
   included, with the start's time alone, and with the forest start on every core (``n_jobs=-1``);
 - a paper-mode fit (10,000 steps) of the same table on CUDA;
 - the MAE of the default fit on CUDA against the CPU on the benchmark masks (MCAR, seed 0) of
-  the small tables and california (float32 on both).
+  the small tables and california (float32 on both);
+- whether CUDA repeats itself: the same default fit twice, and ``transform`` of rows unseen in
+  ``fit`` twice with one fitted imputer, compared bit for bit, then again with PyTorch's
+  deterministic algorithms switched on for that comparison alone (which names the operation that
+  has no deterministic CUDA kernel, if any).
 
-Run: ``python -m benchmarks.gpu [--parts steps,california,agreement] [--tables a,b] [--out FILE]
-[--write]``; ``--write`` replaces the "GPU" section of BENCHMARKS.md, ``--out`` writes the
-section's text to a file (to carry it off a GPU machine), rewritten after every measured line so
-that a run stopped at a device's time limit keeps what it measured.
+Run: ``python -m benchmarks.gpu [--parts steps,california,agreement,repeat] [--tables a,b]
+[--out FILE] [--write]``; ``--write`` replaces the "GPU" section of BENCHMARKS.md, ``--out``
+writes the section's text to a file (to carry it off a GPU machine), rewritten after every
+measured line so that a run stopped at a device's time limit keeps what it measured. Parts run in
+the order given.
 """
 
 from __future__ import annotations
@@ -47,7 +52,9 @@ AGREEMENT_TABLES = (
     "blood_transfusion",
     "california",
 )
-PARTS = ("steps", "california", "agreement")
+PARTS = ("steps", "california", "agreement", "repeat")
+REPEAT_TABLE = "seeds"
+REPEAT_STEPS = 300  # enough steps for the two runs to part, if they part at all
 
 
 def step_times(d: int, device: str) -> tuple[float, float]:
@@ -136,12 +143,12 @@ def steps_part(section: Section) -> None:
 
 def california_part(section: Section) -> None:
     X, X_nan, mask = masked("california")
-    fits = [
-        ("default, start only (`max_iter=1`)", {"max_iter": 1}),
-        ("default (2,000 steps)", {}),
+    fits = [  # every core first: on one core the forest start alone takes minutes
         ("default, forest on every core (`n_jobs=-1`), start only", {"max_iter": 1, "n_jobs": -1}),
         ("default, forest on every core (`n_jobs=-1`)", {"n_jobs": -1}),
         ("paper mode (10,000 steps, mean start)", {"paper": True}),
+        ("default, start only (`max_iter=1`)", {"max_iter": 1}),
+        ("default (2,000 steps)", {}),
     ]
     section.add(
         "",
@@ -189,6 +196,62 @@ def agreement_part(section: Section, tables: list[str]) -> None:
         )
 
 
+def repeated(run: Callable[[], np.ndarray]) -> str:
+    """'same bits' or how far two calls of ``run`` apart are; with deterministic algorithms on
+    for the two calls alone, the error that names a nondeterministic operation is reported."""
+    first, second = run(), run()
+    if np.array_equal(first, second, equal_nan=True):
+        return "same bits"
+    return f"differ (max {np.nanmax(np.abs(first - second)):.2e})"
+
+
+def deterministic(run: Callable[[], np.ndarray]) -> str:
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        return repeated(run)
+    except RuntimeError as error:
+        return f"refused: {str(error).splitlines()[0][:120]}"
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def repeat_part(section: Section) -> None:
+    X, X_nan, _ = masked(REPEAT_TABLE)
+    half = len(X) // 2
+
+    def make() -> TDMImputer:
+        return TDMImputer(device="cuda", random_state=0, max_iter=REPEAT_STEPS)
+
+    fitted = make().fit(X_nan[:half])
+
+    def fit() -> np.ndarray:
+        return make().fit_transform(X_nan)
+
+    def new_rows() -> np.ndarray:
+        return fitted.transform(X_nan[half:])
+
+    section.add(
+        "",
+        f"**Does CUDA repeat itself?** ({REPEAT_TABLE}, MCAR 30%, mask seed 0, default TDM "
+        f"with `max_iter={REPEAT_STEPS}`, `random_state=0`; each run twice in one process, "
+        "compared bit for bit; "
+        '"deterministic": `torch.use_deterministic_algorithms(True)` for those two runs, '
+        "`CUBLAS_WORKSPACE_CONFIG` as set when the process started: "
+        f"`{os.environ.get('CUBLAS_WORKSPACE_CONFIG', '')}`):",
+        "",
+        "| run | as shipped | deterministic |",
+        "|---|---|---|",
+    )
+    for label, run in (
+        ("fit_transform", fit),
+        (f"transform of {len(X) - half} unseen rows, one fitted imputer", new_rows),
+    ):
+        plain, strict = repeated(run), deterministic(run)
+        print(f"repeat {label}: {plain}; deterministic: {strict}", flush=True)
+        section.add(f"| {label} | {plain} | {strict} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=None)
@@ -211,12 +274,14 @@ def main() -> None:
         f"cores, {torch.get_num_threads()} torch threads; Python {platform.python_version()}, "
         f"torch {torch.__version__}.",
     )
-    if "steps" in parts:
-        steps_part(section)
-    if "california" in parts:
-        california_part(section)
-    if "agreement" in parts:
-        agreement_part(section, args.tables.split(","))
+    run_part = {
+        "steps": steps_part,
+        "california": california_part,
+        "agreement": lambda section: agreement_part(section, args.tables.split(",")),
+        "repeat": repeat_part,
+    }
+    for part in parts:  # in the order given: the first ones are measured if time runs out
+        run_part[part](section)
     print(section.text())
     if args.write:
         replace_section("GPU", section.text())

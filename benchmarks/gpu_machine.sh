@@ -2,15 +2,18 @@
 # The project on a lent GPU machine that reaches no package index (its image has Python 3.12 with
 # torch, NumPy, SciPy, scikit-learn, pandas, pytest and pytest-xdist).
 #
-#   bash benchmarks/gpu_machine.sh bundle   here: writes .gpu/ (about 52 MB; add /.gpu/ to
-#                                           .git/info/exclude and carry it): the pinned packages
+#   bash benchmarks/gpu_machine.sh bundle   here: writes .gpu/ (about 52 MB, ignored by git;
+#                                           carry it): the pinned packages
 #                                           the image lacks, as one stripped archive, the lapjv
 #                                           source and ../shared/datasets
-#   bash benchmarks/gpu_machine.sh run [SECONDS]
+#   bash benchmarks/gpu_machine.sh run [SECONDS [PYTEST ARGS...]]
 #                                           there: unpacks them, runs `benchmarks.gpu --out
-#                                           $OUT/gpu.md` (parts: $GPU_PARTS) for at most half of
-#                                           SECONDS (default 570), then the suite on CUDA until
-#                                           SECONDS have passed since the start
+#                                           $OUT/gpu.md` (parts: $GPU_PARTS, in that order;
+#                                           "none" skips it) for at most $GPU_BENCH_SECONDS
+#                                           (default: half of SECONDS, default 570), then pytest
+#                                           on CUDA (the whole suite, or PYTEST ARGS) until
+#                                           SECONDS have passed since the start (a test stops
+#                                           after 120 s, so that a stuck one is named)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +54,7 @@ bundle() {
 
 run() {
     local until=${1:-570} start=$SECONDS
+    shift || true
     export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     mkdir -p /tmp/site /tmp/lap
@@ -67,16 +71,25 @@ run() {
     mkdir -p /tmp/bin && printf '#!/bin/sh\nexec python3 -m cli.main "$@"\n' >/tmp/bin/tdm
     chmod +x /tmp/bin/tdm && export PATH="/tmp/bin:$PATH"  # the `tdm` command, not installed
     echo "set up in $((SECONDS - start)) s"
-    timeout $((until / 2)) python3 -m benchmarks.gpu --out "$OUT/gpu.md" \
-        --parts "${GPU_PARTS:-steps,california,agreement}"
-    timeout $((until - SECONDS + start)) python3 -m pytest -n "$(nproc)" -q -p no:cacheprovider \
-        -rfE --junitxml="$OUT/junit.xml" >"$OUT/suite.log" 2>&1
-    echo "suite: exit $?"
-    tail -n 15 "$OUT/suite.log"
+    # The repeat part compares CUDA runs under deterministic algorithms, which cuBLAS allows
+    # only with a fixed workspace; set for the benchmark's process alone.
+    if [[ ${GPU_PARTS:-} != none ]]; then
+        CUBLAS_WORKSPACE_CONFIG=:4096:8 timeout "${GPU_BENCH_SECONDS:-$((until / 2))}" \
+            python3 -m benchmarks.gpu --out "$OUT/gpu.md" \
+            --parts "${GPU_PARTS:-steps,california,agreement,repeat}"
+        pkill -f 'benchmarks[.]gpu --out|loky'  # what a stopped benchmark left (forest workers)
+    fi
+    echo "pytest from $((SECONDS - start)) s"
+    timeout $((until - SECONDS + start)) python3 -m pytest -n "$(nproc)" -p no:cacheprovider \
+        -rfE -v --timeout=120 --durations=15 --junitxml="$OUT/junit.xml" "$@" >"$OUT/suite.log" 2>&1
+    echo "pytest: exit $? after $((SECONDS - start)) s"
+    tail -n 40 "$OUT/suite.log"
+    ps -eo pcpu,etimes,args --sort=-pcpu | head -n 8  # what else was running
 }
 
 case "${1:-}" in
     bundle) bundle ;;
     run) shift; run "$@" ;;
-    *) echo "usage: bash benchmarks/gpu_machine.sh {bundle|run [SECONDS]}" >&2; exit 2 ;;
+    *) echo "usage: bash benchmarks/gpu_machine.sh {bundle|run [SECONDS [PYTEST ARGS...]]}" >&2
+       exit 2 ;;
 esac

@@ -27,4 +27,33 @@ def test_an_unknown_part_is_refused_before_any_device_is_asked_for(
     with pytest.raises(SystemExit) as exit_info:
         gpu.main()
     assert exit_info.value.code == 2
-    assert "--parts takes steps, california, agreement" in capsys.readouterr().err
+    assert "--parts takes steps, california, agreement, repeat" in capsys.readouterr().err
+
+
+def test_repeat_reports_same_bits_or_how_far_apart_and_leaves_the_global_flag_as_it_was() -> None:
+    import itertools
+
+    import numpy as np
+    import torch
+
+    assert gpu.repeated(lambda: np.array([1.0, np.nan])) == "same bits"
+    counter = itertools.count()
+    assert gpu.repeated(lambda: np.array([1.0, 0.5 * next(counter)])) == "differ (max 5.00e-01)"
+    before = torch.are_deterministic_algorithms_enabled()
+    seen: list[bool] = []
+
+    def run() -> np.ndarray:
+        seen.append(torch.are_deterministic_algorithms_enabled())
+        return np.zeros(2)
+
+    assert gpu.deterministic(run) == "same bits"
+    assert seen == [True, True]
+    assert torch.are_deterministic_algorithms_enabled() == before
+
+    def refuses() -> np.ndarray:
+        raise RuntimeError("index_add_cuda_ does not have a deterministic implementation\nmore")
+
+    assert gpu.deterministic(refuses) == (
+        "refused: index_add_cuda_ does not have a deterministic implementation"
+    )
+    assert torch.are_deterministic_algorithms_enabled() == before
