@@ -2,7 +2,8 @@
 ``e2e``) and small DuckDB warehouses.
 
 Prefect reads its settings when first imported, so the environment is set here, before any test
-module imports it: a throw-away PREFECT_HOME, no telemetry, a patient server start.
+module imports it: a throw-away PREFECT_HOME, no telemetry, a patient server start; POT is told
+not to start JAX.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ import pytest
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="tdm-tests-prefect-")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
+# POT looks for a backend by trying each in turn: called with torch tensors (the tests that check
+# our transport against POT's), it starts JAX first where JAX is installed, and JAX then takes 75%
+# of the GPU's memory in every test process that gets there, so other workers run out of it.
+os.environ.setdefault("POT_BACKEND_DISABLE_JAX", "1")
 for _name in [name for name in os.environ if name.startswith("TDM_")]:
     del os.environ[_name]  # the suite sets its own TDM_* values where it tests them
 

@@ -11,6 +11,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from flows.impute_table import impute_table
 from tasks.params import ImputerParams
@@ -272,25 +273,37 @@ def test_dry_run_of_a_night_says_what_it_would_append_and_writes_nothing(
     assert (night.model_version, night.rows_new, night.rows_reused) == (2, 60, 80)
 
 
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda",
+            marks=[
+                pytest.mark.gpu,
+                pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+            ],
+        ),
+    ],
+)
 def test_new_rows_are_imputed_in_partitions_on_a_dask_cluster_as_on_threads(
-    warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    device: str, warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """New rows go to the task runner in partitions of TDM_PARTITION_ROWS: 30 new rows in
     partitions of 12 are all imputed, and two Dask worker processes give the thread pool's
-    numbers bit for bit (same model, same partitions). On the CPU: on CUDA the two runners'
-    imputed cells have differed (BENCHMARKS.md, "GPU")."""
+    numbers bit for bit (same model, same partitions), on the CPU and on CUDA."""
     import shutil
 
-    on_cpu = ImputerParams(max_iter=15, device="cpu")
-    _run(warehouse, imputer=on_cpu)
+    on_device = ImputerParams(max_iter=15, device=device)
+    _run(warehouse, imputer=on_device)
     _append_rows(warehouse, 81, 30, seed=5)
     copy = tmp_path / "copy.duckdb"
     shutil.copy(warehouse, copy)
     monkeypatch.setenv("TDM_PARTITION_ROWS", "12")
-    by_threads = _run(warehouse, imputer=on_cpu)
+    by_threads = _run(warehouse, imputer=on_device)
     monkeypatch.setenv("TDM_TASK_RUNNER", "dask")
     monkeypatch.setenv("TDM_DASK_WORKERS", "2")
-    by_dask = _run(copy, imputer=on_cpu)
+    by_dask = _run(copy, imputer=on_device)
     assert by_threads.rows_new == by_dask.rows_new == 30
     assert by_threads.model_version == by_dask.model_version == 1
     new_rows = "SELECT * FROM readings_imputed WHERE id > 80 ORDER BY id"
