@@ -2,7 +2,7 @@
 # The project on a lent GPU machine that reaches no package index (its image has Python 3.12 with
 # torch, NumPy, SciPy, scikit-learn, pandas, pytest and pytest-xdist).
 #
-#   bash benchmarks/gpu_machine.sh bundle   here: writes .gpu/ (about 52 MB, ignored by git;
+#   bash benchmarks/gpu_machine.sh bundle   here: writes .gpu/ (about 55 MB, ignored by git;
 #                                           carry it): the pinned packages
 #                                           the image lacks, as one stripped archive, the lapjv
 #                                           source, ../shared/datasets and py-spy (to read the
