@@ -36,9 +36,9 @@ import numpy as np
 import torch
 
 from benchmarks._report import replace_section
+from benchmarks.datasets import load_dataset
 from benchmarks.speed import synthetic
 from tdm import FitProgress, TDMImputer, mae, simulate_mcar, transport
-from tdm.datasets import load_dataset
 
 BATCH = 512
 N_ROWS = 4096

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from benchmarks.heldout_grid import read_trials
-from tdm.registry import METHODS
+from benchmarks.registry import METHODS
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = (
@@ -49,6 +49,14 @@ BASELINES = tuple(
     m for m in METHODS if m not in {"tdm", "tdm_paper", "mode", "missforest_mixed", "miceforest"}
 )
 MECHANISMS = ("mcar", "mar", "mnarl", "mnarq")
+
+
+def read_trials(path: Path) -> pd.DataFrame:
+    """The trials of a ``tdm bench`` report CSV or DuckDB results file."""
+    if path.suffix == ".duckdb":
+        with duckdb.connect(str(path), read_only=True) as con:
+            return con.execute("SELECT * FROM bench_results").df()
+    return pd.read_csv(path)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The `tdm` command: `impute`, `demo` and `warehouse` run flows here; `bench`, `serve`, `run` and
-`models` are registered from their own modules (`cli.bench`, `cli.deployments`, `cli.models`)."""
+`models` are registered from their own modules (`benchmarks.cli`, `cli.deployments`,
+`cli.models`)."""
 
 from __future__ import annotations
 
@@ -173,9 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_verbosity_flags(warehouse)
     warehouse.set_defaults(handler=_run_warehouse)
 
-    from cli.bench import add_bench_command
-
-    add_bench_command(commands)
+    _add_bench_command(commands)
     add_verbosity_flags(commands.choices["bench"])
     from cli.deployments import add_deployment_commands
     from cli.models import add_models_command
@@ -183,6 +182,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_deployment_commands(commands)
     add_models_command(commands)
     return parser
+
+
+def _add_bench_command(commands: Any) -> None:
+    """`tdm bench`: the paper's benchmark, a package of the repository, not of the installed
+    wheel. From a clone (an editable install) it is put on the import path; elsewhere the command
+    says where it lives."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "benchmarks" / "__init__.py").is_file() and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        from benchmarks.cli import add_bench_command
+    except ImportError:
+        bench = commands.add_parser("bench", help="the paper's benchmark (from a clone only)")
+        bench.set_defaults(handler=_no_benchmark)
+        return
+    add_bench_command(commands)
+
+
+def _no_benchmark(args: argparse.Namespace) -> int:
+    print(
+        "tdm bench: the paper's benchmark is not part of the installed package; run it from a "
+        "clone of the repository (./dev.sh setup, then .venv/bin/tdm bench).",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _add_dry_run_flag(parser: argparse.ArgumentParser) -> None:

@@ -2,7 +2,7 @@
 
 Everyday imports live here::
 
-    from tdm import TDMImputer, OTImputer, simulate_mcar, mae, make_imputer
+    from tdm import TDMImputer, OTImputer, simulate_mcar, mae
 """
 
 from tdm._optimise import FitProgress
@@ -10,7 +10,6 @@ from tdm._version import __version__
 from tdm.coupling import InvertibleNetwork
 from tdm.imputer import PAPER_PARAMS, OTImputer, TDMImputer
 from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
-from tdm.registry import METHODS, make_imputer
 from tdm.simulate import (
     MECHANISMS,
     simulate,
@@ -24,7 +23,6 @@ from tdm.transport import transport_loss
 
 __all__ = [
     "MECHANISMS",
-    "METHODS",
     "PAPER_PARAMS",
     "FitProgress",
     "InvertibleNetwork",
@@ -32,7 +30,6 @@ __all__ = [
     "TDMImputer",
     "__version__",
     "mae",
-    "make_imputer",
     "rmse",
     "simulate",
     "simulate_mar",

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tdm.columns import BOOLEAN, CATEGORICAL, FLOAT, INTEGER, NUMERIC_KINDS, column_kind
+
 __all__ = [
     "BOOLEAN",
     "CATEGORICAL",
@@ -37,8 +39,6 @@ __all__ = [
     "label_embedding",
 ]
 
-FLOAT, INTEGER, BOOLEAN, CATEGORICAL = "float", "integer", "boolean", "categorical"
-NUMERIC_KINDS = (FLOAT, INTEGER)
 
 MAX_EMBEDDING_DIM = 8
 """Most coordinates a categorical column takes in the optimised space."""
@@ -82,25 +82,6 @@ class ColumnCoding:
     def width(self) -> int:
         """Coordinates of the column in the optimised space."""
         return 1 if self.embedding is None else int(self.embedding.shape[1])
-
-
-def column_kind(dtype: Any) -> str:
-    """The kind of a column of ``dtype``: ``"boolean"`` (bool, pandas ``boolean``),
-    ``"float"``, ``"integer"`` (NumPy or pandas nullable) or ``"categorical"`` (object, string,
-    ``category``); ``TypeError`` for any other dtype."""
-    if pd.api.types.is_bool_dtype(dtype):
-        return BOOLEAN
-    if pd.api.types.is_float_dtype(dtype):
-        return FLOAT
-    if pd.api.types.is_integer_dtype(dtype):
-        return INTEGER
-    if (
-        isinstance(dtype, pd.CategoricalDtype)
-        or pd.api.types.is_object_dtype(dtype)
-        or pd.api.types.is_string_dtype(dtype)
-    ):
-        return CATEGORICAL
-    raise TypeError(f"dtype {dtype}")
 
 
 def _observed_labels(series: pd.Series, kind: str) -> np.ndarray:

@@ -2,9 +2,8 @@
 self-supervised choice between them (``TDMImputer(init="auto")``).
 
 One construction of each chained-equation imputer (ICE: a Bayesian linear regression per column;
-MissForest: a random forest per column), shared by the baselines
-(:class:`tdm.baselines.ICEImputer`, :class:`tdm.baselines.MissForestImputer`) and by the starts,
-so that a start and its baseline are the same method.
+MissForest: a random forest per column), shared by the starts and by the benchmark's ICE and
+MissForest baselines, so that a start and its baseline are the same method.
 """
 
 from __future__ import annotations

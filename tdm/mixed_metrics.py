@@ -2,7 +2,7 @@
 categorical error rate, on the masked cells of a table with columns of several kinds.
 
 Numeric columns are float and integer columns; categorical columns are categorical and boolean
-columns (:func:`tdm.mixed_data.column_kinds`). Every metric compares the complete table
+columns (:func:`benchmarks.mixed_data.column_kinds`). Every metric compares the complete table
 ``true`` with the imputed table ``imputed`` (same columns, same rows) on the cells where
 ``mask`` is ``True`` (missing).
 """
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from tdm.mixed_data import column_kinds
+from tdm.columns import column_kinds
 
 __all__ = ["categorical_error_rate", "numeric_mae_sd", "numeric_rmse_sd"]
 

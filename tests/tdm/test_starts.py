@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tdm import TDMImputer, make_imputer
+from benchmarks.registry import make_imputer
+from tdm import TDMImputer
 from tests.tdm.conftest import low_rank, mcar
 
 FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}

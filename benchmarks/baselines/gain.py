@@ -1,0 +1,184 @@
+"""GAIN: generative adversarial imputation nets with the hint mechanism.
+
+References
+----------
+J. Yoon, J. Jordon and M. van der Schaar. GAIN: Missing data imputation using generative
+adversarial nets. ICML 2018.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import nn
+
+from benchmarks.baselines._base import BaseImputer, RandomState, resolve_seed
+from benchmarks.baselines._torch import make_generator, mlp, spawn_seeds
+from tdm._validation import Interval, resolve_device, store_params
+
+__all__ = ["GAINImputer"]
+
+_EPS = 1e-8
+
+
+class GAINImputer(BaseImputer):
+    """GAIN (Yoon et al., 2018): a generator imputes, a discriminator guesses which cells were.
+
+    Data are min-max scaled per column to [0, 1] with the observed values. With ``m`` the
+    observed indicator (1 = observed) of a row ``x``:
+
+    - generator ``G(x_tilde, m)``, where ``x_tilde = m * x + (1 - m) * z`` and ``z ~ U(0, 0.01)``;
+      the imputed row is ``x_hat = m * x + (1 - m) * G(x_tilde, m)``;
+    - hint ``h = b * m + 0.5 * (1 - b)`` with ``b ~ Bernoulli(hint_rate)`` per cell (Section 4
+      of the paper): the discriminator is told the truth about the cells with ``b = 1``;
+    - discriminator ``D(x_hat, h)`` outputs, per cell, the probability that it was observed; its
+      loss is the cross-entropy against ``m`` on the cells with ``b = 0``;
+    - generator loss: ``-mean_{b=0, m=0} log D`` (fool the discriminator on imputed cells) plus
+      ``alpha`` times the mean squared reconstruction error on observed cells.
+
+    Both networks are 3 fully connected layers of width ``n_features`` (ReLU, sigmoid output),
+    trained alternately with Adam for ``max_iter`` mini-batch steps.
+
+    Parameters
+    ----------
+    max_iter : int, default=10000
+        Training iterations (one discriminator and one generator step each).
+    batch_size : int, default=128
+        Rows per mini-batch (capped at ``n_samples``).
+    alpha : float, default=100.0
+        Weight of the reconstruction loss.
+    hint_rate : float, default=0.9
+        Probability that a cell's indicator is revealed to the discriminator.
+    lr : float, default=1e-3
+        Adam learning rate of both networks.
+    device : str or torch.device, default="auto"
+        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    random_state : int, numpy.random.RandomState or None, default=None
+        Seed (keyword-only). Weights, batches, hints and noise come from local
+        :class:`torch.Generator` objects; global random states are never used.
+
+    Attributes
+    ----------
+    generator_ : torch.nn.Sequential
+        The trained generator.
+    data_min_, data_range_ : ndarray of shape (n_features,)
+        Observed minimum and range of each column (range 1 for a constant column).
+    loss_history_ : ndarray of shape (max_iter, 2)
+        Discriminator and generator losses per iteration.
+    n_iter_ : int
+        Training iterations run (``max_iter``; there is no early stopping).
+    device_ : torch.device
+        Device used.
+    seed_ : int
+        The integer seed used; the noise of :meth:`transform` is derived from it, so a fitted
+        imputer gives the same output for the same input.
+    n_features_in_ : int
+        Number of columns seen in :meth:`fit`.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_iter: int = 10_000,
+        batch_size: int = 128,
+        alpha: float = 100.0,
+        hint_rate: float = 0.9,
+        lr: float = 1e-3,
+        device: str | torch.device = "auto",
+        random_state: RandomState = None,
+    ) -> None:
+        store_params(self, locals())
+
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "max_iter": [Interval(Integral, 1, None)],
+        "batch_size": [Interval(Integral, 1, None)],
+        "hint_rate": [Interval(Real, 0, 1)],
+        "alpha": [Interval(Real, 0, None)],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def _scaled(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> torch.Tensor:
+        scaled = np.where(mask, 0.0, (X - self.data_min_) / self.data_range_)
+        return torch.as_tensor(scaled, dtype=torch.float32, device=self.device_)
+
+    def _generate(
+        self, x: torch.Tensor, m: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
+        noise = 0.01 * torch.rand(x.shape, generator=generator, device=x.device)
+        x_tilde = m * x + (1.0 - m) * noise
+        out: torch.Tensor = self.generator_(torch.cat([x_tilde, m], dim=1))
+        return out
+
+    def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
+        self.device_ = resolve_device(self.device, type(self).__name__)
+        self.seed_ = resolve_seed(self.random_state)
+        init_seed, train_seed, _ = spawn_seeds(self.seed_, 3)
+        self.data_min_ = np.nanmin(X, axis=0)
+        data_range = np.nanmax(X, axis=0) - self.data_min_
+        self.data_range_ = np.where(data_range > 0.0, data_range, 1.0)
+        n, d = X.shape
+        init = make_generator(init_seed, torch.device("cpu"))
+        self.generator_ = mlp([2 * d, d, d, d], nn.ReLU, init, xavier=True)
+        self.generator_.append(nn.Sigmoid())
+        discriminator = mlp([2 * d, d, d, d], nn.ReLU, init, xavier=True)
+        discriminator.append(nn.Sigmoid())
+        self.generator_.to(self.device_)
+        discriminator.to(self.device_)
+        opt_g = torch.optim.Adam(self.generator_.parameters(), lr=self.lr)
+        opt_d = torch.optim.Adam(discriminator.parameters(), lr=self.lr)
+
+        data = self._scaled(X, mask)
+        observed = torch.as_tensor(~mask, dtype=torch.float32, device=self.device_)
+        rng = make_generator(train_seed, self.device_)
+        batch = min(self.batch_size, n)
+        losses = torch.empty((self.max_iter, 2), device=self.device_)
+        for it in range(self.max_iter):
+            idx = torch.randperm(n, generator=rng, device=self.device_)[:batch]
+            x, m = data[idx], observed[idx]
+            revealed = torch.rand(m.shape, generator=rng, device=self.device_) < self.hint_rate
+            b = revealed.float()
+            hint = b * m + 0.5 * (1.0 - b)
+            hidden = 1.0 - b  # cells whose indicator the discriminator must guess
+            n_hidden = hidden.sum().clamp_min(1.0)
+
+            with torch.no_grad():
+                x_hat = m * x + (1.0 - m) * self._generate(x, m, rng)
+            prob = discriminator(torch.cat([x_hat, hint], dim=1))
+            loss_d = (
+                -(
+                    hidden * (m * torch.log(prob + _EPS) + (1.0 - m) * torch.log(1.0 - prob + _EPS))
+                ).sum()
+                / n_hidden
+            )
+            opt_d.zero_grad()
+            loss_d.backward()
+            opt_d.step()
+
+            g_out = self._generate(x, m, rng)
+            x_hat = m * x + (1.0 - m) * g_out
+            prob = discriminator(torch.cat([x_hat, hint], dim=1))
+            loss_adv = -(hidden * (1.0 - m) * torch.log(prob + _EPS)).sum() / n_hidden
+            loss_rec = ((m * (g_out - x)) ** 2).sum() / m.sum().clamp_min(1.0)
+            loss_g = loss_adv + self.alpha * loss_rec
+            opt_g.zero_grad()
+            loss_g.backward()
+            opt_g.step()
+            losses[it, 0] = loss_d.detach()
+            losses[it, 1] = loss_g.detach()
+        self.generator_.eval()
+        self.loss_history_ = losses.double().cpu().numpy()
+        self.n_iter_ = self.max_iter
+
+    def _impute(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+        rng = make_generator(spawn_seeds(self.seed_, 3)[2], self.device_)
+        x = self._scaled(X, mask)
+        m = torch.as_tensor(~mask, dtype=torch.float32, device=self.device_)
+        with torch.no_grad():
+            g_out = self._generate(x, m, rng).double().cpu().numpy()
+        completed: NDArray[np.float64] = g_out * self.data_range_ + self.data_min_
+        return completed

@@ -1,0 +1,237 @@
+"""MIRACLE: imputation regularised by a causal graph that includes the missingness indicators.
+
+References
+----------
+T. Kyono, Y. Zhang, A. Bellot and M. van der Schaar. MIRACLE: Causally-aware imputation via
+learning missing data mechanisms. NeurIPS 2021.
+
+X. Zheng, B. Aragam, P. Ravikumar and E. P. Xing. DAGs with NO TEARS: Continuous optimization
+for structure learning. NeurIPS 2018.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import Tensor, nn
+from torch.nn.functional import binary_cross_entropy_with_logits, elu
+
+from benchmarks.baselines._base import BaseImputer, RandomState, resolve_seed
+from benchmarks.baselines._flow import ColumnScaling, start_from_means
+from benchmarks.baselines._torch import make_generator, spawn_seeds
+from tdm._validation import Interval, resolve_device, store_params
+
+__all__ = ["MIRACLEImputer"]
+
+_CHUNK = 4096
+
+
+class _Reconstruction(nn.Module):
+    """One sub-network per target node (every feature, then every indicator), each fed with
+    the features through its own masked input layer; the second layer is shared."""
+
+    def __init__(self, allowed: Tensor, hidden: int, generator: torch.Generator) -> None:
+        super().__init__()
+        n_targets, n_features = allowed.shape
+        self.allowed: Tensor
+        self.register_buffer("allowed", allowed.unsqueeze(2))
+        bound_in, bound_h = 1.0 / math.sqrt(n_features), 1.0 / math.sqrt(hidden)
+
+        def uniform(shape: tuple[int, ...], bound: float) -> nn.Parameter:
+            values = torch.rand(shape, generator=generator) * 2.0 - 1.0
+            return nn.Parameter(values * bound)
+
+        self.w_in = uniform((n_targets, n_features, hidden), bound_in)
+        self.b_in = uniform((n_targets, hidden), bound_in)
+        self.w_mid = uniform((hidden, hidden), bound_h)
+        self.b_mid = uniform((hidden,), bound_h)
+        self.w_out = uniform((n_targets, hidden), bound_h)
+        self.b_out = uniform((n_targets,), bound_h)
+
+    def input_weights(self) -> Tensor:
+        """The input layers with the forbidden edges zeroed, shape ``(targets, features, h)``."""
+        weights: Tensor = self.w_in * self.allowed
+        return weights
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = elu(torch.einsum("bi,kih->bkh", x, self.input_weights()) + self.b_in)
+        h = elu(h @ self.w_mid + self.b_mid)
+        out: Tensor = (h * self.w_out).sum(dim=2) + self.b_out
+        return out
+
+    def adjacency(self) -> Tensor:
+        """``A[i, k]``: the root mean square of feature ``i``'s input weights into target ``k``."""
+        return self.input_weights().pow(2).mean(dim=2).add(1e-12).sqrt().T
+
+
+class MIRACLEImputer(BaseImputer):
+    """MIRACLE (Kyono et al., 2021): refine a seed imputation with reconstruction networks that
+    are regularised to follow a causal graph, missingness indicators included.
+
+    The rows are standardised with each column's observed mean and standard deviation and
+    seeded with the column means (the paper's mean seed). Every feature ``j`` is reconstructed
+    from the other features by its own network (a masked input layer of width ``hidden_dim``,
+    a shared hidden layer, ELU), and so is the missingness indicator ``R_j`` of every column with
+    a missing cell (from every feature but ``x_j``: no self-masking). The input weights define a
+    weighted graph ``A`` (the norm of feature ``i``'s weights into target ``k``). Training
+    minimises, with Adam over ``max_iter`` mini-batch steps,
+
+    - the squared reconstruction error on the observed cells;
+    - ``indicator_weight`` times the cross-entropy of the indicators' predictions;
+    - ``dag_weight`` times NOTEARS' acyclicity ``tr(exp(A_ff ∘ A_ff)) - d`` on the feature
+      graph (indicators have no children, so only the features can form a cycle), and
+      ``sparsity_weight`` times ``sum A``;
+    - ``moment_weight`` times the squared gap between each feature's mean reconstruction and
+      its observed mean (the paper's moment regulariser).
+
+    Every ``reimpute_every`` steps (before the last) the missing cells take the networks'
+    reconstructions, clipped to each column's observed range (the paper's iterative
+    refinement). By default the fit does not re-impute: re-imputing during the fit lets each
+    network read its own column's imputations back through the others' inputs and drift
+    (BENCHMARKS.md, "The paper's other baselines"). :meth:`transform` seeds the rows with the
+    fitted column means and applies the fitted networks ``n_rounds_`` times: once more than
+    the fit re-imputed.
+
+    Parameters
+    ----------
+    hidden_dim : int, default=32
+        Width of the hidden layers.
+    max_iter : int, default=500
+        Mini-batch steps.
+    reimpute_every : int or None, default=None
+        Steps between two re-imputations during the fit; ``None``: none.
+    batch_size : int, default=256
+        Rows per mini-batch (capped at ``n_samples``).
+    lr : float, default=1e-3
+        Adam learning rate.
+    dag_weight, sparsity_weight, indicator_weight, moment_weight : float
+        Weights of the regularisers (defaults 0.1, 1e-3, 1.0, 0.1).
+    device : str or torch.device, default="auto"
+        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    random_state : int, numpy.random.RandomState or None, default=None
+        Seed (keyword-only); weights and batches come from local generators.
+
+    Attributes
+    ----------
+    network_ : torch.nn.Module
+        The fitted reconstruction networks.
+    adjacency_ : ndarray of shape (n_features, n_features)
+        The learned feature graph ``A_ff`` (``A[i, j]``: feature ``i``'s input weights into
+        feature ``j``'s network; zero diagonal).
+    scaling_ : ColumnScaling
+        Observed mean and scale of each column.
+    n_rounds_ : int
+        Applications of the networks by :meth:`transform`: the fit's re-imputations plus one.
+    loss_history_ : ndarray of shape (max_iter,)
+        Total loss per step.
+    n_iter_ : int
+        Steps run (``max_iter``).
+    device_ : torch.device
+        Device used.
+    seed_ : int
+        The integer seed used.
+    n_features_in_ : int
+        Number of columns seen in :meth:`fit`.
+    """
+
+    def __init__(
+        self,
+        *,
+        hidden_dim: int = 32,
+        max_iter: int = 500,
+        reimpute_every: int | None = None,
+        batch_size: int = 256,
+        lr: float = 1e-3,
+        dag_weight: float = 0.1,
+        sparsity_weight: float = 1e-3,
+        indicator_weight: float = 1.0,
+        moment_weight: float = 0.1,
+        device: str | torch.device = "auto",
+        random_state: RandomState = None,
+    ) -> None:
+        store_params(self, locals())
+
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **{
+            name: [Interval(Integral, 1, None)] for name in ("hidden_dim", "max_iter", "batch_size")
+        },
+        "reimpute_every": [Interval(Integral, 1, None), None],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        **{
+            name: [Interval(Real, 0, None)]
+            for name in ("dag_weight", "sparsity_weight", "indicator_weight", "moment_weight")
+        },
+    }
+
+    def _reconstruct(self, completion: Tensor) -> Tensor:
+        """The features' reconstructions of every row, without gradients."""
+        d = completion.shape[1]
+        with torch.no_grad():
+            parts = [
+                self.network_(completion[s : s + _CHUNK])[:, :d]
+                for s in range(0, completion.shape[0], _CHUNK)
+            ]
+        return self.scaling_.clip(torch.cat(parts))
+
+    def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
+        self.device_ = resolve_device(self.device, type(self).__name__)
+        self.seed_ = resolve_seed(self.random_state)
+        init_seed, train_seed = spawn_seeds(self.seed_, 2)
+        n, d = X.shape
+        with_missing = np.flatnonzero(mask.any(axis=0))
+        allowed = torch.ones(d + with_missing.size, d)
+        allowed[torch.arange(d), torch.arange(d)] = 0.0
+        allowed[d + torch.arange(with_missing.size), torch.as_tensor(with_missing)] = 0.0
+        init = make_generator(init_seed, torch.device("cpu"))
+        self.network_ = _Reconstruction(allowed, self.hidden_dim, init).to(self.device_)
+        optimizer = torch.optim.Adam(self.network_.parameters(), lr=self.lr)
+
+        self.scaling_ = ColumnScaling(X)
+        x = self.scaling_.to_tensor(X, self.device_)
+        missing = torch.as_tensor(mask, device=self.device_)
+        observed = (~missing).float()
+        indicators = missing[:, torch.as_tensor(with_missing, device=self.device_)].float()
+        completion = start_from_means(x, missing)
+        rng = make_generator(train_seed, self.device_)
+        batch = min(self.batch_size, n)
+        history = np.zeros(self.max_iter)
+        self.n_rounds_ = 1
+        for step in range(self.max_iter):
+            idx = torch.randperm(n, generator=rng, device=self.device_)[:batch]
+            out = self.network_(completion[idx])
+            fit = ((out[:, :d] - completion[idx]) ** 2 * observed[idx]).sum()
+            loss = fit / observed[idx].sum().clamp(min=1.0)
+            if with_missing.size:
+                loss = loss + self.indicator_weight * binary_cross_entropy_with_logits(
+                    out[:, d:], indicators[idx]
+                )
+            graph = self.network_.adjacency()
+            loss = loss + self.dag_weight * (torch.trace(torch.matrix_exp(graph[:, :d] ** 2)) - d)
+            loss = loss + self.sparsity_weight * graph.sum()
+            loss = loss + self.moment_weight * (out[:, :d].mean(dim=0) ** 2).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            history[step] = float(loss.detach())
+            done = step + 1
+            if self.reimpute_every and done % self.reimpute_every == 0 and done < self.max_iter:
+                completion = torch.where(missing, self._reconstruct(completion), x)
+                self.n_rounds_ += 1
+        learned = self.network_.adjacency()[:, :d].detach().double().cpu().numpy()
+        self.adjacency_ = learned * (1.0 - np.eye(d))  # the norm's smoothing floor off the diagonal
+        self.loss_history_ = history
+        self.n_iter_ = self.max_iter
+
+    def _impute(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+        x = self.scaling_.to_tensor(X, self.device_)
+        missing = torch.as_tensor(mask, device=self.device_)
+        completion = start_from_means(x, missing)
+        for _ in range(self.n_rounds_):
+            completion = torch.where(missing, self._reconstruct(completion), x)
+        return self.scaling_.to_array(completion)

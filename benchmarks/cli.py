@@ -1,0 +1,233 @@
+"""`tdm bench`: run (or resume) the benchmark grid and write the report.
+
+`add_bench_command(subparsers)` registers the sub-command on the `tdm` parser (`cli.main`);
+`python -m benchmarks.cli ...` runs it standalone with the same flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from cli.arguments import (
+    EXIT_USAGE,
+    add_torch_threads_flag,
+    limit_torch_threads,
+    split_required_names,
+    torch_threads_setting,
+)
+
+__all__ = ["add_bench_command", "grid_settings", "main", "parse_seeds", "run_bench"]
+
+#: The flags whose values the `benchmark` flow takes as the parameters of the same names.
+_FLOW_PARAMETERS = (
+    "datasets", "mechanisms", "seeds", "methods", "p", "max_iter", "svm_repeats", "workers",
+    "data_dir", "trace_dataset", "trace_seeds",
+)  # fmt: skip
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`0,1,2` → those seeds; a single number `N` → seeds 0..N-1; `5,` → seed 5 alone."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--seeds takes a count (3) or comma-separated seeds (0,1,2); got {text!r}"
+        ) from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"--seeds must be non-negative; got {text!r}")
+    if "," in text:
+        return values
+    if values[0] == 0:
+        raise argparse.ArgumentTypeError(
+            "--seeds 0 would be no seed at all (a single number is a count); for seed 0 alone "
+            "write '0,'"
+        )
+    return list(range(values[0]))
+
+
+def _seed_list(text: str) -> list[int]:
+    """Comma-separated seeds, a single number being one seed (for --trace-seeds)."""
+    return parse_seeds(text if "," in text else text + ",")
+
+
+def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register `bench` on the `tdm` parser's sub-commands, with its flags and handler."""
+    from benchmarks.flow import (
+        DEFAULT_DATASETS,
+        DEFAULT_DB_PATH,
+        DEFAULT_MECHANISMS,
+        DEFAULT_METHODS,
+        MIXED_DB_PATH,
+        MIXED_METHODS,
+    )
+
+    bench = subparsers.add_parser(
+        "bench",
+        help="run the paper's benchmark grid (resumable) and write the report",
+        description="Run datasets x mechanisms x seeds x methods as Prefect tasks, recording each "
+        "trial in a DuckDB results table as it finishes; trials already recorded are skipped, so "
+        "an interrupted run resumes. Then write tables.md and figures/ next to the database.",
+    )
+    bench.add_argument(
+        "--mixed",
+        action="store_true",
+        help="the mixed-type grid: the six tables of <data-dir>/mixed/, methods "
+        f"{','.join(MIXED_METHODS)}, seeds 0-4, --db {MIXED_DB_PATH} (each unless given); "
+        "numeric MAE in column SDs and categorical error rate",
+    )
+    bench.add_argument(
+        "--datasets",
+        type=split_required_names,
+        default=None,
+        help=f"comma-separated [{','.join(DEFAULT_DATASETS)}; --mixed: the six mixed tables]",
+    )
+    bench.add_argument(
+        "--mechanisms",
+        type=split_required_names,
+        default=list(DEFAULT_MECHANISMS),
+        help=f"mcar,mar,mnarl,mnarq [{','.join(DEFAULT_MECHANISMS)}]",
+    )
+    bench.add_argument(
+        "--seeds",
+        type=parse_seeds,
+        default=None,
+        help="a count N (seeds 0..N-1) or comma-separated seeds [3; --mixed: 5]",
+    )
+    bench.add_argument(
+        "--methods",
+        type=split_required_names,
+        default=None,
+        help=f"comma-separated [{','.join(DEFAULT_METHODS)}; --mixed: {','.join(MIXED_METHODS)}]",
+    )
+    bench.add_argument("--p", type=float, default=0.3, help="missing rate [0.3]")
+    bench.add_argument(
+        "--max-iter",
+        type=int,
+        default=None,
+        help="override max_iter of the iterative methods (small CI grids) "
+        "[each method's own; tdm_paper: 10000]",
+    )
+    bench.add_argument(
+        "--db", default=None, help=f"results file [{DEFAULT_DB_PATH}; --mixed: {MIXED_DB_PATH}]"
+    )
+    bench.add_argument("--report-dir", default=None, help="report folder [the --db folder]")
+    bench.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing; rewrite the report from the results table",
+    )
+    bench.add_argument(
+        "--merge",
+        type=split_required_names,
+        default=None,
+        metavar="FILES",
+        help="run nothing; add the trials of these results files (comma-separated DuckDB "
+        "files, e.g. runs from other machines, or a report's benchmark.csv) to --db, keeping "
+        "trials already there, then rewrite the report",
+    )
+    bench.add_argument(
+        "--svm-repeats",
+        type=int,
+        default=3,
+        help="repeats of the 5-fold SVM CV (paper: 10; 0 skips it) [3]",
+    )
+    bench.add_argument("--workers", type=int, default=1, help="trials at once [1]")
+    bench.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder of the dataset CSVs [env TDM_DATASETS_DIR; ../shared/datasets]",
+    )
+    bench.add_argument(
+        "--trace-dataset",
+        default=None,
+        help="also record MAE over iterations of TDM/OT on this dataset (refits)",
+    )
+    bench.add_argument(
+        "--trace-seeds", type=_seed_list, default=[0], help="seeds of the MAE traces, e.g. 0,1 [0]"
+    )
+    add_torch_threads_flag(bench)
+    bench.set_defaults(handler=run_bench)
+
+
+def grid_settings(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with the grid's unset flags filled: the paper grid's defaults, or with `--mixed`
+    the mixed-type grid's (its tables, methods, seeds 0-4 and results file)."""
+    from flows import benchmark as defaults
+
+    filled = argparse.Namespace(**vars(args))
+    if getattr(args, "mixed", False):
+        from benchmarks.mixed_data import MIXED_DATASETS
+
+        grid = (MIXED_DATASETS, defaults.MIXED_METHODS, defaults.MIXED_SEEDS)
+        db = defaults.MIXED_DB_PATH
+    else:
+        grid = (defaults.DEFAULT_DATASETS, defaults.DEFAULT_METHODS, (0, 1, 2))
+        db = defaults.DEFAULT_DB_PATH
+    for name, value in zip(("datasets", "methods", "seeds"), grid, strict=True):
+        if getattr(args, name, None) is None:
+            setattr(filled, name, list(value))
+    if getattr(args, "db", None) is None:
+        filled.db = db
+    return filled
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Handler of `tdm bench`: run the flow (or only the report); returns the exit status."""
+    limit_torch_threads(torch_threads_setting(args.torch_threads))
+    from benchmarks.flow import benchmark, benchmark_merge, benchmark_report
+
+    args = grid_settings(args)
+    report_dir = args.report_dir or os.path.dirname(args.db) or "."
+    if args.merge:
+        from pandera.errors import SchemaError, SchemaErrors
+
+        try:
+            counts, report = benchmark_merge(args.merge, args.db, report_dir)
+        except (OSError, ValueError, SchemaError, SchemaErrors) as error:
+            print(f"tdm bench: error: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        for count in counts:
+            print(
+                f"{count.source}: {count.trials_added} trials added, "
+                f"{count.trials_already_here} already in {args.db}"
+            )
+        print(f"Report: {report.tables_path}")
+        return 0
+    if args.report_only:
+        report = benchmark_report(args.db, report_dir)
+        print(f"Report: {report.tables_path}; figures: {', '.join(map(str, report.figure_paths))}")
+        return 0
+    grid = {name: getattr(args, name) for name in _FLOW_PARAMETERS}
+    outcome = benchmark(**grid, db_path=args.db, report_dir=report_dir)
+    print(
+        f"{outcome.planned} trials planned: {outcome.skipped} already recorded, {outcome.ran} run."
+        f"\nReport: {outcome.tables_path}; figures: {', '.join(outcome.figure_paths)}"
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point: `python -m benchmarks.cli [bench flags]`."""
+    # Before Prefect is imported (it reads its settings once): no telemetry, and a patient wait
+    # for the ephemeral server, which takes 15-25 s to start on a busy 2-core machine (20 s).
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    parser = argparse.ArgumentParser(prog="tdm")
+    commands = parser.add_subparsers(dest="command")
+    add_bench_command(commands)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] != "bench":
+        arguments = ["bench", *arguments]
+    args = parser.parse_args(arguments)
+    try:
+        return int(args.handler(args))
+    except RuntimeError as error:  # failed trials: the others are recorded
+        print(f"tdm bench: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

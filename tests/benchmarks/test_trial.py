@@ -1,0 +1,110 @@
+"""`benchmarks.trial`: one trial (mask, impute, score) and the MAE-over-iterations trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.datasets import Dataset
+from benchmarks.registry import make_imputer
+from benchmarks.trial import LossRecorder, params_hash, run_trial, trace_mae
+from tdm.metrics import mae
+from tdm.simulate import simulate
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _dataset(task: str = "classification", n: int = 60, d: int = 4, seed: int = 0) -> Dataset:
+    """Correlated standardised features; labels from the first latent factor."""
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n, 2))
+    X = latent @ rng.normal(size=(2, d)) + 0.2 * rng.normal(size=(n, d))
+    X = (X - X.mean(0)) / X.std(0)
+    y = (latent[:, 0] > 0).astype(int) if task == "classification" else None
+    names = tuple(f"x{j}" for j in range(d))
+    return Dataset("toy", X, y, task, names, tuple(range(d)))  # type: ignore[arg-type]
+
+
+def test_mean_trial_matches_a_direct_computation() -> None:
+    """The trial's MAE is the MAE of mean imputation on the same seeded mask."""
+    data = _dataset()
+    result = run_trial(data, "mcar", 3, "mean", svm_repeats=1)
+    mask = simulate(data.X, "mcar", 0.3, random_state=3)
+    X_nan = np.where(mask, np.nan, data.X)
+    expected = mae(data.X, make_imputer("mean").fit_transform(X_nan), mask)
+    assert result.mae == pytest.approx(expected, rel=1e-12)
+    assert result.rmse >= result.mae
+    assert result.w2sq_half > 0
+    assert result.accuracy is not None and 0.0 <= result.accuracy <= 1.0
+    assert result.missing_rate == pytest.approx(mask.mean())
+    assert result.n_iter is None and result.loss_trace == ()
+
+
+def test_regression_datasets_have_no_accuracy() -> None:
+    result = run_trial(_dataset("regression"), "mar", 0, "softimpute", svm_repeats=2)
+    assert result.accuracy is None
+
+
+def test_trials_are_reproducible_and_seeded() -> None:
+    """Same seed, same numbers; another seed, another mask."""
+    data = _dataset()
+    first = run_trial(data, "mcar", 0, "ot_ns", params={"max_iter": 15}, svm_repeats=0)
+    again = run_trial(data, "mcar", 0, "ot_ns", params={"max_iter": 15}, svm_repeats=0)
+    other = run_trial(data, "mcar", 1, "ot_ns", params={"max_iter": 15}, svm_repeats=0)
+    assert first.mae == again.mae
+    assert first.mae != other.mae
+    assert first.accuracy is None  # svm_repeats=0 skips it
+
+
+def test_batch_ot_trials_record_a_windowed_loss_trace() -> None:
+    """tdm records (iteration, window-mean loss) every record_every steps and at the last."""
+    result = run_trial(
+        _dataset(), "mcar", 0, "tdm", params={"max_iter": 25}, svm_repeats=0, record_every=10
+    )
+    assert result.n_iter == 25
+    assert [i for i, _ in result.loss_trace] == [10, 20, 25]
+    assert all(np.isfinite(v) for _, v in result.loss_trace)
+    assert result.params == {"max_iter": 25}  # the callback is not part of the recorded params
+
+
+def test_unknown_method_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="method must be one of"):
+        run_trial(_dataset(), "mcar", 0, "nope")
+
+
+def test_fit_stopped_at_k_steps_is_the_long_fit_after_k_steps() -> None:
+    """The premise of trace_mae: a seeded fit's first k steps do not depend on max_iter."""
+    data = _dataset()
+    X_nan = np.where(simulate(data.X, "mcar", 0.3, random_state=0), np.nan, data.X)
+    short = make_imputer("tdm", random_state=0, max_iter=8).fit(X_nan)
+    long = make_imputer("tdm", random_state=0, max_iter=20).fit(X_nan)
+    np.testing.assert_allclose(short.loss_history_, long.loss_history_[:8], rtol=1e-6)
+
+
+def test_trace_mae_scores_each_checkpoint() -> None:
+    """Checkpoints are sorted and deduplicated; the last equals a trial with that max_iter."""
+    data = _dataset()
+    trace = trace_mae(data, "mcar", 0, "ot_ns", [10, 0, 10, 4])
+    assert trace.iterations == (0, 4, 10)
+    trial = run_trial(data, "mcar", 0, "ot_ns", params={"max_iter": 10}, svm_repeats=0)
+    assert trace.mae[-1] == pytest.approx(trial.mae, rel=1e-9)
+    with pytest.raises(ValueError, match="batch-OT"):
+        trace_mae(data, "mcar", 0, "mean", [1])
+
+
+def test_params_hash_is_order_free() -> None:
+    assert params_hash({"a": 1, "b": 2}) == params_hash({"b": 2, "a": 1})
+    assert params_hash(None) == params_hash({}) != params_hash({"max_iter": 20})
+    assert len(params_hash({})) == 16
+
+
+def test_loss_recorder_rejects_a_bad_window() -> None:
+    with pytest.raises(ValueError, match="record_every"):
+        LossRecorder(0)
+
+
+def test_benchmark_fixtures_run_as_trials() -> None:
+    """A pinned earlier default (not a public method) runs through the trial like any method."""
+    result = run_trial(_dataset(), "mcar", 0, "tdm_ice_init", params={"max_iter": 5}, svm_repeats=0)
+    assert result.method == "tdm_ice_init" and result.n_iter == 5
+    assert result.mae > 0
