@@ -36,6 +36,7 @@ from tdm._starts import fit_start
 from tdm._tables import BoundsParam, bounds_arrays, complete_table, fitted_bounds, read_table
 from tdm._validation import (
     MIN_SAMPLES,
+    InvalidParameterError,
     Boolean,
     Interval,
     Options,
@@ -186,6 +187,32 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         if fingerprint(values) == self.fit_fingerprint_:
             return self._complete(X, values, self.X_fit_)
         return self._complete(X, values, self._transform_new(values))
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | None = None) -> Self:
+        """The imputer with ``settings`` (its constructor's parameters by name) validated.
+
+        How a caller that holds settings as data (a config file, environment variables) builds
+        an imputer: every name and value is checked as ``fit`` checks them, before any data is
+        read.
+
+        Raises
+        ------
+        InvalidParameterError
+            (a ``ValueError`` and ``TypeError``) naming an unknown setting, with the known ones,
+            or the first setting outside its constraints.
+        """
+        settings = dict(settings or {})
+        known = cls._get_param_names()
+        unknown = sorted(set(settings) - set(known))
+        if unknown:
+            raise InvalidParameterError(
+                f"{cls.__name__}: unknown setting {unknown[0]!r}; the settings are "
+                f"{', '.join(known)}"
+            )
+        imputer = cls(**settings)
+        validate_params(cls.__name__, settings, cls._PARAMETER_CONSTRAINTS)
+        return imputer
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the fitted imputer to ``path`` (atomically; ``callback`` is not saved)."""

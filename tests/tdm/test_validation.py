@@ -58,3 +58,16 @@ def test_values_inside_a_constraint_pass() -> None:
         },
         CONSTRAINTS,
     )
+
+
+def test_from_settings_validates_every_name_and_value_before_any_data() -> None:
+    """Settings held as data build the imputer, checked as fit checks them; an unknown name is
+    refused with the known ones, an out-of-range value with its constraint."""
+    from tdm import TDMImputer
+
+    assert TDMImputer.from_settings({"max_iter": 5, "network_lr": None}).max_iter == 5
+    assert TDMImputer.from_settings(None).get_params() == TDMImputer().get_params()
+    with pytest.raises(ValueError, match=r"unknown setting 'max_iters'.*max_iter"):
+        TDMImputer.from_settings({"max_iters": 5})
+    with pytest.raises(ValueError, match="max_iter must be a non-negative integer"):
+        TDMImputer.from_settings({"max_iter": -1})
