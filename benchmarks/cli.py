@@ -155,7 +155,7 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
 def grid_settings(args: argparse.Namespace) -> argparse.Namespace:
     """`args` with the grid's unset flags filled: the paper grid's defaults, or with `--mixed`
     the mixed-type grid's (its tables, methods, seeds 0-4 and results file)."""
-    from flows import benchmark as defaults
+    from benchmarks import flow as defaults
 
     filled = argparse.Namespace(**vars(args))
     if getattr(args, "mixed", False):

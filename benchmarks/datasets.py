@@ -94,7 +94,7 @@ def default_data_dir() -> Path | None:
     from_env = os.environ.get(DATASETS_DIR_ENV)
     if from_env:
         return Path(from_env)
-    # tdm/datasets.py -> repository root -> its sibling shared/datasets
+    # benchmarks/datasets.py -> repository root -> its sibling shared/datasets
     candidate = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
     return candidate if candidate.is_dir() else None
 
