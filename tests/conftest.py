@@ -1,4 +1,4 @@
-"""Shared fixtures: a Prefect test harness (opt-in, once per session; its tests are marked
+"""Shared fixtures: one Prefect test server for the whole run (opt-in; its tests are marked
 ``e2e``) and small DuckDB warehouses.
 
 Prefect reads its settings when first imported, so the environment is set here, before any test
@@ -8,14 +8,20 @@ not to start JAX.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
+import httpx
 import numpy as np
 import pandas as pd
 import pytest
@@ -32,6 +38,10 @@ for _name in [name for name in os.environ if name.startswith("TDM_")]:
 
 Snapshot = dict[str, tuple[int, int]]
 
+#: The folder of the run's one Prefect test server (its database, URL, process id, log), made by
+#: the controlling pytest process and inherited by the pytest-xdist workers.
+SERVER_DIR = "TESTS_PREFECT_SERVER_DIR"
+
 
 def auto_device() -> str:
     """The device that ``device="auto"`` (the pipeline's default) resolves to on this machine:
@@ -42,9 +52,12 @@ def auto_device() -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """On pytest-xdist workers (``./dev.sh test``), share the cores between the workers: torch's
-    default of one thread per core in every worker oversubscribes them, and its idle threads spin.
-    """
+    """The controlling process names the folder of the run's one Prefect server (started by the
+    first test that needs it). On pytest-xdist workers (``./dev.sh test``), share the cores
+    between the workers: torch's default of one thread per core in every worker oversubscribes
+    them, and its idle threads spin."""
+    if not hasattr(config, "workerinput"):
+        os.environ[SERVER_DIR] = tempfile.mkdtemp(prefix="tdm-tests-server-")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1:
         import torch
@@ -60,19 +73,85 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controlling process stops the run's Prefect server, if a test started it."""
+    if hasattr(config, "workerinput") or SERVER_DIR not in os.environ:
+        return
+    pid_file = Path(os.environ[SERVER_DIR]) / "pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def shared_prefect_server() -> str:
+    """The API URL of the run's one Prefect server, started by the first caller of any worker
+    (under a file lock) and stopped by the controlling process at the end of the run."""
+    where = Path(os.environ[SERVER_DIR])
+    with open(where / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        url_file = where / "url"
+        if url_file.exists():
+            return url_file.read_text()
+        port = _free_port()
+        log = open(where / "server.log", "w")  # noqa: SIM115  (the server writes it until the end)
+        command = [
+            "uvicorn",
+            "--factory",
+            "prefect.server.api.server:create_app",
+            "--lifespan",
+            "on",
+        ]
+        process = subprocess.Popen(
+            [sys.executable, "-m", *command, "--host", "127.0.0.1", "--port", str(port)],
+            env={
+                **os.environ,
+                "PREFECT_UI_ENABLED": "0",
+                "PREFECT__SERVER_EPHEMERAL": "1",
+                "PREFECT__SERVER_FINAL": "1",
+                "PREFECT_SERVER_DATABASE_CONNECTION_URL": (
+                    f"sqlite+aiosqlite:///{where / 'prefect.db'}"
+                ),
+            },
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # outlives the worker that started it; killed as a group
+        )
+        (where / "pid").write_text(str(process.pid))
+        url = f"http://127.0.0.1:{port}/api"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                break
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    url_file.write_text(url)
+                    return url
+            time.sleep(0.2)
+        raise RuntimeError(
+            f"the Prefect test server did not start: {(where / 'server.log').read_text()}"
+        )
+
+
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
-    """A temporary Prefect server and database for the whole session (15-25 s to start).
+    """This worker's flows run against the run's one Prefect server (started on first use).
 
     Only tests that run flows should ask for it. Flow-run heartbeats are turned off: each flow
     run would otherwise wait up to a second at its end for the heartbeat thread.
     """
-    from prefect.settings import temporary_settings
-    from prefect.testing.utilities import prefect_test_harness
+    import prefect.context
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    url = shared_prefect_server()
     with (
-        prefect_test_harness(server_startup_timeout=120),
-        temporary_settings(updates={"flows.heartbeat_frequency": None}),
+        temporary_settings(updates={PREFECT_API_URL: url, "flows.heartbeat_frequency": None}),
+        prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()),
     ):
         yield
 
