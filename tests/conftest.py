@@ -133,6 +133,8 @@ def shared_prefect_server() -> str:
                     url_file.write_text(url)
                     return url
             time.sleep(0.2)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
         raise RuntimeError(
             f"the Prefect test server did not start: {(where / 'server.log').read_text()}"
         )
