@@ -1,12 +1,12 @@
 """Is the default's lead over the best other method significant? One row per dataset and
 mechanism of the held-out grid.
 
-Run: ``python -m benchmarks.significance [--results CSV ...] [--out FILE]`` (default
-``results/issue19/significance.md``).
+Run: ``python -m benchmarks.significance [--results FILE ...] [--out FILE]`` (defaults:
+``results/heldout/benchmark.csv``, ``results/heldout/significance.md``).
 
-- The default's rows (``tdm``) are read only from the files given with ``--default-from``
-  (those recorded with the current default: issue 17's and issue 19's grids); the earlier
-  versions' ``tdm`` rows of the other files are ignored.
+- Each trial counts once, in its newest library version (as in the report:
+  :func:`benchmarks.report.latest_per_trial`), so the default's rows are the current
+  default's wherever it was run again.
 - The *best other method* of a cell is the non-TDM method (:data:`BASELINES`) with the lowest
   mean MAE on the seeds 3-5 that every method ran (the held-out table's masks).
 - The default and that method are then paired on every seed both ran (seeds 3-7 where
@@ -30,15 +30,11 @@ import pandas as pd
 from scipy import stats
 
 from benchmarks.registry import METHODS
+from benchmarks.report import latest_per_trial
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = (
-    ROOT / "results" / "heldout" / "benchmark.csv",
-    ROOT / "results" / "issue17" / "benchmark.csv",
-    ROOT / "results" / "issue19" / "benchmark.csv",
-)
-DEFAULT_FROM = RESULTS[1:]
-OUT = ROOT / "results" / "issue19" / "significance.md"
+RESULTS = ROOT / "results" / "heldout" / "benchmark.csv"
+OUT = ROOT / "results" / "heldout" / "significance.md"
 ALPHA = 0.05
 P = 0.3
 SELECTION_SEEDS = (3, 4, 5)
@@ -97,34 +93,31 @@ class Cell:
         return "not significant (" + ("lead" if self.difference < 0 else "behind") + ")"
 
 
-def load(paths: Sequence[Path], default_from: Sequence[Path]) -> pd.DataFrame:
-    """Every baseline trial of ``paths`` and the default's trials of ``default_from``, with
-    the methods' own settings (no override) at 30% missing.
+def load(paths: Sequence[Path]) -> pd.DataFrame:
+    """The trials of ``paths`` by the default and the baselines, with the methods' own settings
+    (no override) at 30% missing, each trial in its newest library version.
 
-    A trial recorded in several files (a copy) counts once; two different results for one
-    dataset, mechanism, seed and method are refused.
+    A trial recorded twice in one version (a copy) counts once; two different results for one
+    dataset, mechanism, seed, method and version are refused.
     """
     frames = []
     for path in paths:
-        if not path.exists():
-            continue
         trials = read_trials(path)
-        keep = trials["method"].isin(BASELINES)
-        if any(path.resolve() == p.resolve() for p in default_from):
-            keep |= trials["method"] == "tdm"
+        keep = trials["method"].isin([*BASELINES, "tdm"])
         keep &= (trials["p"] == P) & (trials["params"].astype(str) == "{}")
         frames.append(trials[keep])
     trials = pd.concat(frames, ignore_index=True)
-    key = ["dataset", "mechanism", "seed", "method"]
+    key = ["dataset", "mechanism", "seed", "method", "tdm_version"]
     trials = trials.drop_duplicates([*key, "mae"])
     clashes = trials[trials.duplicated(key, keep=False)]
     if not clashes.empty:
         first = clashes.iloc[0]
         raise ValueError(
-            f"two different results for {first['method']} on {first['dataset']}/"
-            f"{first['mechanism']}/seed {first['seed']} in {[str(p) for p in paths]}"
+            f"two different results for {first['method']} {first['tdm_version']} on "
+            f"{first['dataset']}/{first['mechanism']}/seed {first['seed']} in "
+            f"{[str(p) for p in paths]}"
         )
-    return trials
+    return latest_per_trial(trials).reset_index(drop=True)
 
 
 def cells(trials: pd.DataFrame) -> list[Cell]:
@@ -207,8 +200,7 @@ def report(found: Sequence[Cell], sources: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, nargs="+", default=list(RESULTS))
-    parser.add_argument("--default-from", type=Path, nargs="+", default=list(DEFAULT_FROM))
+    parser.add_argument("--results", type=Path, nargs="+", default=[RESULTS])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     sources = []
@@ -217,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sources.append(str(path.resolve().relative_to(ROOT)))
         except ValueError:
             sources.append(str(path))
-    text = report(cells(load(args.results, args.default_from)), sources)
+    text = report(cells(load(args.results)), sources)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)
