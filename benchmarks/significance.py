@@ -14,6 +14,9 @@ Run: ``python -m benchmarks.significance [--results FILE ...] [--out FILE]`` (de
   *significant lead* when the default's mean is lower and the one-sided p-value (H1: the
   default's MAE is lower) is below 0.05, *significantly behind* for the mirror case, otherwise
   *not significant*. A cell with fewer than 5 pairs says so.
+- Over the whole grid (:func:`grid_means`): per mechanism, the mean over its datasets of each
+  method's mean MAE on seeds 3-5, for the methods that ran every cell, and their median fit
+  seconds on the small tables (the grid's default datasets) and on the others.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from benchmarks.flow import DEFAULT_DATASETS
 from benchmarks.registry import METHODS
 from benchmarks.report import latest_per_trial
 
@@ -158,8 +162,32 @@ def cells(trials: pd.DataFrame) -> list[Cell]:
     return out
 
 
-def report(found: Sequence[Cell], sources: Sequence[str]) -> str:
-    """The markdown table and the per-mechanism counts."""
+def grid_means(trials: pd.DataFrame) -> pd.DataFrame:
+    """Rows: each mechanism's mean MAE over its datasets (seeds 3-5), then the median fit
+    seconds on the small tables and on the others; columns: the default and every baseline
+    that ran all the cells of the default (``tdm`` first)."""
+    trials = trials[trials["seed"].isin(SELECTION_SEEDS)]
+    grid = set(map(tuple, trials.loc[trials["method"] == "tdm", ["dataset", "mechanism"]].values))
+    ran = trials.groupby("method")[["dataset", "mechanism"]].apply(
+        lambda g: set(map(tuple, g.values))
+    )
+    methods = ["tdm", *sorted(m for m in ran.index if m != "tdm" and grid <= ran[m])]
+    per_cell = trials[trials["method"].isin(methods)].groupby(["mechanism", "dataset", "method"])
+    mae = per_cell["mae"].mean().groupby(["mechanism", "method"]).mean().unstack("method")
+    rows = {}
+    for mechanism in MECHANISMS:
+        if mechanism in mae.index:
+            count = sum(m == mechanism for _, m in grid)
+            rows[f"{mechanism.upper()} ({count} datasets)"] = mae.loc[mechanism]
+    small = trials["dataset"].isin(DEFAULT_DATASETS)
+    for label, part in (("small tables", small), ("large tables", ~small)):
+        seconds = trials[part & trials["method"].isin(methods)].groupby("method")["fit_seconds"]
+        rows[f"median fit s, {label}"] = seconds.median()
+    return pd.DataFrame(rows).T[methods]
+
+
+def report(found: Sequence[Cell], sources: Sequence[str], means: pd.DataFrame) -> str:
+    """The markdown tables and the per-mechanism counts."""
     lines = [
         "# Is the default's lead over the best other method significant?",
         "",
@@ -195,6 +223,21 @@ def report(found: Sequence[Cell], sources: Sequence[str]) -> str:
             f"- {mechanism.upper()}: {len(group)} datasets, {len(full)} with {FULL} paired "
             f"seeds; of those, a significant lead on {wins}, significantly behind on {behind}."
         )
+    lines += [
+        "",
+        "## Over the grid",
+        "",
+        "Mean over each mechanism's datasets of the mean MAE on seeds 3-5, for the methods that "
+        "ran every cell; median fit seconds over their trials on seeds 3-5 (small tables: "
+        + ", ".join(DEFAULT_DATASETS)
+        + "; measured on 2 shared cores, so indicative only).",
+        "",
+        "| | " + " | ".join(means.columns) + " |",
+        "|---|" + "---|" * len(means.columns),
+    ]
+    for label, row in means.iterrows():
+        digits = 3 if str(label).endswith("datasets)") else 1
+        lines.append(f"| {label} | " + " | ".join(f"{v:.{digits}f}" for v in row) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -209,7 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sources.append(str(path.resolve().relative_to(ROOT)))
         except ValueError:
             sources.append(str(path))
-    text = report(cells(load(args.results)), sources)
+    trials = load(args.results)
+    text = report(cells(trials), sources, grid_means(trials))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)
