@@ -16,7 +16,7 @@ Run: ``python -m benchmarks.significance [--results FILE ...] [--out FILE]`` (de
   *not significant*. A cell with fewer than 5 pairs says so.
 - Over the whole grid (:func:`grid_means`): per mechanism, the mean over its datasets of each
   method's mean MAE on seeds 3-5, for the methods that ran every cell, and their median fit
-  seconds on the small tables (the grid's default datasets) and on the others.
+  seconds on the small tables (fewer than 1,000 rows) and on the others.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from benchmarks.flow import DEFAULT_DATASETS
+from benchmarks.datasets import DATASETS
 from benchmarks.registry import METHODS
 from benchmarks.report import latest_per_trial
 
@@ -49,6 +49,8 @@ BASELINES = tuple(
     m for m in METHODS if m not in {"tdm", "tdm_paper", "mode", "missforest_mixed", "miceforest"}
 )
 MECHANISMS = ("mcar", "mar", "mnarl", "mnarq")
+#: The five datasets of fewer than 1,000 rows (:data:`DATASETS` lists the smallest first).
+SMALL_TABLES = DATASETS[:5]
 
 
 def read_trials(path: Path) -> pd.DataFrame:
@@ -179,7 +181,7 @@ def grid_means(trials: pd.DataFrame) -> pd.DataFrame:
         if mechanism in mae.index:
             count = sum(m == mechanism for _, m in grid)
             rows[f"{mechanism.upper()} ({count} datasets)"] = mae.loc[mechanism]
-    small = trials["dataset"].isin(DEFAULT_DATASETS)
+    small = trials["dataset"].isin(SMALL_TABLES)
     for label, part in (("small tables", small), ("large tables", ~small)):
         seconds = trials[part & trials["method"].isin(methods)].groupby("method")["fit_seconds"]
         rows[f"median fit s, {label}"] = seconds.median()
@@ -229,7 +231,7 @@ def report(found: Sequence[Cell], sources: Sequence[str], means: pd.DataFrame) -
         "",
         "Mean over each mechanism's datasets of the mean MAE on seeds 3-5, for the methods that "
         "ran every cell; median fit seconds over their trials on seeds 3-5 (small tables: "
-        + ", ".join(DEFAULT_DATASETS)
+        + ", ".join(SMALL_TABLES)
         + "; measured on 2 shared cores, so indicative only).",
         "",
         "| | " + " | ".join(means.columns) + " |",
