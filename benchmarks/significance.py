@@ -1,12 +1,12 @@
 """Is the default's lead over the best other method significant? One row per dataset and
 mechanism of the held-out grid.
 
-Run: ``python -m benchmarks.significance [--results CSV ...] [--out FILE]`` (default
-``results/issue19/significance.md``).
+Run: ``python -m benchmarks.significance [--results FILE ...] [--out FILE]`` (defaults:
+``results/heldout/benchmark.csv``, ``results/heldout/significance.md``).
 
-- The default's rows (``tdm``) are read only from the files given with ``--default-from``
-  (those recorded with the current default: issue 17's and issue 19's grids); the earlier
-  versions' ``tdm`` rows of the other files are ignored.
+- Each trial counts once, in its newest library version (as in the report:
+  :func:`benchmarks.report.latest_per_trial`), so the default's rows are the current
+  default's wherever it was run again.
 - The *best other method* of a cell is the non-TDM method (:data:`BASELINES`) with the lowest
   mean MAE on the seeds 3-5 that every method ran (the held-out table's masks).
 - The default and that method are then paired on every seed both ran (seeds 3-7 where
@@ -14,6 +14,9 @@ Run: ``python -m benchmarks.significance [--results CSV ...] [--out FILE]`` (def
   *significant lead* when the default's mean is lower and the one-sided p-value (H1: the
   default's MAE is lower) is below 0.05, *significantly behind* for the mirror case, otherwise
   *not significant*. A cell with fewer than 5 pairs says so.
+- Over the whole grid (:func:`grid_means`): per mechanism, the mean over its datasets of each
+  method's mean MAE on seeds 3-5, for the methods that ran every cell, and their median fit
+  seconds on the small tables (fewer than 1,000 rows) and on the others.
 """
 
 from __future__ import annotations
@@ -29,16 +32,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from benchmarks.datasets import DATASETS
 from benchmarks.registry import METHODS
+from benchmarks.report import latest_per_trial
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = (
-    ROOT / "results" / "heldout" / "benchmark.csv",
-    ROOT / "results" / "issue17" / "benchmark.csv",
-    ROOT / "results" / "issue19" / "benchmark.csv",
-)
-DEFAULT_FROM = RESULTS[1:]
-OUT = ROOT / "results" / "issue19" / "significance.md"
+RESULTS = ROOT / "results" / "heldout" / "benchmark.csv"
+OUT = ROOT / "results" / "heldout" / "significance.md"
 ALPHA = 0.05
 P = 0.3
 SELECTION_SEEDS = (3, 4, 5)
@@ -49,6 +49,8 @@ BASELINES = tuple(
     m for m in METHODS if m not in {"tdm", "tdm_paper", "mode", "missforest_mixed", "miceforest"}
 )
 MECHANISMS = ("mcar", "mar", "mnarl", "mnarq")
+#: The five datasets of fewer than 1,000 rows (:data:`DATASETS` lists the smallest first).
+SMALL_TABLES = DATASETS[:5]
 
 
 def read_trials(path: Path) -> pd.DataFrame:
@@ -97,34 +99,31 @@ class Cell:
         return "not significant (" + ("lead" if self.difference < 0 else "behind") + ")"
 
 
-def load(paths: Sequence[Path], default_from: Sequence[Path]) -> pd.DataFrame:
-    """Every baseline trial of ``paths`` and the default's trials of ``default_from``, with
-    the methods' own settings (no override) at 30% missing.
+def load(paths: Sequence[Path]) -> pd.DataFrame:
+    """The trials of ``paths`` by the default and the baselines, with the methods' own settings
+    (no override) at 30% missing, each trial in its newest library version.
 
-    A trial recorded in several files (a copy) counts once; two different results for one
-    dataset, mechanism, seed and method are refused.
+    A trial recorded twice in one version (a copy) counts once; two different results for one
+    dataset, mechanism, seed, method and version are refused.
     """
     frames = []
     for path in paths:
-        if not path.exists():
-            continue
         trials = read_trials(path)
-        keep = trials["method"].isin(BASELINES)
-        if any(path.resolve() == p.resolve() for p in default_from):
-            keep |= trials["method"] == "tdm"
+        keep = trials["method"].isin([*BASELINES, "tdm"])
         keep &= (trials["p"] == P) & (trials["params"].astype(str) == "{}")
         frames.append(trials[keep])
     trials = pd.concat(frames, ignore_index=True)
-    key = ["dataset", "mechanism", "seed", "method"]
+    key = ["dataset", "mechanism", "seed", "method", "tdm_version"]
     trials = trials.drop_duplicates([*key, "mae"])
     clashes = trials[trials.duplicated(key, keep=False)]
     if not clashes.empty:
         first = clashes.iloc[0]
         raise ValueError(
-            f"two different results for {first['method']} on {first['dataset']}/"
-            f"{first['mechanism']}/seed {first['seed']} in {[str(p) for p in paths]}"
+            f"two different results for {first['method']} {first['tdm_version']} on "
+            f"{first['dataset']}/{first['mechanism']}/seed {first['seed']} in "
+            f"{[str(p) for p in paths]}"
         )
-    return trials
+    return latest_per_trial(trials).reset_index(drop=True)
 
 
 def cells(trials: pd.DataFrame) -> list[Cell]:
@@ -165,8 +164,32 @@ def cells(trials: pd.DataFrame) -> list[Cell]:
     return out
 
 
-def report(found: Sequence[Cell], sources: Sequence[str]) -> str:
-    """The markdown table and the per-mechanism counts."""
+def grid_means(trials: pd.DataFrame) -> pd.DataFrame:
+    """Rows: each mechanism's mean MAE over its datasets (seeds 3-5), then the median fit
+    seconds on the small tables and on the others; columns: the default and every baseline
+    that ran all the cells of the default (``tdm`` first)."""
+    trials = trials[trials["seed"].isin(SELECTION_SEEDS)]
+    grid = set(map(tuple, trials.loc[trials["method"] == "tdm", ["dataset", "mechanism"]].values))
+    ran = trials.groupby("method")[["dataset", "mechanism"]].apply(
+        lambda g: set(map(tuple, g.values))
+    )
+    methods = ["tdm", *sorted(m for m in ran.index if m != "tdm" and grid <= ran[m])]
+    per_cell = trials[trials["method"].isin(methods)].groupby(["mechanism", "dataset", "method"])
+    mae = per_cell["mae"].mean().groupby(["mechanism", "method"]).mean().unstack("method")
+    rows = {}
+    for mechanism in MECHANISMS:
+        if mechanism in mae.index:
+            count = sum(m == mechanism for _, m in grid)
+            rows[f"{mechanism.upper()} ({count} datasets)"] = mae.loc[mechanism]
+    small = trials["dataset"].isin(SMALL_TABLES)
+    for label, part in (("small tables", small), ("large tables", ~small)):
+        seconds = trials[part & trials["method"].isin(methods)].groupby("method")["fit_seconds"]
+        rows[f"median fit s, {label}"] = seconds.median()
+    return pd.DataFrame(rows).T[methods]
+
+
+def report(found: Sequence[Cell], sources: Sequence[str], means: pd.DataFrame) -> str:
+    """The markdown tables and the per-mechanism counts."""
     lines = [
         "# Is the default's lead over the best other method significant?",
         "",
@@ -202,13 +225,27 @@ def report(found: Sequence[Cell], sources: Sequence[str]) -> str:
             f"- {mechanism.upper()}: {len(group)} datasets, {len(full)} with {FULL} paired "
             f"seeds; of those, a significant lead on {wins}, significantly behind on {behind}."
         )
+    lines += [
+        "",
+        "## Over the grid",
+        "",
+        "Mean over each mechanism's datasets of the mean MAE on seeds 3-5, for the methods that "
+        "ran every cell; median fit seconds over their trials on seeds 3-5 (small tables: "
+        + ", ".join(SMALL_TABLES)
+        + "; measured on 2 shared cores, so indicative only).",
+        "",
+        "| | " + " | ".join(means.columns) + " |",
+        "|---|" + "---|" * len(means.columns),
+    ]
+    for label, row in means.iterrows():
+        digits = 3 if str(label).endswith("datasets)") else 1
+        lines.append(f"| {label} | " + " | ".join(f"{v:.{digits}f}" for v in row) + " |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, nargs="+", default=list(RESULTS))
-    parser.add_argument("--default-from", type=Path, nargs="+", default=list(DEFAULT_FROM))
+    parser.add_argument("--results", type=Path, nargs="+", default=[RESULTS])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     sources = []
@@ -217,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sources.append(str(path.resolve().relative_to(ROOT)))
         except ValueError:
             sources.append(str(path))
-    text = report(cells(load(args.results, args.default_from)), sources)
+    trials = load(args.results)
+    text = report(cells(trials), sources, grid_means(trials))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

@@ -1,4 +1,5 @@
-"""benchmarks.significance: the best other method, the paired verdict and refused records."""
+"""benchmarks.significance: the best other method, the paired verdict, the newest version of a
+trial and refused records."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.significance import cells, load
+from benchmarks.significance import cells, grid_means, load
 
 
-def _rows(method: str, maes: dict[int, float], dataset: str = "glass") -> list[dict]:
+def _rows(
+    method: str, maes: dict[int, float], dataset: str = "glass", version: str = "0.10.0"
+) -> list[dict]:
     return [
         {
             "dataset": dataset,
@@ -19,11 +22,28 @@ def _rows(method: str, maes: dict[int, float], dataset: str = "glass") -> list[d
             "seed": seed,
             "method": method,
             "p": 0.3,
+            "params_hash": "44136fa355b3678a",
             "params": "{}",
             "mae": mae,
+            "tdm_version": version,
         }
         for seed, mae in maes.items()
     ]
+
+
+def test_grid_means_average_the_datasets_of_the_methods_that_ran_every_cell() -> None:
+    trials = pd.DataFrame(
+        _rows("tdm", {3: 0.40, 4: 0.40, 5: 0.40, 6: 0.10}, dataset="glass")  # seed 6 left out
+        + _rows("tdm", {3: 0.20, 4: 0.20, 5: 0.20}, dataset="letter")
+        + _rows("missforest", {3: 0.50, 4: 0.50, 5: 0.50}, dataset="glass")
+        + _rows("missforest", {3: 0.30, 4: 0.30, 5: 0.30}, dataset="letter")
+        + _rows("ice", {3: 0.45, 4: 0.45, 5: 0.45}, dataset="glass")  # not run on letter
+    ).assign(fit_seconds=lambda t: t["dataset"].map({"glass": 2.0, "letter": 100.0}))
+    means = grid_means(trials)
+    assert list(means.columns) == ["tdm", "missforest"]
+    np.testing.assert_allclose(means.loc["MCAR (2 datasets)"], [0.30, 0.40])
+    np.testing.assert_allclose(means.loc["median fit s, small tables"], [2.0, 2.0])
+    np.testing.assert_allclose(means.loc["median fit s, large tables"], [100.0, 100.0])
 
 
 def test_best_other_is_chosen_on_seeds_3_to_5_and_tested_on_every_shared_seed() -> None:
@@ -52,13 +72,27 @@ def test_verdicts() -> None:
     assert cells(same)[0].verdict() == "tie"
 
 
+def test_each_trial_counts_once_in_its_newest_version(tmp_path: Path) -> None:
+    path = tmp_path / "benchmark.csv"
+    pd.DataFrame(
+        _rows("tdm", {3: 0.40, 4: 0.41}, version="0.10.0")
+        + _rows("tdm", {3: 0.50, 4: 0.50, 5: 0.50}, version="0.4.0")
+        + _rows("missforest", {3: 0.45, 4: 0.46, 5: 0.44}, version="0.1.0")
+    ).to_csv(path, index=False)
+    trials = load([path])
+    default = trials[trials["method"] == "tdm"].set_index("seed")
+    assert len(default) == 3
+    assert default["mae"].to_dict() == {3: 0.40, 4: 0.41, 5: 0.50}  # seed 5 not run again
+    assert (trials["method"] == "missforest").sum() == 3
+
+
 def test_clashing_and_incomplete_records_are_refused(tmp_path: Path) -> None:
     first, second = tmp_path / "a.csv", tmp_path / "b.csv"
     pd.DataFrame(_rows("missforest", {3: 0.45, 4: 0.46, 5: 0.44})).to_csv(first, index=False)
     pd.DataFrame(_rows("missforest", {3: 0.50})).to_csv(second, index=False)
-    assert len(load([first, first], default_from=[])) == 3  # the same trial twice counts once
-    with pytest.raises(ValueError, match="two different results for missforest"):
-        load([first, second], default_from=[])
+    assert len(load([first, first])) == 3  # the same trial twice counts once
+    with pytest.raises(ValueError, match=r"two different results for missforest 0\.10\.0"):
+        load([first, second])
     partial = pd.DataFrame(_rows("tdm", {3: 0.4, 4: 0.4, 5: 0.4}) + _rows("ice", {3: 0.5, 4: 0.5}))
     with pytest.raises(ValueError, match=r"\['ice'\] lack some of seeds"):
         cells(partial)
