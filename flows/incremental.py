@@ -168,7 +168,7 @@ def impute_incremental(
             outcome=model.fitted.outcome if model.fitted else None,
             quality=quality,
             seed=options.seed,
-            hyperparameters=options.params.model_dump(),
+            hyperparameters=dict(options.imputer),
             model=ModelUse(
                 version=model.version,
                 rows_new=len(new.frame),

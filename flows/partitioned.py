@@ -30,6 +30,7 @@ from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.cells import add_checks
 from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
+from tasks.imputer_settings import imputer_device
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import SourceTable
 from tasks.partitions import (
@@ -142,7 +143,7 @@ def impute_partitioned(
             outcome=outcome,
             quality=add_checks(merge_reports(reports), write.checks),
             seed=options.seed,
-            hyperparameters=options.params.model_dump(),
+            hyperparameters=dict(options.imputer),
         )
         log_type_notes(plan.target_table, write.checks)
         written = write.commit(sample, lineage)
@@ -229,7 +230,7 @@ def _sample(
 
 def gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:
     """The `gpu` concurrency tag, for a run on a GPU (asked for, or Dask `GPU` resources)."""
-    return [GPU_TAG] if settings.dask_gpu or uses_gpu(options.params.device) else []
+    return [GPU_TAG] if settings.dask_gpu or uses_gpu(imputer_device(options.imputer)) else []
 
 
 def fit_on_runner(
@@ -246,7 +247,7 @@ def fit_on_runner(
     task = for_table(fit_model, table, db_path, tags=gpu_tags(options, settings))
     parameters = {
         "frame": scaled.frame,
-        "params": options.params,
+        "settings": options.imputer,
         "seed": options.seed,
         "table": table,
         "bounds": scaled.bounds,

@@ -24,7 +24,6 @@ from tasks.artifacts import publish_run_report
 from tasks.frames import as_value_frame
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import SourceTable, load_table
-from tasks.params import ImputerParams
 from tasks.quality import check_quality
 from tasks.results import ImputationOutcome, ImputeTableResult, WriteResult
 from tasks.scaling import Standardised, inverse_scale, standardise
@@ -68,9 +67,10 @@ class TableRequest:
 
 @dataclass(frozen=True)
 class ImputeOptions:
-    """How a table is imputed and checked, and when its run started (for the lineage row)."""
+    """How a table is imputed and checked, and when its run started (for the lineage row);
+    `imputer`: the imputer's settings, validated (`tasks.imputer_settings`)."""
 
-    params: ImputerParams
+    imputer: dict[str, Any]
     seed: int
     range_factor: float
     started: datetime
@@ -178,7 +178,7 @@ def finish_table(
         outcome=outcome,
         quality=quality,
         seed=options.seed,
-        hyperparameters=options.params.model_dump(),
+        hyperparameters=dict(options.imputer),
     )
     written = clock(
         "write-back", for_table(write_back, table, db_path), source, plan, imputed, lineage

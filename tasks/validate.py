@@ -24,8 +24,13 @@ from tasks.bounds import ColumnBounds, table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import as_float_frame, observed_labels
 from tasks.load import SourceTable
-from tasks.names import RESERVED_PREFIX, is_reserved, parse_table_name, same_table
-from tasks.params import DEFAULT_TARGET_SUFFIX
+from tasks.names import (
+    DEFAULT_TARGET_SUFFIX,
+    RESERVED_PREFIX,
+    is_reserved,
+    parse_table_name,
+    same_table,
+)
 from tasks.warehouse import BOOLEAN, CATEGORICAL, FLOAT, TableInfo
 
 __all__ = [

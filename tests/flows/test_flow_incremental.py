@@ -14,13 +14,12 @@ import pytest
 import torch
 
 from flows.impute_table import impute_table
-from tasks.params import ImputerParams
 from tests.conftest import build_readings
 from tests.tables import column_types
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
-FAST = ImputerParams(max_iter=15)
+FAST = {"max_iter": 15}
 NUMERIC = ["temperature", "pressure", "humidity", "visits"]
 
 
@@ -294,7 +293,7 @@ def test_new_rows_are_imputed_in_partitions_on_a_dask_cluster_as_on_threads(
     numbers bit for bit (same model, same partitions), on the CPU and on CUDA."""
     import shutil
 
-    on_device = ImputerParams(max_iter=15, device=device)
+    on_device = {"max_iter": 15, "device": device}
     _run(warehouse, imputer=on_device)
     _append_rows(warehouse, 81, 30, seed=5)
     copy = tmp_path / "copy.duckdb"
