@@ -41,7 +41,7 @@ from tasks.artifacts import publish_run_report
 from tasks.drift import DriftReport, measure_drift, profile_columns
 from tasks.errors import PipelineInputError
 from tasks.impute import impute_partition
-from tasks.increments import AppendWrite, NewRows, check_watermark, read_new_rows
+from tasks.increments import NewRows, check_watermark, read_new_rows
 from tasks.lineage import LineageRecord, ModelUse, current_run
 from tasks.models import (
     ModelFolder,
@@ -58,6 +58,7 @@ from tasks.results import FittedModel, ImputeTableResult
 from tasks.scaling import Scaling, apply_scaling, inverse_scale, standardise
 from tasks.targets import check_target_table
 from tasks.warehouse import connect
+from tasks.write import TableWriter, WriteMode
 
 __all__ = ["IncrementalRequest", "impute_incremental"]
 
@@ -189,9 +190,8 @@ def impute_incremental(
             return result
         clock = time.perf_counter()
         folder = ModelFolder.beside(db_path, settings.model_dir) if settings.model_dir else None
-        written, lineage = AppendWrite(con, db_path, replace=rewrite, folder=folder).commit(
-            part_plan, source, new, imputed, lineage, model.stored, model.version
-        )
+        writer = TableWriter(db_path, WriteMode.APPEND, con=con, replace=rewrite, folder=folder)
+        written, lineage = writer.commit(lineage, imputed, model=model.stored)
         seconds["write"] = time.perf_counter() - clock
     logger.info("%s", describe_increment(lineage), extra={OUTCOME: True})
     result = table_result(written, lineage, seconds)

@@ -3,7 +3,7 @@ fit, read back by incremental runs; with a `ModelFolder` the save files go to a 
 table keeps their path and digest.
 
 A model is stored in the transaction of the run that fitted it (`insert_model`); a file written
-to a folder by a transaction that then fails is removed (`AppendWrite`). Reading it back
+to a folder by a transaction that then fails is removed (`tasks.write`). Reading it back
 (`load_model`) checks the file's digest, the library's save format, and that it was fitted on
 the columns, key and column kinds the run has now; any problem is a `StoredModelError` naming
 the table, the version and the problem, which the run reports before it refits.
