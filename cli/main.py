@@ -390,7 +390,7 @@ def _run_warehouse(args: argparse.Namespace) -> int:
 
 
 def _print_result(result: Any) -> None:
-    from cli.models import describe_increment
+    from flows.incremental import describe_increment
     from flows.steps import DRY_RUN, describe_dry_run
 
     if result.status == DRY_RUN:

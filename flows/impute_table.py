@@ -167,9 +167,14 @@ def _impute_table(
     if incremental is not None:
         with task_runner(settings) as runner:
             return impute_incremental(
-                db, request, options, incremental, settings=settings, runner=runner,
+                db,
+                request,
+                options,
+                incremental,
+                settings=settings,
+                runner=runner,
                 dry_run=dry_run,
-            )  # fmt: skip
+            )
     rows = count_rows_to_partition(db, source_table, settings)
     if rows is not None:
         if replace_source:
@@ -191,8 +196,11 @@ def _impute_table(
     if prepared.scaled is not None:
         logger.info(
             "Imputing %d cells in %d columns of %r (%d rows)",
-            plan.n_missing, len(plan.columns), plan.source_table, plan.n_rows,
-        )  # fmt: skip
+            plan.n_missing,
+            len(plan.columns),
+            plan.source_table,
+            plan.n_rows,
+        )
         task = for_table(impute_task_for(params), plan.source_table, db)
         outcome = task(
             prepared.scaled.frame,

@@ -96,8 +96,11 @@ def impute_partitioned(
         seconds["load-and-validate"] = time.perf_counter() - clock
         logger.info(
             "Table %r has %d rows: fitting on a sample of %d, then imputing %d partitions",
-            plan.source_table, plan.n_rows, len(sample.frame), len(profile.bounds),
-        )  # fmt: skip
+            plan.source_table,
+            plan.n_rows,
+            len(sample.frame),
+            len(profile.bounds),
+        )
         log_plan(plan)
         fitted = fit_on_runner(
             db_path, request.source_table, options, scaled, settings=settings, runner=runner

@@ -43,11 +43,20 @@ __all__ = [
 # DuckDB's numeric types; DECIMAL(p, s) is matched by prefix. BOOLEAN is not numeric here.
 _NUMERIC_TYPES = frozenset(
     {
-        "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
-        "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
-        "FLOAT", "DOUBLE",
+        "TINYINT",
+        "SMALLINT",
+        "INTEGER",
+        "BIGINT",
+        "HUGEINT",
+        "UTINYINT",
+        "USMALLINT",
+        "UINTEGER",
+        "UBIGINT",
+        "UHUGEINT",
+        "FLOAT",
+        "DOUBLE",
     }
-)  # fmt: skip
+)
 _INTEGER_TYPES = _NUMERIC_TYPES - {"FLOAT", "DOUBLE"}
 
 # The kinds of column the pipeline imputes (`column_kind`), named as the library names them.
