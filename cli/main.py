@@ -13,10 +13,9 @@ from typing import Any
 
 from cli.arguments import (
     EXIT_USAGE,
-    add_columns_flag,
+    add_column_flags,
     add_incremental_flags,
     add_key_flag,
-    add_pass_through_flag,
     add_replace_target_flag,
     add_torch_threads_flag,
     limit_torch_threads,
@@ -100,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     impute.add_argument("--db", type=Path, help="DuckDB file [env TDM_DB_PATH; warehouse.duckdb]")
     impute.add_argument("--table", required=True, help="source table")
     impute.add_argument("--target", help="target table [SOURCE + TDM_TARGET_SUFFIX (_imputed)]")
-    add_columns_flag(impute)
+    add_column_flags(impute)
     impute.add_argument(
         "--column",
         dest="columns",
@@ -108,7 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="one column to impute, taken verbatim (for names with commas); repeatable",
     )
-    add_pass_through_flag(impute)
     add_key_flag(impute)
     impute.add_argument(
         "--replace-source",
