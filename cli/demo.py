@@ -9,7 +9,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from tasks.warehouse import columns_sql, quote_identifier, register_frame
+from tasks.warehouse.tables import columns_sql, quote_identifier, register_frame
 
 __all__ = [
     "DEMO_DB_PATH",

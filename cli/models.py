@@ -36,8 +36,8 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:
 def _run_models(args: argparse.Namespace) -> int:
     from flows.settings import PipelineSettings
     from tasks.errors import PipelineInputError
-    from tasks.models import drop_models, list_models
-    from tasks.warehouse import connect
+    from tasks.warehouse.models import drop_models, list_models
+    from tasks.warehouse.tables import connect
 
     db = args.db if args.db is not None else PipelineSettings().db_path
     with connect(db, read_only=args.action != "drop") as con:

@@ -1,15 +1,15 @@
 """Incremental runs of a table: a stored model per target, new rows imputed with it.
 
-The first run fits a model (on the whole table, or a sample of `max_fit_rows` rows), imputes
-every row, creates the target and stores the model as version 1 in `tdm_models`, in one
-transaction. A later run reads only the rows the target does not hold yet (`tasks.increments`),
-measures their drift against the model's fit data, and imputes them with the stored model's
-`transform` (network fixed); rows imputed before are never rewritten. A model is refitted, and
-stored as a new version, when asked, when it is older than `refit_every_days`, when the new rows
-drift past a threshold (`on_drift="refit"`), or when the stored model cannot be used (corrupt,
-saved by an unreadable library version, fitted on other columns): the reason is logged and
-recorded in the lineage row. After a refit the new rows are imputed with the new model; the old
-ones keep their values unless `rewrite_on_refit`, which replaces the target whole.
+The first run fits a model (on the whole table, or a sample of `max_fit_rows` rows), imputes every
+row, creates the target and stores the model as version 1 in `tdm_models`, in one transaction. A
+later run reads only the rows the target does not hold yet (`tasks.warehouse.increments`), measures
+their drift against the model's fit data, and imputes them with the stored model's `transform`
+(network fixed); rows imputed before are never rewritten. A model is refitted, and stored as a new
+version, when asked, when it is older than `refit_every_days`, when the new rows drift past a
+threshold (`on_drift="refit"`), or when the stored model cannot be used (corrupt, saved by an
+unreadable library version, fitted on other columns): the reason is logged and recorded in the
+lineage row. After a refit the new rows are imputed with the new model; the old ones keep their
+values unless `rewrite_on_refit`, which replaces the target whole.
 """
 
 from __future__ import annotations
@@ -37,14 +37,19 @@ from flows.steps import (
     model_fields,
     table_result,
 )
-from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.drift import DriftReport, measure_drift, profile_columns
 from tasks.errors import PipelineInputError
 from tasks.impute import impute_partition
-from tasks.increments import NewRows, check_watermark, read_new_rows
 from tasks.lineage import LineageRecord, ModelUse, current_run
-from tasks.models import (
+from tasks.partitions import TableProfile, read_partition, read_sample
+from tasks.quality import QualityReport, check_quality
+from tasks.results import FittedModel, ImputeTableResult
+from tasks.scaling import Scaling, apply_scaling, inverse_scale, standardise
+from tasks.targets import check_target_table
+from tasks.warehouse.access import check_writable
+from tasks.warehouse.increments import NewRows, check_watermark, read_new_rows
+from tasks.warehouse.models import (
     ModelFolder,
     ModelInfo,
     NewModel,
@@ -53,12 +58,7 @@ from tasks.models import (
     load_model,
     pack_imputer,
 )
-from tasks.partitions import TableProfile, read_partition, read_sample
-from tasks.quality import QualityReport, check_quality
-from tasks.results import FittedModel, ImputeTableResult
-from tasks.scaling import Scaling, apply_scaling, inverse_scale, standardise
-from tasks.targets import check_target_table
-from tasks.warehouse import connect
+from tasks.warehouse.tables import connect
 from tasks.write import TableWriter, WriteMode
 
 __all__ = ["IncrementalRequest", "describe_increment", "impute_incremental"]

@@ -26,7 +26,6 @@ from flows.runners import gpu_annotation, runner_width
 from flows.runs import for_table
 from flows.settings import PipelineSettings
 from flows.steps import ImputeOptions, TableRequest, dry_run_result, log_plan, table_result
-from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
 from tasks.imputer_settings import imputer_device
@@ -44,7 +43,8 @@ from tasks.results import FittedModel, ImputationOutcome, ImputeTableResult
 from tasks.scaling import Standardised, apply_scaling, inverse_scale, standardise
 from tasks.targets import check_target_table
 from tasks.validate import validate_input
-from tasks.warehouse import connect
+from tasks.warehouse.access import check_writable
+from tasks.warehouse.tables import connect
 from tasks.write import TableWriter, WriteMode
 
 __all__ = [

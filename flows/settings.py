@@ -9,7 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.expectations import RANGE_FACTOR
-from tasks.names import DEFAULT_TARGET_SUFFIX
+from tasks.warehouse.names import DEFAULT_TARGET_SUFFIX
 
 __all__ = ["PipelineSettings"]
 

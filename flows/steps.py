@@ -19,7 +19,6 @@ from typing import Any, ParamSpec, TypeVar
 from prefect import get_run_logger
 
 from flows.runs import for_table
-from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.frames import as_value_frame
 from tasks.lineage import LineageRecord, current_run
@@ -29,6 +28,7 @@ from tasks.results import ImputationOutcome, ImputeTableResult, WriteResult
 from tasks.scaling import Standardised, inverse_scale, standardise
 from tasks.targets import check_target_writable
 from tasks.validate import ImputationPlan, plan_notes, validate_input
+from tasks.warehouse.access import check_writable
 from tasks.write import write_back
 
 __all__ = [

@@ -10,8 +10,8 @@ scale for DECIMAL, the number in single or double precision for FLOAT and DOUBLE
 compares them); a strict inequality (`x > 0`) moves one step further, so that the bound itself
 satisfies it.
 
-The CHECK constraints are read by `tasks.constraints` (simple forms only); the others are not
-used for bounds (`TableBounds.ignored_checks`, named in the run's log), and an imputed value
+The CHECK constraints are read by `tasks.warehouse.constraints` (simple forms only); the others are
+not used for bounds (`TableBounds.ignored_checks`, named in the run's log), and an imputed value
 that breaks one is refused when written in place.
 """
 
@@ -25,9 +25,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 
 import numpy as np
 
-from tasks.constraints import CheckBounds, parse_checks
 from tasks.errors import PipelineInputError, setting
-from tasks.warehouse import INTEGER, ColumnInfo, TableInfo, column_kind
+from tasks.warehouse.constraints import CheckBounds, parse_checks
+from tasks.warehouse.tables import INTEGER, ColumnInfo, TableInfo, column_kind
 
 __all__ = [
     "CONFIG",

@@ -32,7 +32,7 @@ from tasks.validate import (
     resolve_columns,
     resolve_pass_through,
 )
-from tasks.warehouse import (
+from tasks.warehouse.tables import (
     BOOLEAN,
     CATEGORICAL,
     Fingerprint,

@@ -19,7 +19,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.frames import as_float_frame, as_labels
-from tasks.warehouse import BOOLEAN, FLOAT, INTEGER
+from tasks.warehouse.tables import BOOLEAN, FLOAT, INTEGER
 
 if TYPE_CHECKING:
     from tdm.scaling import ColumnScaling

@@ -24,14 +24,14 @@ from tasks.bounds import ColumnBounds, table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import as_float_frame, observed_labels
 from tasks.load import SourceTable
-from tasks.names import (
+from tasks.warehouse.names import (
     DEFAULT_TARGET_SUFFIX,
     RESERVED_PREFIX,
     is_reserved,
     parse_table_name,
     same_table,
 )
-from tasks.warehouse import BOOLEAN, CATEGORICAL, FLOAT, TableInfo
+from tasks.warehouse.tables import BOOLEAN, CATEGORICAL, FLOAT, TableInfo
 
 __all__ = [
     "ImputationPlan",
@@ -50,12 +50,12 @@ BoundsConfig = Mapping[str, Sequence[float | None]]
 class ImputationPlan:
     """What the run will do: which columns of which table it imputes, and where it writes.
 
-    Table names are canonical (`tasks.names`): `table` in schema main, `schema.table` elsewhere.
-    `replace_target`: an existing target the pipeline did not write (no lineage row names it)
-    may be replaced; without it, such a target is refused. `kinds` says how each column is
-    imputed ("float", "integer", "boolean", "categorical"; a column not in it is "float"),
-    `bounds` the range of each numeric column's imputed values (`tasks.bounds`), `labels` the
-    labels observed in each boolean or categorical column (its imputed cells take one of them).
+    Table names are canonical (`tasks.warehouse.names`): `table` in schema main, `schema.table`
+    elsewhere. `replace_target`: an existing target the pipeline did not write (no lineage row names
+    it) may be replaced; without it, such a target is refused. `kinds` says how each column is
+    imputed ("float", "integer", "boolean", "categorical"; a column not in it is "float"), `bounds`
+    the range of each numeric column's imputed values (`tasks.bounds`), `labels` the labels observed
+    in each boolean or categorical column (its imputed cells take one of them).
     """
 
     source_table: str

@@ -11,9 +11,9 @@ Its modes:
   beside the warehouse (a `.tdm-staging-*` folder), and published by the one transaction.
 
 Every mode checks the source is unchanged and the target may be written inside the transaction,
-proves the observed cells unchanged in their own type (`tasks.cells`), and leaves the warehouse
-as it was when anything fails. Staging folders name their owner; those whose owner is gone (a
-run killed with SIGKILL) are removed by the next partitioned run.
+proves the observed cells unchanged in their own type (`tasks.warehouse.cells`), and leaves the
+warehouse as it was when anything fails. Staging folders name their owner; those whose owner is gone
+(a run killed with SIGKILL) are removed by the next partitioned run.
 """
 
 from __future__ import annotations
@@ -46,8 +46,17 @@ from schemas.lineage import (
     RECORD_MIGRATIONS,
     ImputedCellsSchema,
 )
-from tasks.access import check_writable
-from tasks.cells import (
+from tasks.errors import PipelineError, PipelineInputError, QualityCheckError
+from tasks.frames import missing_mask
+from tasks.lineage import LineageRecord
+from tasks.load import SourceTable
+from tasks.quality import CheckOutcome
+from tasks.results import WriteResult
+from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.targets import check_target_table
+from tasks.validate import ImputationPlan
+from tasks.warehouse.access import check_writable
+from tasks.warehouse.cells import (
     FilledColumn,
     add_checks,
     check_alignment,
@@ -59,18 +68,9 @@ from tasks.cells import (
     verify_cells,
     write_checks,
 )
-from tasks.errors import PipelineError, PipelineInputError, QualityCheckError
-from tasks.frames import missing_mask
-from tasks.lineage import LineageRecord
-from tasks.load import SourceTable
-from tasks.models import ModelFolder, NewModel, insert_model
-from tasks.names import quote_table
-from tasks.quality import CheckOutcome
-from tasks.results import WriteResult
-from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
-from tasks.targets import check_target_table
-from tasks.validate import ImputationPlan
-from tasks.warehouse import connect, find_table, fingerprint_table, register_frame
+from tasks.warehouse.models import ModelFolder, NewModel, insert_model
+from tasks.warehouse.names import quote_table
+from tasks.warehouse.tables import connect, find_table, fingerprint_table, register_frame
 
 __all__ = [
     "STAGE_PREFIX",

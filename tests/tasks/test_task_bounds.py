@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from tasks.bounds import column_bounds
-from tasks.constraints import CheckBounds, parse_checks
 from tasks.errors import PipelineInputError
 from tasks.impute import impute
 from tasks.lineage import LineageRecord, current_run
@@ -20,7 +19,8 @@ from tasks.load import load_table
 from tasks.quality import check_quality
 from tasks.scaling import inverse_scale, standardise
 from tasks.validate import validate_input
-from tasks.warehouse import ColumnInfo
+from tasks.warehouse.constraints import CheckBounds, parse_checks
+from tasks.warehouse.tables import ColumnInfo
 from tasks.write import write_back
 from tests.tables import write_table
 

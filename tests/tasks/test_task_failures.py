@@ -16,12 +16,12 @@ import duckdb
 import pandas as pd
 import pytest
 
-from tasks.access import check_writable
 from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tasks.partitions import count_rows
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
 from tasks.validate import validate_input
-from tasks.warehouse import connect, register_frame
+from tasks.warehouse.access import check_writable
+from tasks.warehouse.tables import connect, register_frame
 from tasks.write import (
     STAGE_PREFIX,
     TableWriter,

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from tasks.errors import PipelineInputError
-from tasks.names import quote_table
 from tasks.partitions import TableProfile
-from tasks.warehouse import columns_sql, find_table, quote_identifier
+from tasks.warehouse.names import quote_table
+from tasks.warehouse.tables import columns_sql, find_table, quote_identifier
 
 __all__ = ["NewRows", "check_watermark", "read_new_rows", "target_rows"]
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from tasks.access import busy_message
 from tasks.errors import PipelineInputError, WarehouseBusyError, setting
-from tasks.names import DEFAULT_SCHEMA, canonical_name, parse_table_name, quote_identifier
+from tasks.warehouse.access import busy_message
+from tasks.warehouse.names import DEFAULT_SCHEMA, canonical_name, parse_table_name, quote_identifier
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -216,8 +216,9 @@ def _lookup(
 def _find(
     con: duckdb.DuckDBPyConnection, catalog: str, column: str, name: str
 ) -> tuple[str, str] | None:
-    """`name` split at its first dot (`tasks.names`); when that finds nothing, the whole name
-    as one of the default schema (a table called `a.b` made before schemas were supported)."""
+    """`name` split at its first dot (`tasks.warehouse.names`); when that finds nothing, the
+    whole name as one of the default schema (a table called `a.b` made before schemas were
+    supported)."""
     parsed = parse_table_name(name)
     found = _lookup(con, catalog, column, parsed.schema, parsed.table)
     if found is None and parsed.schema is not None:

@@ -28,7 +28,7 @@ import numpy as np
 from schemas.models import MODELS_DDL, MODELS_MIGRATIONS, MODELS_TABLE
 from tasks.errors import PipelineInputError
 from tasks.scaling import Scaling
-from tasks.warehouse import find_table
+from tasks.warehouse.tables import find_table
 
 __all__ = [
     "ModelFolder",

@@ -20,10 +20,10 @@ import pandas as pd
 from tasks.errors import PipelineError, QualityCheckError, setting
 from tasks.frames import as_labels, missing_mask
 from tasks.load import SourceTable
-from tasks.names import quote_identifier
 from tasks.quality import CheckOutcome, QualityReport
 from tasks.validate import ImputationPlan
-from tasks.warehouse import BOOLEAN, CATEGORICAL, FLOAT, column_kind
+from tasks.warehouse.names import quote_identifier
+from tasks.warehouse.tables import BOOLEAN, CATEGORICAL, FLOAT, column_kind
 
 __all__ = [
     "FilledColumn",
