@@ -22,7 +22,6 @@ from flows.runs import (
 from flows.settings import PipelineSettings
 from flows.steps import (
     ImputeOptions,
-    TableRequest,
     describe_dry_run,
     finish_table,
     prepare_table,
@@ -31,6 +30,7 @@ from tasks.errors import PipelineInputError
 from tasks.impute import impute_task_for
 from tasks.imputer_settings import imputer_settings, settings_from_env
 from tasks.results import ImputeTableResult
+from tasks.validate import TableRequest
 
 __all__ = ["ImputeTableResult", "impute_table"]
 

@@ -26,7 +26,6 @@ from flows.settings import PipelineSettings
 from flows.steps import (
     ImputeOptions,
     PreparedTable,
-    TableRequest,
     describe_dry_run,
     finish_table,
     prepare_table,
@@ -37,6 +36,7 @@ from tasks.impute import impute_task_for
 from tasks.imputer_settings import imputer_settings, settings_from_env
 from tasks.results import ImputeTableResult
 from tasks.targets import check_warehouse_targets
+from tasks.validate import TableRequest
 
 __all__ = ["WarehouseResult", "WarehouseRunError", "impute_warehouse"]
 

@@ -30,7 +30,6 @@ from flows.runs import OUTCOME, for_table
 from flows.settings import PipelineSettings
 from flows.steps import (
     ImputeOptions,
-    TableRequest,
     describe_dry_run,
     dry_run_result,
     log_plan,
@@ -47,6 +46,7 @@ from tasks.quality import QualityReport, check_quality
 from tasks.results import FittedModel, ImputeTableResult
 from tasks.scaling import Scaling, apply_scaling, inverse_scale, standardise
 from tasks.targets import check_target_table
+from tasks.validate import TableRequest
 from tasks.warehouse.access import check_writable
 from tasks.warehouse.increments import NewRows, check_watermark, read_new_rows
 from tasks.warehouse.models import (

@@ -25,7 +25,7 @@ from prefect import get_run_logger
 from flows.runners import gpu_annotation, runner_width
 from flows.runs import for_table
 from flows.settings import PipelineSettings
-from flows.steps import ImputeOptions, TableRequest, dry_run_result, log_plan, table_result
+from flows.steps import ImputeOptions, dry_run_result, log_plan, table_result
 from tasks.artifacts import publish_run_report
 from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
 from tasks.imputer_settings import imputer_device
@@ -42,7 +42,7 @@ from tasks.quality import check_quality, merge_reports
 from tasks.results import FittedModel, ImputationOutcome, ImputeTableResult
 from tasks.scaling import Standardised, apply_scaling, inverse_scale, standardise
 from tasks.targets import check_target_table
-from tasks.validate import validate_input
+from tasks.validate import TableRequest, validate_input
 from tasks.warehouse.access import check_writable
 from tasks.warehouse.tables import connect
 from tasks.write import TableWriter, WriteMode
@@ -202,15 +202,9 @@ def profile_request(
     return profile_table(
         con,
         db_path,
-        request.source_table,
-        columns=request.columns,
-        key=request.key,
-        target=request.target_table,
+        request,
         target_suffix=settings.target_suffix,
         partition_rows=settings.partition_rows,
-        replace_target=request.replace_target,
-        pass_through=request.pass_through,
-        bounds=request.bounds,
     )
 
 

@@ -35,6 +35,7 @@ from tasks.warehouse.tables import BOOLEAN, CATEGORICAL, FLOAT, TableInfo
 
 __all__ = [
     "ImputationPlan",
+    "TableRequest",
     "column_kinds",
     "plan_notes",
     "resolve_columns",
@@ -44,6 +45,23 @@ __all__ = [
 
 BoundsConfig = Mapping[str, Sequence[float | None]]
 """Bounds given per column name: [low, high], either end None (open)."""
+
+
+@dataclass(frozen=True)
+class TableRequest:
+    """Which table to impute: its columns (None: every numeric one, and every text, enum or
+    boolean one with a NULL, but the key and the `pass_through` ones), its key, the target
+    (None: the source name plus the target suffix, or the source itself), and bounds per
+    numeric column ([low, high], None: open) that replace the observed range."""
+
+    source_table: str
+    columns: Sequence[str] | None = None
+    key: str | None = None
+    target_table: str | None = None
+    replace_source: bool = False
+    replace_target: bool = False
+    pass_through: Sequence[str] | None = None
+    bounds: Mapping[str, Sequence[float | None]] | None = None
 
 
 @dataclass(frozen=True)
