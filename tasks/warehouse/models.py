@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -59,16 +59,14 @@ class StoredModelError(PipelineInputError):
 
 
 @dataclass(frozen=True)
-class ModelInfo:
-    """One stored version, without its file: what `tdm models list/show` print."""
+class _ModelFit:
+    """What every stored version records of its fit: the tables, the run, the columns, the
+    settings and seed, the source it was fitted on and its per-column profile."""
 
     source_table: str
     target_table: str
-    version: int
-    created_at: datetime
     run_id: str
-    tdm_version: str
-    format_version: int
+    created_at: datetime
     columns: tuple[str, ...]
     key_column: str | None
     watermark_column: str | None
@@ -76,8 +74,17 @@ class ModelInfo:
     seed: int
     source_hash: str
     fit_rows: int
-    scaling: dict[str, Any]
     profile: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelInfo(_ModelFit):
+    """One stored version, without its file: what `tdm models list/show` print."""
+
+    version: int
+    tdm_version: str
+    format_version: int
+    scaling: dict[str, Any]
     model_sha256: str
     model_bytes: int
     model_path: str | None = None
@@ -89,24 +96,12 @@ class ModelInfo:
 
 
 @dataclass(frozen=True, eq=False)
-class NewModel:
+class NewModel(_ModelFit):
     """A fitted model about to be stored (its version is the next free one)."""
 
-    source_table: str
-    target_table: str
-    run_id: str
-    columns: tuple[str, ...]
-    key_column: str | None
-    watermark_column: str | None
-    settings: dict[str, Any]
-    seed: int
-    source_hash: str
-    fit_rows: int
     scaling: Scaling
-    profile: dict[str, Any]
     model: bytes
-    created_at: datetime
-    format_version: int = field(default=0)
+    format_version: int = 0
 
 
 @dataclass(frozen=True)
