@@ -133,9 +133,7 @@ def main() -> None:
     start_prefect(args.torch_threads)
     import torch
 
-    from tasks.params import ImputerParams
-
-    params = ImputerParams(init=args.init)
+    params = {"init": args.init}
     results = []
     for rows in (int(r) for r in args.rows.split(",")):
         results.append(night(rows, args, params))

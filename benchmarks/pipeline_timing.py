@@ -74,7 +74,6 @@ def main() -> None:
     import torch
 
     from flows.impute_table import impute_table
-    from tasks.params import ImputerParams
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.duckdb"
@@ -82,7 +81,7 @@ def main() -> None:
             db, rows=args.rows, n_numeric=args.numeric_columns,
             missing_rate=args.missing_rate, seed=args.seed,
         )  # fmt: skip
-        params = ImputerParams(max_iter=args.max_iter, device=args.device)
+        params = {"max_iter": args.max_iter, "device": args.device}
         started = time.perf_counter()
         result = impute_table("events", db_path=db, key="event_id", imputer=params, seed=0)
         total = time.perf_counter() - started

@@ -7,9 +7,8 @@ import argparse
 
 __all__ = [
     "EXIT_USAGE",
-    "add_columns_flag",
+    "add_column_flags",
     "add_key_flag",
-    "add_pass_through_flag",
     "add_replace_target_flag",
     "add_torch_threads_flag",
     "limit_torch_threads",
@@ -95,8 +94,9 @@ def limit_torch_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def add_columns_flag(parser: argparse.ArgumentParser) -> None:
-    """`--columns a,b`: the columns to impute, repeatable (they add up)."""
+def add_column_flags(parser: argparse.ArgumentParser) -> None:
+    """`--columns a,b`, the columns to impute, and `--pass-through a,b`, columns left as they
+    are, NULLs included; both repeatable (they add up)."""
     parser.add_argument(
         "--columns",
         type=split_names,
@@ -104,10 +104,6 @@ def add_columns_flag(parser: argparse.ArgumentParser) -> None:
         help="comma-separated columns to impute [every numeric column, and every text, enum or "
         "boolean column with a NULL, but the key and the --pass-through columns]",
     )
-
-
-def add_pass_through_flag(parser: argparse.ArgumentParser) -> None:
-    """`--pass-through a,b`: columns left as they are, NULLs included, repeatable."""
     parser.add_argument(
         "--pass-through",
         dest="pass_through",

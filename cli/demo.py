@@ -9,12 +9,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from tasks.warehouse import columns_sql, quote_identifier, register_frame
+from tasks.warehouse.tables import columns_sql, quote_identifier, register_frame
 
 __all__ = [
     "DEMO_DB_PATH",
     "DEMO_KEY",
-    "DEMO_MAX_ITER",
     "DEMO_TABLE",
     "DemoScore",
     "DemoWarehouse",
@@ -26,8 +25,6 @@ DEMO_DB_PATH = Path("demo") / "warehouse.duckdb"
 DEMO_TABLE = "wines"
 DEMO_TRUTH_TABLE = "wines_complete"
 DEMO_KEY = "wine_id"
-DEMO_MAX_ITER = 2000
-"""Iterations for the demo (the paper's 10,000 are not needed on 178 rows; keeps it ~1 min)."""
 
 _INTEGER_COLUMNS = frozenset({"magnesium", "proline"})
 _CATEGORICAL = "cultivar"

@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 from cli.arguments import (
-    add_columns_flag,
+    add_column_flags,
     add_incremental_flags,
     add_key_flag,
-    add_pass_through_flag,
     add_replace_target_flag,
     add_torch_threads_flag,
     parse_positive,
@@ -95,8 +94,7 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("table", metavar="TABLE", help="source table")
     run.add_argument("--db", help="DuckDB file, as the serving process sees it [its TDM_DB_PATH]")
     run.add_argument("--target", help="target table [TABLE + TDM_TARGET_SUFFIX (_imputed)]")
-    add_columns_flag(run)
-    add_pass_through_flag(run)
+    add_column_flags(run)
     add_key_flag(run)
     add_replace_target_flag(run)
     add_incremental_flags(run)

@@ -7,18 +7,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import types
-import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cli.arguments import (
     EXIT_USAGE,
-    add_columns_flag,
+    add_column_flags,
     add_incremental_flags,
     add_key_flag,
-    add_pass_through_flag,
     add_replace_target_flag,
     add_torch_threads_flag,
     limit_torch_threads,
@@ -102,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     impute.add_argument("--db", type=Path, help="DuckDB file [env TDM_DB_PATH; warehouse.duckdb]")
     impute.add_argument("--table", required=True, help="source table")
     impute.add_argument("--target", help="target table [SOURCE + TDM_TARGET_SUFFIX (_imputed)]")
-    add_columns_flag(impute)
+    add_column_flags(impute)
     impute.add_argument(
         "--column",
         dest="columns",
@@ -110,7 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="one column to impute, taken verbatim (for names with commas); repeatable",
     )
-    add_pass_through_flag(impute)
     add_key_flag(impute)
     impute.add_argument(
         "--replace-source",
@@ -130,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write scikit-learn's wine data, with missing cells, to a DuckDB file, impute "
         "it with the impute-table flow, and compare with mean imputation.",
     )
-    from cli.demo import DEMO_DB_PATH, DEMO_MAX_ITER
+    from cli.demo import DEMO_DB_PATH
 
     demo.add_argument(
         "--db", type=Path, default=DEMO_DB_PATH, help=f"demo DuckDB file [{DEMO_DB_PATH}]"
@@ -142,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="share of numeric cells and of cultivar labels removed [0.25]",
     )
     add_verbosity_flags(demo)
-    _add_run_flags(demo, max_iter=f"{DEMO_MAX_ITER} for the demo", torch_threads="1 for the demo")
+    _add_run_flags(demo, torch_threads="1 for the demo")
     demo.set_defaults(handler=_run_demo)
 
     warehouse = commands.add_parser(
@@ -218,49 +214,56 @@ def _add_dry_run_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_run_flags(parser: argparse.ArgumentParser, **shown_defaults: str) -> None:
-    """One flag per imputer hyperparameter and run setting, named after its TDM_* variable."""
-    from flows.settings import PipelineSettings
+_IMPUTER = "imputer_"
+"""Prefix of the argparse destinations of the imputer's settings (kept apart from the run's)."""
 
-    group = parser.add_argument_group("imputer and run settings (flag > TDM_* variable > default)")
-    for name in ("seed", "range_factor", "torch_threads", *_imputer_fields()):
+
+def _add_run_flags(parser: argparse.ArgumentParser, **shown_defaults: str) -> None:
+    """One flag per run setting and per imputer setting (TDMImputer's public parameters, read
+    from the library), each named after its TDM_* variable."""
+    from flows.settings import PipelineSettings
+    from tasks.imputer_settings import parse_setting, setting_defaults
+
+    group = parser.add_argument_group("run settings (flag > TDM_* variable > default)")
+    for name in ("seed", "range_factor", "torch_threads"):
         field = PipelineSettings.model_fields[name]
         shown = shown_defaults.get(name, field.default)
-        shown = "unset" if shown is None else shown
-        flag = f"--{name.replace('_', '-')}"
-        # argparse formats help with %: a literal % in a description must be doubled.
-        text = f"{field.description} [env TDM_{name.upper()}; {shown}]".replace("%", "%%")
-        if _is_bool(field.annotation):
-            group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, help=text)
-            continue
-        choices, kind = _flag_type(field.annotation)
-        group.add_argument(flag, dest=name, type=kind, choices=choices, default=None, help=text)
+        text = f"{field.description} [env TDM_{name.upper()}; {shown}]"
+        kind = field.annotation if field.annotation in (int, float) else str
+        group.add_argument(_flag(name), dest=name, type=kind, help=text.replace("%", "%%"))
+    group = parser.add_argument_group(
+        "imputer settings: TDMImputer's parameters, with the library's meaning and defaults "
+        "(flag > TDM_* variable > default; none, true, false, numbers or text)"
+    )
+    for name, default in setting_defaults().items():
+        shown = shown_defaults.get(name, "none" if default is None else default)
+        text = f"TDMImputer's {name} [env TDM_{name.upper()}; {shown}]".replace("%", "%%")
+        if isinstance(default, bool):
+            group.add_argument(
+                _flag(name),
+                dest=_IMPUTER + name,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=text,
+            )
+        else:
+            group.add_argument(
+                _flag(name),
+                dest=_IMPUTER + name,
+                type=parse_setting,
+                default=argparse.SUPPRESS,
+                metavar="VALUE",
+                help=text,
+            )
 
 
-def _imputer_fields() -> list[str]:
-    from tasks.params import ImputerParams
-
-    return list(ImputerParams.model_fields)
-
-
-def _is_bool(annotation: Any) -> bool:
-    return annotation is bool or bool in typing.get_args(annotation)
-
-
-def _flag_type(annotation: Any) -> tuple[list[str] | None, Callable[[str], Any]]:
-    """Choices and converter of a flag from a field's annotation (int, float, str, Literal)."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
-        annotation = args[0]
-    if typing.get_origin(annotation) is typing.Literal:
-        return [str(a) for a in typing.get_args(annotation)], str
-    if annotation in (int, float):
-        return None, annotation
-    return None, str
+def _flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
 
 
 def _settings(args: argparse.Namespace, **defaults: Any) -> Any:
-    """Settings from the flags given, then TDM_* variables, then `defaults`, then built-ins."""
+    """The run's settings from the flags given, then TDM_* variables, then `defaults`, then
+    built-ins."""
     from flows.settings import PipelineSettings
 
     given = {
@@ -277,10 +280,22 @@ def _settings(args: argparse.Namespace, **defaults: Any) -> Any:
     return PipelineSettings(**given)
 
 
+def _imputer(args: argparse.Namespace) -> dict[str, Any]:
+    """The imputer settings given as flags (the flow puts them over the TDM_* variables)."""
+    return {
+        dest.removeprefix(_IMPUTER): value
+        for dest, value in vars(args).items()
+        if dest.startswith(_IMPUTER)
+    }
+
+
 def _run_impute(args: argparse.Namespace) -> int:
     from flows.impute_table import impute_table
+    from tasks.imputer_settings import imputer_settings, settings_from_env
 
     settings = _settings(args)
+    # checked here too, so that a bad setting is refused before Prefect starts
+    imputer_settings(settings_from_env(), _imputer(args), subject="The imputer settings")
     limit_torch_threads(settings.torch_threads)
     result = impute_table(
         source_table=args.table,
@@ -290,7 +305,7 @@ def _run_impute(args: argparse.Namespace) -> int:
         key=args.key,
         replace_source=args.replace_source,
         replace_target=settings.replace_target,
-        imputer=settings.imputer_params(),
+        imputer=_imputer(args),
         seed=settings.seed,
         range_factor=settings.range_factor,
         dry_run=args.dry_run,
@@ -304,10 +319,10 @@ def _run_impute(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from cli.demo import DEMO_MAX_ITER, build_demo_warehouse, score_demo
+    from cli.demo import build_demo_warehouse, score_demo
     from flows.impute_table import impute_table
 
-    settings = _settings(args, max_iter=DEMO_MAX_ITER, torch_threads=1)
+    settings = _settings(args, torch_threads=1)
     limit_torch_threads(settings.torch_threads)
     demo = build_demo_warehouse(
         settings.db_path, missing_rate=args.missing_rate, seed=settings.seed
@@ -324,7 +339,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         source_table=demo.table,
         db_path=str(demo.db_path),
         key=demo.key,
-        imputer=settings.imputer_params(),
+        imputer=_imputer(args),
         seed=settings.seed,
         range_factor=settings.range_factor,
     )
@@ -373,7 +388,7 @@ def _run_warehouse(args: argparse.Namespace) -> int:
 
 
 def _print_result(result: Any) -> None:
-    from cli.models import describe_increment
+    from flows.incremental import describe_increment
     from flows.steps import DRY_RUN, describe_dry_run
 
     if result.status == DRY_RUN:
@@ -406,7 +421,7 @@ def _print_result(result: Any) -> None:
 
 
 def _print_where_to_look(db_path: str, target: str, run_id: str) -> None:
-    from tasks.warehouse import quote_identifier
+    from tasks.warehouse.tables import quote_identifier
 
     print(
         f"\nWhere to look: open {db_path} with the duckdb CLI, or in Python with "

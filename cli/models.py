@@ -5,20 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-__all__ = ["add_models_command", "describe_increment"]
-
-
-def describe_increment(result: Any) -> str:
-    """What an incremental run wrote: new rows, the model version and why it was fitted."""
-    cells = sum(result.cells_imputed.values())
-    how = f"fitted now: {result.refit_reason}" if result.refit_reason else "the stored one"
-    return (
-        f"Wrote {result.target_table!r} to {result.db_path}: {result.rows_new} new rows "
-        f"({cells} cells) imputed with model version {result.model_version} ({how}); "
-        f"{result.rows_reused} rows imputed before kept as they were."
-    )
+__all__ = ["add_models_command"]
 
 
 def add_models_command(subparsers: argparse._SubParsersAction) -> None:
@@ -48,8 +36,8 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:
 def _run_models(args: argparse.Namespace) -> int:
     from flows.settings import PipelineSettings
     from tasks.errors import PipelineInputError
-    from tasks.models import drop_models, list_models
-    from tasks.warehouse import connect
+    from tasks.warehouse.models import drop_models, list_models
+    from tasks.warehouse.tables import connect
 
     db = args.db if args.db is not None else PipelineSettings().db_path
     with connect(db, read_only=args.action != "drop") as con:

@@ -22,15 +22,15 @@ from flows.runs import (
 from flows.settings import PipelineSettings
 from flows.steps import (
     ImputeOptions,
-    TableRequest,
     describe_dry_run,
     finish_table,
     prepare_table,
 )
 from tasks.errors import PipelineInputError
 from tasks.impute import impute_task_for
-from tasks.params import ImputerParams, override_params
+from tasks.imputer_settings import imputer_settings, settings_from_env
 from tasks.results import ImputeTableResult
+from tasks.validate import TableRequest
 
 __all__ = ["ImputeTableResult", "impute_table"]
 
@@ -49,7 +49,7 @@ def impute_table(
     key: str | None = None,
     replace_source: bool = False,
     replace_target: bool | None = None,
-    imputer: dict[str, Any] | ImputerParams | None = None,
+    imputer: dict[str, Any] | None = None,
     seed: int | None = None,
     range_factor: float | None = None,
     dry_run: bool = False,
@@ -80,8 +80,9 @@ def impute_table(
             new table.
         replace_target: Replace an existing target table the pipeline did not write; without
             it such a target is refused before anything runs. Empty: TDM_REPLACE_TARGET.
-        imputer: Imputer settings that override the TDM_* settings of the process that runs
-            the flow, e.g. {"max_iter": 2000}; the others are kept.
+        imputer: Imputer settings (TDMImputer's parameters, with the library's meaning) that
+            override the TDM_* settings of the process that runs the flow, e.g.
+            {"max_iter": 2000}; the others are kept, unset ones are the library's defaults.
         seed: Random seed: the same table, settings and seed give the same imputed table.
             Empty: TDM_SEED (default 0).
         range_factor: Quality check: each imputed value must lie within this many observed
@@ -128,7 +129,7 @@ def _impute_table(
     key: str | None,
     replace_source: bool,
     replace_target: bool | None,
-    imputer: dict[str, Any] | ImputerParams | None,
+    imputer: dict[str, Any] | None,
     seed: int | None,
     range_factor: float | None,
     dry_run: bool,
@@ -140,16 +141,13 @@ def _impute_table(
     settings = PipelineSettings()
     db = str(db_path if db_path is not None else settings.db_path)
     tag_flow_run(run_tags([source_table], db))
-    if isinstance(imputer, ImputerParams):
-        params = imputer
-    else:  # a partial override (an ad-hoc run's parameters) on top of the TDM_* settings
-        params = override_params(
-            settings.imputer_params(),
-            imputer,
-            subject=f'The imputer settings for table "{source_table}"',
-        )
+    params = imputer_settings(  # the given settings on top of the TDM_* ones, checked first
+        settings_from_env(),
+        imputer,
+        subject=f'The imputer settings for table "{source_table}"',
+    )
     options = ImputeOptions(
-        params=params,
+        imputer=params,
         seed=settings.seed if seed is None else seed,
         range_factor=settings.range_factor if range_factor is None else range_factor,
         started=started,
@@ -169,9 +167,14 @@ def _impute_table(
     if incremental is not None:
         with task_runner(settings) as runner:
             return impute_incremental(
-                db, request, options, incremental, settings=settings, runner=runner,
+                db,
+                request,
+                options,
+                incremental,
+                settings=settings,
+                runner=runner,
                 dry_run=dry_run,
-            )  # fmt: skip
+            )
     rows = count_rows_to_partition(db, source_table, settings)
     if rows is not None:
         if replace_source:
@@ -193,8 +196,11 @@ def _impute_table(
     if prepared.scaled is not None:
         logger.info(
             "Imputing %d cells in %d columns of %r (%d rows)",
-            plan.n_missing, len(plan.columns), plan.source_table, plan.n_rows,
-        )  # fmt: skip
+            plan.n_missing,
+            len(plan.columns),
+            plan.source_table,
+            plan.n_rows,
+        )
         task = for_table(impute_task_for(params), plan.source_table, db)
         outcome = task(
             prepared.scaled.frame,

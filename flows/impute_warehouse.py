@@ -26,7 +26,6 @@ from flows.settings import PipelineSettings
 from flows.steps import (
     ImputeOptions,
     PreparedTable,
-    TableRequest,
     describe_dry_run,
     finish_table,
     prepare_table,
@@ -34,9 +33,10 @@ from flows.steps import (
 from schemas.warehouse import WarehouseConfigError, load_warehouse_config
 from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tasks.impute import impute_task_for
-from tasks.params import override_params
+from tasks.imputer_settings import imputer_settings, settings_from_env
 from tasks.results import ImputeTableResult
 from tasks.targets import check_warehouse_targets
+from tasks.validate import TableRequest
 
 __all__ = ["WarehouseResult", "WarehouseRunError", "impute_warehouse"]
 
@@ -133,8 +133,8 @@ def _impute_warehouse(
             bounds=entry.bounds,
         )
         try:
-            params = override_params(
-                settings.imputer_params(),
+            params = imputer_settings(
+                settings_from_env(),
                 entry.imputer,
                 subject=f'Warehouse config: imputer settings of table "{entry.table}"',
             )
@@ -160,14 +160,14 @@ def _impute_warehouse(
             if ready.scaled is None:
                 continue
             task = for_table(
-                impute_task_for(options[table].params, gpu=settings.dask_gpu or None), table, db
+                impute_task_for(options[table].imputer, gpu=settings.dask_gpu or None), table, db
             )
             with gpu_annotation(settings):
                 futures[table] = runner.submit(
                     task,
                     parameters={
                         "frame": ready.scaled.frame,
-                        "params": options[table].params,
+                        "settings": options[table].imputer,
                         "seed": settings.seed,
                         "table": table,
                         "bounds": ready.scaled.bounds,

@@ -1,15 +1,15 @@
 """Incremental runs of a table: a stored model per target, new rows imputed with it.
 
-The first run fits a model (on the whole table, or a sample of `max_fit_rows` rows), imputes
-every row, creates the target and stores the model as version 1 in `tdm_models`, in one
-transaction. A later run reads only the rows the target does not hold yet (`tasks.increments`),
-measures their drift against the model's fit data, and imputes them with the stored model's
-`transform` (network fixed); rows imputed before are never rewritten. A model is refitted, and
-stored as a new version, when asked, when it is older than `refit_every_days`, when the new rows
-drift past a threshold (`on_drift="refit"`), or when the stored model cannot be used (corrupt,
-saved by an unreadable library version, fitted on other columns): the reason is logged and
-recorded in the lineage row. After a refit the new rows are imputed with the new model; the old
-ones keep their values unless `rewrite_on_refit`, which replaces the target whole.
+The first run fits a model (on the whole table, or a sample of `max_fit_rows` rows), imputes every
+row, creates the target and stores the model as version 1 in `tdm_models`, in one transaction. A
+later run reads only the rows the target does not hold yet (`tasks.warehouse.increments`), measures
+their drift against the model's fit data, and imputes them with the stored model's `transform`
+(network fixed); rows imputed before are never rewritten. A model is refitted, and stored as a new
+version, when asked, when it is older than `refit_every_days`, when the new rows drift past a
+threshold (`on_drift="refit"`), or when the stored model cannot be used (corrupt, saved by an
+unreadable library version, fitted on other columns): the reason is logged and recorded in the
+lineage row. After a refit the new rows are imputed with the new model; the old ones keep their
+values unless `rewrite_on_refit`, which replaces the target whole.
 """
 
 from __future__ import annotations
@@ -30,20 +30,26 @@ from flows.runs import OUTCOME, for_table
 from flows.settings import PipelineSettings
 from flows.steps import (
     ImputeOptions,
-    TableRequest,
+    describe_dry_run,
     dry_run_result,
     log_plan,
     model_fields,
     table_result,
 )
-from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.drift import DriftReport, measure_drift, profile_columns
 from tasks.errors import PipelineInputError
 from tasks.impute import impute_partition
-from tasks.increments import AppendWrite, NewRows, check_watermark, read_new_rows
 from tasks.lineage import LineageRecord, ModelUse, current_run
-from tasks.models import (
+from tasks.partitions import TableProfile, read_partition, read_sample
+from tasks.quality import QualityReport, check_quality
+from tasks.results import FittedModel, ImputeTableResult
+from tasks.scaling import Scaling, apply_scaling, inverse_scale, standardise
+from tasks.targets import check_target_table
+from tasks.validate import TableRequest
+from tasks.warehouse.access import check_writable
+from tasks.warehouse.increments import NewRows, check_watermark, read_new_rows
+from tasks.warehouse.models import (
     ModelFolder,
     ModelInfo,
     NewModel,
@@ -52,14 +58,10 @@ from tasks.models import (
     load_model,
     pack_imputer,
 )
-from tasks.partitions import TableProfile, read_partition, read_sample
-from tasks.quality import QualityReport, check_quality
-from tasks.results import FittedModel, ImputeTableResult
-from tasks.scaling import Scaling, apply_scaling, inverse_scale, standardise
-from tasks.targets import check_target_table
-from tasks.warehouse import connect
+from tasks.warehouse.tables import connect
+from tasks.write import TableWriter, WriteMode
 
-__all__ = ["IncrementalRequest", "impute_incremental"]
+__all__ = ["IncrementalRequest", "describe_increment", "impute_incremental"]
 
 
 @dataclass(frozen=True)
@@ -127,9 +129,13 @@ def impute_incremental(
         if reason is None and latest is not None:
             try:
                 imputer, scaling = load_model(
-                    con, latest, columns=plan.columns, key=plan.key, kinds=plan.kinds,
+                    con,
+                    latest,
+                    columns=plan.columns,
+                    key=plan.key,
+                    kinds=plan.kinds,
                     base=Path(db_path).resolve().parent,
-                )  # fmt: skip
+                )
                 model = _Model(imputer, scaling, latest.version)
             except StoredModelError as error:
                 reason = f"{error} A new model is fitted."
@@ -141,16 +147,18 @@ def impute_incremental(
             else:
                 logger.warning(
                     "Table %r: %s; imputing with the stored model (TDM_ON_DRIFT=warn)",
-                    plan.source_table, drift.reason(),
-                )  # fmt: skip
+                    plan.source_table,
+                    drift.reason(),
+                )
         rewrite = model is None and exists and settings.rewrite_on_refit
         if rewrite or not exists:
             new = read_new_rows(con, profile, incremental.watermark, every_row=True)
         if model is None:
             assert reason is not None
             logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
-            model = _fit(con, db_path, profile, options, settings, run.run_id, latest, incremental,
-                         runner)  # fmt: skip
+            model = _fit(
+                con, db_path, profile, options, settings, run.run_id, latest, incremental, runner
+            )
         seconds = {"load-validate-read": time.perf_counter() - started}
         imputed, quality = _impute_rows(
             db_path, profile, new, model, options, seconds, settings=settings, runner=runner
@@ -168,7 +176,7 @@ def impute_incremental(
             outcome=model.fitted.outcome if model.fitted else None,
             quality=quality,
             seed=options.seed,
-            hyperparameters=options.params.model_dump(),
+            hyperparameters=dict(options.imputer),
             model=ModelUse(
                 version=model.version,
                 rows_new=len(new.frame),
@@ -184,38 +192,34 @@ def impute_incremental(
                 dry_run_result(db_path, part_plan, outcome, seconds, replaces=rewrite),
                 **model_fields(lineage),
             )
-            what = describe_increment(lineage, dry=True)
-            logger.info("Dry run, nothing written to %s: %s", db_path, what, extra={OUTCOME: True})
+            logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
             return result
         clock = time.perf_counter()
         folder = ModelFolder.beside(db_path, settings.model_dir) if settings.model_dir else None
-        written, lineage = AppendWrite(con, db_path, replace=rewrite, folder=folder).commit(
-            part_plan, source, new, imputed, lineage, model.stored, model.version
-        )
+        writer = TableWriter(db_path, WriteMode.APPEND, con=con, replace=rewrite, folder=folder)
+        written, lineage = writer.commit(lineage, imputed, model=model.stored)
         seconds["write"] = time.perf_counter() - clock
-    logger.info("%s", describe_increment(lineage), extra={OUTCOME: True})
     result = table_result(written, lineage, seconds)
+    logger.info("%s", describe_increment(result), extra={OUTCOME: True})
     publish_run_report(
         result, source=source, imputed=imputed, quality=lineage.quality, outcome=lineage.outcome
     )
     return result
 
 
-def describe_increment(lineage: LineageRecord, *, dry: bool = False) -> str:
-    """One sentence: which model imputed how many new rows, how many were kept, and why a model
-    was fitted; with `dry`, what a run would do."""
-    use = lineage.model
-    assert use is not None
-    fitted = f"fitted now ({use.refit_reason})" if use.refit_reason else "stored"
-    imputed, kept = ("would be imputed", "would be kept") if dry else ("imputed", "kept")
-    if not use.appended:
-        kept_part = "the target written anew" + (" (it would be)" if dry else "")
-    else:
-        kept_part = f"{use.rows_reused} rows imputed before {kept} as they were"
+def describe_increment(result: ImputeTableResult) -> str:
+    """What an incremental run wrote: new rows, the model version, why it was fitted, and the
+    rows kept."""
+    cells = sum(result.cells_imputed.values())
+    how = f"fitted now: {result.refit_reason}" if result.refit_reason else "the stored one"
+    kept = (
+        f"{result.rows_reused} rows imputed before kept as they were"
+        if result.appended
+        else "the target written anew"
+    )
     return (
-        f"Table {lineage.plan.source_table!r} into {lineage.plan.target_table!r}: "
-        f"{use.rows_new} new rows {imputed} with model version {use.version}, {fitted}; "
-        f"{kept_part}."
+        f"Wrote {result.target_table!r} to {result.db_path}: {result.rows_new} new rows "
+        f"({cells} cells) imputed with model version {result.model_version} ({how}); {kept}."
     )
 
 

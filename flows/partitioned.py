@@ -3,7 +3,7 @@
 The model is fitted on a uniform sample of `max_fit_rows` rows; then the table is read one
 partition of about `partition_rows` rows at a time, each imputed with the fitted model's
 `transform` (network fixed) on the task runner, checked, and staged; one transaction then
-publishes the staged table, its imputed-cells record and the lineage row (`PartitionedWrite`).
+publishes the staged table, its imputed-cells record and the lineage row (`tasks.write`).
 At most one more partition than the runner runs at once is read and not yet written, so memory
 is bounded by the partition size, not by the table. The per-partition inverse scaling and
 checks run as plain functions (one merged report), so a table of hundreds of partitions does
@@ -25,11 +25,10 @@ from prefect import get_run_logger
 from flows.runners import gpu_annotation, runner_width
 from flows.runs import for_table
 from flows.settings import PipelineSettings
-from flows.steps import ImputeOptions, TableRequest, dry_run_result, log_plan, table_result
-from tasks.access import check_writable
+from flows.steps import ImputeOptions, dry_run_result, log_plan, table_result
 from tasks.artifacts import publish_run_report
-from tasks.cells import add_checks
 from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
+from tasks.imputer_settings import imputer_device
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import SourceTable
 from tasks.partitions import (
@@ -42,11 +41,11 @@ from tasks.partitions import (
 from tasks.quality import check_quality, merge_reports
 from tasks.results import FittedModel, ImputationOutcome, ImputeTableResult
 from tasks.scaling import Standardised, apply_scaling, inverse_scale, standardise
-from tasks.staging import PartitionedWrite
 from tasks.targets import check_target_table
-from tasks.validate import validate_input
-from tasks.warehouse import connect
-from tasks.write import log_type_notes
+from tasks.validate import TableRequest, validate_input
+from tasks.warehouse.access import check_writable
+from tasks.warehouse.tables import connect
+from tasks.write import TableWriter, WriteMode
 
 __all__ = [
     "count_rows_to_partition",
@@ -87,7 +86,9 @@ def impute_partitioned(
     seconds: dict[str, float] = {}
     run = current_run(options.started)
     clock = time.perf_counter()
-    with PartitionedWrite(db_path, memory_limit=settings.duckdb_memory_limit) as write:
+    with TableWriter(
+        db_path, WriteMode.PARTITIONED, memory_limit=settings.duckdb_memory_limit
+    ) as write:
         profile = profile_request(write.con, db_path, request, settings)
         plan = profile.plan
         check_target_table(write.con, plan)  # refused before the fit; checked again at commit
@@ -95,14 +96,17 @@ def impute_partitioned(
         seconds["load-and-validate"] = time.perf_counter() - clock
         logger.info(
             "Table %r has %d rows: fitting on a sample of %d, then imputing %d partitions",
-            plan.source_table, plan.n_rows, len(sample.frame), len(profile.bounds),
-        )  # fmt: skip
+            plan.source_table,
+            plan.n_rows,
+            len(sample.frame),
+            len(profile.bounds),
+        )
         log_plan(plan)
         fitted = fit_on_runner(
             db_path, request.source_table, options, scaled, settings=settings, runner=runner
         )
         seconds["fit"] = fitted.outcome.fit_seconds
-        write.create_target(sample, plan)
+        write.create_stage(sample, plan)
 
         clock = time.perf_counter()
         pending: deque[tuple[Any, Any]] = deque()
@@ -130,7 +134,7 @@ def impute_partitioned(
                         observed_range=profile.observed_range,
                     )
                 )
-                write.append(part_plan, done, imputed, run.run_id)
+                write.stage(part_plan, done, imputed, run.run_id)
         seconds["impute-check-write"] = time.perf_counter() - clock
         outcome = _with_partitioning(
             fitted.outcome, settings, len(sample.frame), len(profile.bounds)
@@ -140,12 +144,11 @@ def impute_partitioned(
             source=sample,
             plan=plan,
             outcome=outcome,
-            quality=add_checks(merge_reports(reports), write.checks),
+            quality=merge_reports(reports),
             seed=options.seed,
-            hyperparameters=options.params.model_dump(),
+            hyperparameters=dict(options.imputer),
         )
-        log_type_notes(plan.target_table, write.checks)
-        written = write.commit(sample, lineage)
+        written, lineage = write.commit(lineage)
     result = table_result(written, lineage, seconds)
     # The run's statistics artifact describes the fit sample, before and after its imputation.
     unscale_sample = for_table(inverse_scale, table, db_path)
@@ -199,15 +202,9 @@ def profile_request(
     return profile_table(
         con,
         db_path,
-        request.source_table,
-        columns=request.columns,
-        key=request.key,
-        target=request.target_table,
+        request,
         target_suffix=settings.target_suffix,
         partition_rows=settings.partition_rows,
-        replace_target=request.replace_target,
-        pass_through=request.pass_through,
-        bounds=request.bounds,
     )
 
 
@@ -229,7 +226,7 @@ def _sample(
 
 def gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:
     """The `gpu` concurrency tag, for a run on a GPU (asked for, or Dask `GPU` resources)."""
-    return [GPU_TAG] if settings.dask_gpu or uses_gpu(options.params.device) else []
+    return [GPU_TAG] if settings.dask_gpu or uses_gpu(imputer_device(options.imputer)) else []
 
 
 def fit_on_runner(
@@ -246,7 +243,7 @@ def fit_on_runner(
     task = for_table(fit_model, table, db_path, tags=gpu_tags(options, settings))
     parameters = {
         "frame": scaled.frame,
-        "params": options.params,
+        "settings": options.imputer,
         "seed": options.seed,
         "table": table,
         "bounds": scaled.bounds,

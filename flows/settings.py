@@ -9,16 +9,17 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.expectations import RANGE_FACTOR
-from tasks.params import DEFAULT_TARGET_SUFFIX, ImputerParams
+from tasks.warehouse.names import DEFAULT_TARGET_SUFFIX
 
 __all__ = ["PipelineSettings"]
 
 
-class PipelineSettings(ImputerParams, BaseSettings):
-    """Every knob of `impute-table`; each field `name` reads the variable `TDM_<NAME>`.
+class PipelineSettings(BaseSettings):
+    """The run's own settings; each field `name` reads the variable `TDM_<NAME>`.
 
-    The imputer hyperparameters (`TDM_MAX_ITER`, `TDM_BATCH_SIZE`, ...) come from `ImputerParams`.
-    Precedence: explicit values (CLI flags, flow parameters) > environment > these defaults.
+    The imputer's settings (`TDM_MAX_ITER`, `TDM_BATCH_SIZE`, ...) are the library's, read by
+    `tasks.imputer_settings`. Precedence: explicit values (CLI flags, flow parameters) >
+    environment > these defaults.
     """
 
     model_config = SettingsConfigDict(env_prefix="TDM_", frozen=True, extra="ignore")
@@ -123,11 +124,6 @@ class PipelineSettings(ImputerParams, BaseSettings):
         "from the DuckDB file's folder), one subfolder per target table, instead of in the "
         "tdm_models table, which keeps each version's path and digest (unset: in the table).",
     )
-
-    def imputer_params(self) -> ImputerParams:
-        """The imputer hyperparameters alone."""
-        fields = set(ImputerParams.model_fields)
-        return ImputerParams.model_validate(self.model_dump(include=fields))
 
     notify_url: str | None = Field(
         default=None,

@@ -11,7 +11,7 @@ would have written.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
@@ -19,24 +19,22 @@ from typing import Any, ParamSpec, TypeVar
 from prefect import get_run_logger
 
 from flows.runs import for_table
-from tasks.access import check_writable
 from tasks.artifacts import publish_run_report
 from tasks.frames import as_value_frame
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import SourceTable, load_table
-from tasks.params import ImputerParams
 from tasks.quality import check_quality
 from tasks.results import ImputationOutcome, ImputeTableResult, WriteResult
 from tasks.scaling import Standardised, inverse_scale, standardise
 from tasks.targets import check_target_writable
-from tasks.validate import ImputationPlan, plan_notes, validate_input
+from tasks.validate import ImputationPlan, TableRequest, plan_notes, validate_input
+from tasks.warehouse.access import check_writable
 from tasks.write import write_back
 
 __all__ = [
     "DRY_RUN",
     "ImputeOptions",
     "PreparedTable",
-    "TableRequest",
     "describe_dry_run",
     "dry_run_result",
     "finish_table",
@@ -50,27 +48,11 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True)
-class TableRequest:
-    """Which table to impute: its columns (None: every numeric one, and every text, enum or
-    boolean one with a NULL, but the key and the `pass_through` ones), its key, the target
-    (None: the source name plus the target suffix, or the source itself), and bounds per
-    numeric column ([low, high], None: open) that replace the observed range."""
-
-    source_table: str
-    columns: Sequence[str] | None = None
-    key: str | None = None
-    target_table: str | None = None
-    replace_source: bool = False
-    replace_target: bool = False
-    pass_through: Sequence[str] | None = None
-    bounds: Mapping[str, Sequence[float | None]] | None = None
-
-
-@dataclass(frozen=True)
 class ImputeOptions:
-    """How a table is imputed and checked, and when its run started (for the lineage row)."""
+    """How a table is imputed and checked, and when its run started (for the lineage row);
+    `imputer`: the imputer's settings, validated (`tasks.imputer_settings`)."""
 
-    params: ImputerParams
+    imputer: dict[str, Any]
     seed: int
     range_factor: float
     started: datetime
@@ -178,7 +160,7 @@ def finish_table(
         outcome=outcome,
         quality=quality,
         seed=options.seed,
-        hyperparameters=options.params.model_dump(),
+        hyperparameters=dict(options.imputer),
     )
     written = clock(
         "write-back", for_table(write_back, table, db_path), source, plan, imputed, lineage

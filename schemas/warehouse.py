@@ -131,7 +131,7 @@ class WarehouseConfig(BaseModel):
 
 def _table_key(name: str) -> tuple[str, str]:
     """(schema, table), lowercased: `t` is main's, `s.t` is split at its first dot (the rule of
-    `tasks.names`), so that names DuckDB takes for the same table compare equal."""
+    `tasks.warehouse.names`), so that names DuckDB takes for the same table compare equal."""
     schema, dot, table = name.partition(".")
     return (schema.lower(), table.lower()) if dot else ("main", name.lower())
 

@@ -10,24 +10,30 @@ scale for DECIMAL, the number in single or double precision for FLOAT and DOUBLE
 compares them); a strict inequality (`x > 0`) moves one step further, so that the bound itself
 satisfies it.
 
-The CHECK constraints are read by `tasks.constraints` (simple forms only); the others are not
-used for bounds (`TableBounds.ignored_checks`, named in the run's log), and an imputed value
+The CHECK constraints are read by `tasks.warehouse.constraints` (simple forms only); the others are
+not used for bounds (`TableBounds.ignored_checks`, named in the run's log), and an imputed value
 that breaks one is refused when written in place.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 
 import numpy as np
 
-from tasks.constraints import CheckBounds, parse_checks
 from tasks.errors import PipelineInputError, setting
-from tasks.warehouse import INTEGER, ColumnInfo, TableInfo, column_kind
+from tasks.warehouse.constraints import CheckBounds, parse_checks
+from tasks.warehouse.tables import (
+    DECIMAL_TYPE,
+    INTEGER,
+    ColumnInfo,
+    TableInfo,
+    column_kind,
+    type_range,
+)
 
 __all__ = [
     "CONFIG",
@@ -147,7 +153,7 @@ def _observed(value: float, sql_type: str) -> Decimal:
     """An observed value, read as a double, as the number the column holds: a DECIMAL's as the
     shortest decimal that reads back as the double (3.45, not 3.4500000000000002), any other
     type's as the double's exact value (a BIGINT above 2**53 is a whole double)."""
-    if _DECIMAL.fullmatch(sql_type.upper()):
+    if DECIMAL_TYPE.fullmatch(sql_type.upper()):
         return Decimal(repr(float(value)))
     return Decimal(float(value))
 
@@ -165,28 +171,14 @@ def _binding(
     return best[0], strict, origin
 
 
-_INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUGEINT": 128}
-_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
-
-
 def _type_range(sql_type: str) -> tuple[tuple[Decimal, bool, str] | None, ...]:
     """The least and greatest value of the type (None where a double holds every value)."""
-    kind = sql_type.upper()
-    if kind in _INTEGER_BITS:
-        top = 2 ** (_INTEGER_BITS[kind] - 1)
-        return (Decimal(-top), False, TYPE), (Decimal(top - 1), False, TYPE)
-    if kind.startswith("U") and kind[1:] in _INTEGER_BITS:
-        top = 2 ** _INTEGER_BITS[kind[1:]] - 1
-        return (Decimal(0), False, TYPE), (Decimal(top), False, TYPE)
-    decimal = _DECIMAL.fullmatch(kind)
-    if decimal is not None:
-        digits, scale = int(decimal[1]), int(decimal[2])
-        top = Decimal(10) ** (digits - scale) - Decimal(10) ** -scale
-        return (-top, False, TYPE), (top, False, TYPE)
-    if kind == "FLOAT":
-        top = Decimal(_FLOAT32_MAX)
-        return (-top, False, TYPE), (top, False, TYPE)
-    return None, None
+    found = type_range(sql_type)
+    if found is None and sql_type.upper() == "FLOAT":
+        found = (-Decimal(_FLOAT32_MAX), Decimal(_FLOAT32_MAX))
+    if found is None:
+        return None, None
+    return (found[0], False, TYPE), (found[1], False, TYPE)
 
 
 def _inwards(limit: tuple[Decimal, bool, str], sql_type: str, *, up: bool) -> Decimal:
@@ -220,7 +212,7 @@ def _step(kind: str) -> Decimal | None:
     """The resolution of an integer or DECIMAL type (None for floating-point types)."""
     if column_kind(kind) == INTEGER:
         return Decimal(1)
-    decimal = _DECIMAL.fullmatch(kind)
+    decimal = DECIMAL_TYPE.fullmatch(kind)
     return Decimal(10) ** -int(decimal[2]) if decimal is not None else None
 
 

@@ -130,9 +130,15 @@ def measure_drift(
             value = 0.5 * sum(abs(before.get(k, 0.0) - after.get(k, 0.0)) for k in labels)
             unseen = tuple(sorted(set(after) - set(before)))
             out.append(
-                ColumnDrift(name, "label_share_distance", float(value) if now["observed"] else 0.0,
-                            now["observed"], unseen, label_threshold)
-            )  # fmt: skip
+                ColumnDrift(
+                    name,
+                    "label_share_distance",
+                    float(value) if now["observed"] else 0.0,
+                    now["observed"],
+                    unseen,
+                    label_threshold,
+                )
+            )
         else:
             scale = fitted["std"] if fitted["std"] > 0 else 1.0
             value = abs(now["mean"] - fitted["mean"]) / scale if now["observed"] else 0.0

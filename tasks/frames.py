@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tasks.warehouse import BOOLEAN, CATEGORICAL
+from tasks.warehouse.tables import BOOLEAN, CATEGORICAL
 
 __all__ = ["as_float_frame", "as_labels", "as_value_frame", "missing_mask", "observed_labels"]
 

@@ -19,7 +19,7 @@ from prefect.exceptions import MissingContextError
 
 from tasks.artifacts import artifact_key
 from tasks.errors import PipelineInputError
-from tasks.params import ImputerParams
+from tasks.imputer_settings import imputer_device
 from tasks.results import FittedModel, ImputationOutcome
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ Bounds = Mapping[str, tuple[float | None, float | None]]
 @task(name="impute", cache_policy=NO_CACHE)
 def impute(
     frame: pd.DataFrame,
-    params: ImputerParams,
+    settings: Mapping[str, Any],
     seed: int,
     table: str = "table",
     bounds: Bounds | None = None,
@@ -117,20 +117,20 @@ def impute(
     """Fit TDM on the standardised columns (NaN = missing; boolean and categorical columns as
     labels) and fill the missing cells, numeric ones within `bounds` (None: the observed
     range)."""
-    _, outcome = _fit(frame, params, seed, table, bounds)
+    _, outcome = _fit(frame, settings, seed, table, bounds)
     return outcome
 
 
 @task(name="fit-model", cache_policy=NO_CACHE)
 def fit_model(
     frame: pd.DataFrame,
-    params: ImputerParams,
+    settings: Mapping[str, Any],
     seed: int,
     table: str = "table",
     bounds: Bounds | None = None,
 ) -> FittedModel:
     """Fit TDM on a standardised sample of a table, keeping the model for `impute_partition`."""
-    imputer, outcome = _fit(frame, params, seed, table, bounds)
+    imputer, outcome = _fit(frame, settings, seed, table, bounds)
     imputer.callback = None  # the model travels to task-runner workers; the Prefect hook stays
     return FittedModel(imputer=imputer, outcome=outcome)
 
@@ -157,16 +157,18 @@ def _as_frame(filled: Any, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fit(
-    frame: pd.DataFrame, params: ImputerParams, seed: int, table: str, bounds: Bounds | None
+    frame: pd.DataFrame,
+    settings: Mapping[str, Any],
+    seed: int,
+    table: str,
+    bounds: Bounds | None,
 ) -> tuple[Any, ImputationOutcome]:
     from tdm import TDMImputer  # torch is imported on first use, not when the CLI starts
 
-    settings = {k: v for k, v in params.model_dump().items() if v is not None}
-    if bounds is not None:
-        settings["bounds"] = dict(bounds)
     progress = PrefectProgress(table)
     imputer = TDMImputer(
         **settings,
+        **({} if bounds is None else {"bounds": dict(bounds)}),
         standardize=False,  # the standardise task has done it
         random_state=seed,
         callback=progress,
@@ -215,9 +217,9 @@ def uses_gpu(device: str) -> bool:
     return bool(torch.cuda.is_available())
 
 
-def impute_task_for(params: ImputerParams, *, gpu: bool | None = None) -> Any:
+def impute_task_for(settings: Mapping[str, Any], *, gpu: bool | None = None) -> Any:
     """The impute task, tagged `gpu` when it will hold a GPU (`gpu=None`: decide from the device
     setting and this process's CUDA), so that a concurrency limit on the tag applies to GPU runs
     only and CPU runs are never queued behind them."""
-    on_gpu = uses_gpu(params.device) if gpu is None else gpu
+    on_gpu = uses_gpu(imputer_device(settings)) if gpu is None else gpu
     return impute.with_options(tags=[GPU_TAG]) if on_gpu else impute

@@ -21,9 +21,19 @@ from tasks.validate import ImputationPlan
 __all__ = ["LineageRecord", "ModelUse", "RunInfo", "current_run", "package_versions"]
 
 _PACKAGES = (
-    "tdm-impute", "torch", "numpy", "pandas", "scikit-learn", "pot", "lapjv",
-    "duckdb", "prefect", "pandera", "great-expectations", "pydantic",
-)  # fmt: skip
+    "tdm-impute",
+    "torch",
+    "numpy",
+    "pandas",
+    "scikit-learn",
+    "pot",
+    "lapjv",
+    "duckdb",
+    "prefect",
+    "pandera",
+    "great-expectations",
+    "pydantic",
+)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.errors import PipelineInputError
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
-from tasks.warehouse import (
+from tasks.warehouse.tables import (
     Fingerprint,
     TableInfo,
     columns_sql,

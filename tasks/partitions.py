@@ -9,7 +9,7 @@ the target, inside its transaction: every read sees the same snapshot of the sou
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -26,13 +26,14 @@ from tasks.load import SourceTable, _missing_table_message
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
 from tasks.validate import (
     ImputationPlan,
+    TableRequest,
     _resolve_key,
     _resolve_target,
     column_kinds,
     resolve_columns,
     resolve_pass_through,
 )
-from tasks.warehouse import (
+from tasks.warehouse.tables import (
     BOOLEAN,
     CATEGORICAL,
     Fingerprint,
@@ -91,34 +92,32 @@ def count_rows(db_path: str, table: str) -> int | None:
 def profile_table(
     con: duckdb.DuckDBPyConnection,
     db_path: str,
-    table: str,
+    request: TableRequest,
     *,
-    columns: Sequence[str] | None,
-    key: str | None,
-    target: str | None,
     target_suffix: str,
     partition_rows: int,
-    replace_target: bool = False,
-    pass_through: Sequence[str] | None = None,
-    bounds: Mapping[str, Sequence[float | None]] | None = None,
 ) -> TableProfile:
-    """Resolve columns, key and target; check the values in SQL; work out the bounds and
-    observed labels; plan the partitions.
+    """Resolve the requested columns, key and target; check the values in SQL; work out the
+    bounds and observed labels; plan the partitions.
 
     Checked over the whole table: no `inf`, every column has an observed value, a text or enum
     column has at most `MAX_LABELS` labels, the key is unique and not null. Writing over the
     source is refused: its rows are read while the target is written.
     """
-    info = find_table(con, table)
+    info = find_table(con, request.source_table)
     if info is None:
-        raise PipelineInputError(_missing_table_message(con, db_path, table))
-    key_name = _resolve_key(info, key)
-    passed = resolve_pass_through(info, pass_through)
-    target_name = _resolve_target(info.qualified, target, False, target_suffix)
+        raise PipelineInputError(_missing_table_message(con, db_path, request.source_table))
+    key_name = _resolve_key(info, request.key)
+    passed = resolve_pass_through(info, request.pass_through)
+    target_name = _resolve_target(info.qualified, request.target_table, False, target_suffix)
     src = info.sql
     observed = _labelled_observed(con, info)
     chosen = resolve_columns(
-        info, columns, key_name, passed, lambda name: 0 < observed.get(name, 0) < observed[""]
+        info,
+        request.columns,
+        key_name,
+        passed,
+        lambda name: 0 < observed.get(name, 0) < observed[""],
     )
     kinds = column_kinds(info, chosen)
     labelled = [name for name in chosen if kinds[name] in (BOOLEAN, CATEGORICAL)]
@@ -171,7 +170,7 @@ def profile_table(
             f'Table "{info.qualified}" cannot be imputed: {"; ".join(problems)}. '
             "Nothing was written."
         )
-    found = table_bounds(info, numeric, observed_range, bounds)
+    found = table_bounds(info, numeric, observed_range, request.bounds)
     plan = ImputationPlan(
         source_table=info.qualified,
         target_table=target_name,
@@ -180,7 +179,7 @@ def profile_table(
         replace_source=False,
         n_rows=n_rows,
         missing={name: missing[name] for name in chosen},
-        replace_target=replace_target,
+        replace_target=request.replace_target,
         kinds=kinds,
         bounds=found.columns,
         labels=labels,

@@ -19,7 +19,7 @@ from tasks.errors import QualityCheckError
 from tasks.frames import as_float_frame
 from tasks.load import SourceTable
 from tasks.validate import ImputationPlan
-from tasks.warehouse import INTEGER
+from tasks.warehouse.tables import INTEGER
 
 __all__ = [
     "INTEGRAL",

@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from pandas.api import types as ptypes
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.frames import as_float_frame, as_labels
-from tasks.warehouse import BOOLEAN, CATEGORICAL, FLOAT, INTEGER
+from tasks.warehouse.tables import BOOLEAN, FLOAT, INTEGER
 
 if TYPE_CHECKING:
     from tdm.scaling import ColumnScaling
@@ -30,7 +29,6 @@ __all__ = [
     "Scaling",
     "Standardised",
     "apply_scaling",
-    "infer_kinds",
     "inverse_scale",
     "standardise",
 ]
@@ -71,23 +69,6 @@ class Standardised:
     bounds: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
 
-def infer_kinds(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, str]:
-    """Each column's kind from its pandas dtype: bool → "boolean", integer → "integer", other
-    numbers → "float", anything else (text, category) → "categorical"."""
-    kinds = {}
-    for name in columns:
-        dtype = frame[name].dtype
-        if ptypes.is_bool_dtype(dtype):
-            kinds[name] = BOOLEAN
-        elif ptypes.is_integer_dtype(dtype):
-            kinds[name] = INTEGER
-        elif ptypes.is_numeric_dtype(dtype):
-            kinds[name] = FLOAT
-        else:
-            kinds[name] = CATEGORICAL
-    return kinds
-
-
 @task(name="standardise", cache_policy=NO_CACHE)
 def standardise(
     frame: pd.DataFrame,
@@ -99,12 +80,14 @@ def standardise(
 ) -> Standardised:
     """Centre and scale each numeric column by the mean and std of its observed values, or by
     `moments` (mean, std per numeric column) where given: a whole table's, when `frame` is a
-    sample. `kinds` (None: from the dtypes, `infer_kinds`) tells numeric columns from labelled
-    ones; `bounds` (None: each numeric column's observed [min, max]) are in the data's units."""
+    sample. `kinds` (None: from the dtypes, `tdm.columns.column_kinds`) tells numeric columns
+    from labelled ones; `bounds` (None: each numeric column's observed [min, max]) are in the
+    data's units."""
     # imported here: `tdm --help` needs no torch
+    from tdm.columns import column_kinds
     from tdm.scaling import ColumnScaling, fit_column_scaling
 
-    kinds = dict(kinds) if kinds is not None else infer_kinds(frame, columns)
+    kinds = dict(kinds) if kinds is not None else column_kinds(frame[list(columns)])
     numeric = [name for name in columns if kinds.get(name, FLOAT) in (FLOAT, INTEGER)]
     values = as_float_frame(frame, numeric)
     if moments is None:
@@ -188,8 +171,10 @@ def _within_bounds(
     if integer:
         inside = (result >= low) & (result <= high)
         result = np.round(result)
-        edges = (math.ceil(low) if math.isfinite(low) else low,
-                 math.floor(high) if math.isfinite(high) else high)  # fmt: skip
+        edges = (
+            math.ceil(low) if math.isfinite(low) else low,
+            math.floor(high) if math.isfinite(high) else high,
+        )
         result[inside] = np.clip(result[inside], *edges)
     return result
 

@@ -37,10 +37,14 @@ def column_statistics(
         if name not in columns:  # labels: counts only
             given = source[name]
             rows.append(
-                {"column": name, "observed": int(given.notna().sum()),
-                 "missing": int(given.isna().sum()), "imputed": int(cells_imputed[name])}
+                {
+                    "column": name,
+                    "observed": int(given.notna().sum()),
+                    "missing": int(given.isna().sum()),
+                    "imputed": int(cells_imputed[name]),
+                }
                 | dict.fromkeys(_NUMBER_FIELDS)
-            )  # fmt: skip
+            )
             continue
         observed, filled = before[name].dropna(), after[name]
         row: dict[str, Any] = {

@@ -18,10 +18,10 @@ from prefect.cache_policies import NO_CACHE
 from schemas.lineage import LINEAGE_TABLE
 from schemas.warehouse import WarehouseConfig
 from tasks.errors import PipelineInputError, setting
-from tasks.names import parse_table_name
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
 from tasks.validate import ImputationPlan
-from tasks.warehouse import connect, find_table, find_view, schema_exists
+from tasks.warehouse.names import parse_table_name
+from tasks.warehouse.tables import connect, find_table, find_view, schema_exists
 
 __all__ = [
     "check_target_table",

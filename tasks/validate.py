@@ -24,12 +24,18 @@ from tasks.bounds import ColumnBounds, table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import as_float_frame, observed_labels
 from tasks.load import SourceTable
-from tasks.names import RESERVED_PREFIX, is_reserved, parse_table_name, same_table
-from tasks.params import DEFAULT_TARGET_SUFFIX
-from tasks.warehouse import BOOLEAN, CATEGORICAL, FLOAT, TableInfo
+from tasks.warehouse.names import (
+    DEFAULT_TARGET_SUFFIX,
+    RESERVED_PREFIX,
+    is_reserved,
+    parse_table_name,
+    same_table,
+)
+from tasks.warehouse.tables import BOOLEAN, CATEGORICAL, FLOAT, TableInfo
 
 __all__ = [
     "ImputationPlan",
+    "TableRequest",
     "column_kinds",
     "plan_notes",
     "resolve_columns",
@@ -42,15 +48,32 @@ BoundsConfig = Mapping[str, Sequence[float | None]]
 
 
 @dataclass(frozen=True)
+class TableRequest:
+    """Which table to impute: its columns (None: every numeric one, and every text, enum or
+    boolean one with a NULL, but the key and the `pass_through` ones), its key, the target
+    (None: the source name plus the target suffix, or the source itself), and bounds per
+    numeric column ([low, high], None: open) that replace the observed range."""
+
+    source_table: str
+    columns: Sequence[str] | None = None
+    key: str | None = None
+    target_table: str | None = None
+    replace_source: bool = False
+    replace_target: bool = False
+    pass_through: Sequence[str] | None = None
+    bounds: Mapping[str, Sequence[float | None]] | None = None
+
+
+@dataclass(frozen=True)
 class ImputationPlan:
     """What the run will do: which columns of which table it imputes, and where it writes.
 
-    Table names are canonical (`tasks.names`): `table` in schema main, `schema.table` elsewhere.
-    `replace_target`: an existing target the pipeline did not write (no lineage row names it)
-    may be replaced; without it, such a target is refused. `kinds` says how each column is
-    imputed ("float", "integer", "boolean", "categorical"; a column not in it is "float"),
-    `bounds` the range of each numeric column's imputed values (`tasks.bounds`), `labels` the
-    labels observed in each boolean or categorical column (its imputed cells take one of them).
+    Table names are canonical (`tasks.warehouse.names`): `table` in schema main, `schema.table`
+    elsewhere. `replace_target`: an existing target the pipeline did not write (no lineage row names
+    it) may be replaced; without it, such a target is refused. `kinds` says how each column is
+    imputed ("float", "integer", "boolean", "categorical"; a column not in it is "float"), `bounds`
+    the range of each numeric column's imputed values (`tasks.bounds`), `labels` the labels observed
+    in each boolean or categorical column (its imputed cells take one of them).
     """
 
     source_table: str

@@ -1,15 +1,35 @@
-"""Write-back step: target table, imputed-cells record and lineage row, in one transaction.
+"""The one writer of the pipeline: a target table, its imputed-cells record, the lineage row and,
+for incremental runs, the model, in one DuckDB transaction (`TableWriter`).
 
-The checks and records here are shared with `tasks.staging`, which writes a large table
-partition by partition.
+Its modes:
+
+- `NEW`: the target is the source with its missing cells filled (a copy when none is missing);
+- `IN_PLACE`: the source's missing cells are updated, its definition kept;
+- `APPEND`: rows are added to the target (created, or replaced with `replace=True`) and the new
+  model version stored with them;
+- `PARTITIONED`: partitions are staged, each committed on its own, in a scratch DuckDB file
+  beside the warehouse (a `.tdm-staging-*` folder), and published by the one transaction.
+
+Every mode checks the source is unchanged and the target may be written inside the transaction,
+proves the observed cells unchanged in their own type (`tasks.warehouse.cells`), and leaves the
+warehouse as it was when anything fails. Staging folders name their owner; those whose owner is gone
+(a run killed with SIGKILL) are removed by the next partitioned run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -26,7 +46,18 @@ from schemas.lineage import (
     RECORD_MIGRATIONS,
     ImputedCellsSchema,
 )
-from tasks.cells import (
+from tasks.errors import PipelineError, PipelineInputError, QualityCheckError
+from tasks.frames import missing_mask
+from tasks.lineage import LineageRecord
+from tasks.load import SourceTable
+from tasks.quality import CheckOutcome
+from tasks.results import WriteResult
+from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.targets import check_target_table
+from tasks.validate import ImputationPlan
+from tasks.warehouse.access import check_writable
+from tasks.warehouse.cells import (
+    FilledColumn,
     add_checks,
     check_alignment,
     filled_columns,
@@ -37,33 +68,37 @@ from tasks.cells import (
     verify_cells,
     write_checks,
 )
-from tasks.errors import PipelineError, PipelineInputError
-from tasks.frames import missing_mask
-from tasks.lineage import LineageRecord
-from tasks.load import SourceTable
-from tasks.names import quote_table
-from tasks.quality import CheckOutcome
-from tasks.results import WriteResult
-from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
-from tasks.targets import check_target_table
-from tasks.validate import ImputationPlan
-from tasks.warehouse import (
-    connect,
-    find_table,
-    fingerprint_table,
-    register_frame,
-)
+from tasks.warehouse.models import ModelFolder, NewModel, insert_model
+from tasks.warehouse.names import quote_table
+from tasks.warehouse.tables import connect, find_table, fingerprint_table, register_frame
 
 __all__ = [
-    "check_source_unchanged",
-    "ensure_record_tables",
+    "STAGE_PREFIX",
+    "TableWriter",
+    "WriteMode",
     "insert_lineage",
-    "log_type_notes",
-    "record_imputed_cells",
-    "summarise_write",
-    "transaction",
+    "make_stage_dir",
+    "remove_stale_stages",
     "write_back",
 ]
+
+STAGE_PREFIX = ".tdm-staging-"
+_OWNER_FILE = "owner"
+_UNCLAIMED_GRACE_SECONDS = 3600.0
+"""A staging folder with no owner file (its run was killed while creating it) is stale after
+this."""
+_STAGE = "tdm_stage"
+
+logger = logging.getLogger(__name__)
+
+
+class WriteMode(StrEnum):
+    """Where a run's rows go (see the module's docstring)."""
+
+    NEW = "new"
+    IN_PLACE = "in-place"
+    APPEND = "append"
+    PARTITIONED = "partitioned"
 
 
 @task(
@@ -76,13 +111,259 @@ __all__ = [
 def write_back(
     source: SourceTable, plan: ImputationPlan, imputed: pd.DataFrame, lineage: LineageRecord
 ) -> WriteResult:
-    """Write the target table, the imputed cells and the lineage row; all or nothing."""
-    with (
-        connect(source.db_path, read_only=False) as con,
-        transaction(con, plan.target_table, source.db_path),
-    ):
-        replaced = _write(con, source, plan, imputed, lineage)
-    return summarise_write(source.db_path, lineage, replaced_existing=replaced)
+    """Write the target table (or the source in place), the imputed cells and the lineage row;
+    all or nothing."""
+    mode = WriteMode.IN_PLACE if plan.replace_source else WriteMode.NEW
+    with TableWriter(source.db_path, mode) as writer:
+        written, _ = writer.commit(replace(lineage, source=source, plan=plan), imputed)
+    return written
+
+
+class TableWriter:
+    """Writes one table in `mode`, committing it all in one transaction (`commit`).
+
+    A context manager: it checks the file can be written, opens it (or uses `con`, left open),
+    and, for `PARTITIONED`, creates the staging file, which it always removes. `folder` is where
+    an `APPEND` stores model files (None: in `tdm_models`); `replace` makes an `APPEND` write
+    the target anew; `memory_limit` is DuckDB's while a partitioned table is written.
+    """
+
+    def __init__(
+        self,
+        db_path: str,
+        mode: WriteMode,
+        *,
+        con: duckdb.DuckDBPyConnection | None = None,
+        replace: bool = False,
+        folder: ModelFolder | None = None,
+        memory_limit: str | None = None,
+    ) -> None:
+        self.db_path = db_path
+        self.mode = mode
+        self.replace = replace
+        self.folder = folder
+        self.memory_limit = memory_limit
+        self.con: duckdb.DuckDBPyConnection = con  # type: ignore[assignment]
+        self._owns_connection = con is None
+        self._connection: contextlib.AbstractContextManager[duckdb.DuckDBPyConnection] | None
+        self._connection = None
+        self._stage_dir: str | None = None
+        self._filled: list[FilledColumn] = []
+        self._staged_rows = 0
+        self._observed_checked = 0
+
+    def __enter__(self) -> TableWriter:
+        if not self._owns_connection:
+            return self
+        check_writable(self.db_path)  # before the staging folder and the fit
+        try:
+            if self.mode == WriteMode.PARTITIONED:
+                # stale folders of killed runs are removed first
+                self._stage_dir = make_stage_dir(Path(self.db_path).resolve().parent)
+            self._open()
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        self._close()
+        if isinstance(error, duckdb.Error):
+            raise PipelineError(
+                f"Writing to '{self.db_path}' failed, and the warehouse was left as it was: "
+                f"{str(error).splitlines()[0]}"
+            ) from None
+
+    @property
+    def checks(self) -> list[CheckOutcome]:
+        """The checks the rows written so far passed, for the lineage row."""
+        return write_checks(self._filled, self._observed_checked)
+
+    def create_stage(self, source: SourceTable, plan: ImputationPlan) -> None:
+        """`PARTITIONED`: check the target name, then create the empty staged target (the
+        source's columns and types) and imputed-cells record."""
+        check_target_table(self.con, plan)
+        self._filled = filled_columns(source, plan)
+        self.con.execute(
+            f"CREATE TABLE {_STAGE}.target AS SELECT * "
+            f"FROM {quote_table(plan.source_table)} LIMIT 0"
+        )
+        self.con.execute(IMPUTED_CELLS_DDL.replace(IMPUTED_CELLS_TABLE, f"{_STAGE}.cells", 1))
+
+    def stage(
+        self, plan: ImputationPlan, part: SourceTable, imputed: pd.DataFrame, run_id: str
+    ) -> None:
+        """`PARTITIONED`: stage one partition (`part.frame` and `imputed` indexed by the
+        source's rowid), its observed cells proved unchanged first."""
+        self._observed_checked += _insert_rows(
+            self.con, plan, part, imputed, self._filled, f"{_STAGE}.target"
+        )
+        offset, self._staged_rows = self._staged_rows, self._staged_rows + len(part.frame)
+        _record_cells(self.con, part, plan, run_id, offset=offset, table=f"{_STAGE}.cells")
+        self._reopen()
+
+    def commit(
+        self,
+        lineage: LineageRecord,
+        imputed: pd.DataFrame | None = None,
+        *,
+        model: NewModel | None = None,
+    ) -> tuple[WriteResult, LineageRecord]:
+        """Write the rows of `lineage.source` (`imputed` fills their missing cells; staged ones
+        for `PARTITIONED`), the imputed cells, the `model` (`APPEND`) and the lineage row, in
+        one transaction. Returns what was written and `lineage` with the write's checks."""
+        source, plan = lineage.source, lineage.plan
+        files: list[Path] = []
+        try:
+            with transaction(self.con, plan.target_table, self.db_path):
+                _check_source_unchanged(self.con, source)
+                _ensure_record_tables(self.con)
+                exists = find_table(self.con, plan.target_table, whole_name=False) is not None
+                replaced = check_target_table(self.con, plan)
+                if self.mode == WriteMode.PARTITIONED:
+                    self._publish_stage(plan)
+                elif self.mode == WriteMode.APPEND:
+                    self._append(lineage, imputed, exists)
+                else:
+                    self._write_whole(source, plan, imputed, lineage.run.run_id)
+                if self._filled or self.mode in (WriteMode.APPEND, WriteMode.PARTITIONED):
+                    lineage = replace(lineage, quality=add_checks(lineage.quality, self.checks))
+                if model is not None:
+                    files += self._store_model(model, lineage)
+                insert_lineage(self.con, lineage)
+        except BaseException:
+            for file in files:  # the transaction is undone: so is its model file
+                file.unlink(missing_ok=True)
+            raise
+        _log_type_notes(plan.target_table, self.checks)  # after the commit: once per write
+        if self.mode == WriteMode.APPEND:
+            replaced = self.replace and exists
+        written = WriteResult(
+            db_path=self.db_path,
+            target_table=plan.target_table,
+            replaced_existing=replaced,
+            rows=plan.n_rows,
+            cells_imputed=plan.n_missing,
+            run_id=lineage.run.run_id,
+        )
+        return written, lineage
+
+    def _write_whole(
+        self,
+        source: SourceTable,
+        plan: ImputationPlan,
+        imputed: pd.DataFrame | None,
+        run_id: str,
+    ) -> None:
+        """`NEW` and `IN_PLACE`: the missing cells filled, rows matched by position; a new
+        target is the source with each imputed column's missing cells filled in the column's
+        own type, in place only the source's missing cells are updated."""
+        con, src = self.con, quote_table(plan.source_table)
+        if plan.n_missing and imputed is not None:
+            self._filled = filled_columns(source, plan)
+            frame = imputed_frame(source, plan, imputed, self._filled)
+            with register_frame(con, frame, "tdm_imputed") as view:
+                rows = f"{src} AS s POSITIONAL JOIN {view} AS i"
+                check_alignment(con, plan, self._filled, rows)
+                if plan.replace_source:
+                    self._observed_checked = update_in_place(con, plan, src, view, self._filled)
+                else:
+                    target = quote_table(plan.target_table)
+                    filled = ", ".join(
+                        f"{target_expression(c)} AS {c.quoted}" for c in self._filled
+                    )
+                    con.execute(
+                        f"CREATE OR REPLACE TABLE {target} AS "
+                        f"SELECT s.* REPLACE ({filled}) FROM {rows}"
+                    )
+                    self._observed_checked = verify_cells(
+                        con, plan.target_table, positional(src, target, view), self._filled
+                    )
+        elif not plan.replace_source:  # nothing to impute: a copy (in place, nothing to do)
+            con.execute(
+                f"CREATE OR REPLACE TABLE {quote_table(plan.target_table)} AS SELECT * FROM {src}"
+            )
+        _record_cells(con, source, plan, run_id, offset=0)
+
+    def _append(self, lineage: LineageRecord, imputed: pd.DataFrame | None, exists: bool) -> None:
+        """`APPEND`: the rows of `lineage.source` into the target, after its `rows_reused` rows
+        (or into a target written anew), each cell recorded with the model version."""
+        con, plan, part = self.con, lineage.plan, lineage.source
+        assert lineage.model is not None
+        target = quote_table(plan.target_table)
+        if self.replace or not exists:
+            con.execute(
+                f"CREATE OR REPLACE TABLE {target} AS "
+                f"SELECT * FROM {quote_table(plan.source_table)} LIMIT 0"
+            )
+        else:
+            _check_same_columns(con, plan)
+        self._filled = filled_columns(part, plan)
+        if len(part.frame) and imputed is not None:
+            self._observed_checked = _insert_rows(con, plan, part, imputed, self._filled, target)
+        _record_cells(
+            con,
+            part,
+            plan,
+            lineage.run.run_id,
+            offset=0 if self.replace else lineage.model.rows_reused,
+            model_version=lineage.model.version,
+        )
+
+    def _store_model(self, model: NewModel, lineage: LineageRecord) -> list[Path]:
+        """Store the fitted model as the version the lineage names; the file written (if any)."""
+        assert lineage.model is not None
+        stored, file = insert_model(self.con, model, self.folder)
+        files = [file] if file is not None else []
+        if stored != lineage.model.version:
+            for written in files:
+                written.unlink(missing_ok=True)
+            raise PipelineError(
+                f'Another run stored a model of table "{lineage.plan.target_table}" meanwhile '
+                f"(version {stored - 1}); nothing was written. Run again."
+            )
+        return files
+
+    def _publish_stage(self, plan: ImputationPlan) -> None:
+        """`PARTITIONED`: the staged target and imputed-cells record into the warehouse."""
+        self.con.execute(
+            f"CREATE OR REPLACE TABLE {quote_table(plan.target_table)} AS "
+            f"SELECT * FROM {_STAGE}.target"
+        )
+        self.con.execute(f"INSERT INTO {IMPUTED_CELLS_TABLE} BY NAME SELECT * FROM {_STAGE}.cells")
+
+    def _open(self) -> None:
+        connection = connect(self.db_path, read_only=False)
+        self.con = connection.__enter__()  # if opening fails, there is nothing to close
+        self._connection = connection
+        if self._stage_dir is None:
+            return
+        if self.memory_limit:
+            self.con.execute("SET memory_limit = ?", [self.memory_limit])
+        stage = str(Path(self._stage_dir) / "stage.duckdb").replace("'", "''")
+        self.con.execute(f"ATTACH '{stage}' AS {_STAGE}")
+
+    def _reopen(self) -> None:
+        """Close and reopen the database: DuckDB keeps the pages it read and wrote cached in
+        the process until the last connection closes, so without this the memory of a run
+        would grow with every partition; with it, it stays bounded by one partition."""
+        self._close_connection()
+        self._open()
+
+    def _close_connection(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            if self._stage_dir is not None:
+                with contextlib.suppress(duckdb.Error):
+                    self.con.execute(f"DETACH {_STAGE}")
+            connection.__exit__(None, None, None)
+
+    def _close(self) -> None:
+        try:
+            self._close_connection()
+        finally:
+            if self._stage_dir is not None:
+                shutil.rmtree(self._stage_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -104,44 +385,50 @@ def transaction(con: duckdb.DuckDBPyConnection, target: str, db_path: str) -> It
         raise
 
 
-def summarise_write(
-    db_path: str, lineage: LineageRecord, *, replaced_existing: bool
-) -> WriteResult:
-    """What a committed write of `lineage`'s plan to `db_path` did."""
-    return WriteResult(
-        db_path=db_path,
-        target_table=lineage.plan.target_table,
-        replaced_existing=replaced_existing,
-        rows=lineage.plan.n_rows,
-        cells_imputed=lineage.plan.n_missing,
-        run_id=lineage.run.run_id,
-    )
-
-
-def _write(
+def _insert_rows(
     con: duckdb.DuckDBPyConnection,
-    source: SourceTable,
     plan: ImputationPlan,
+    part: SourceTable,
     imputed: pd.DataFrame,
-    lineage: LineageRecord,
-) -> bool:
-    """The statements of the transaction; returns whether an existing target was replaced."""
-    check_source_unchanged(con, source)
-    ensure_record_tables(con)
-    replaced = check_target_table(con, plan)
-    if plan.n_missing:
-        lineage = _create_imputed_target(con, plan, source, imputed, lineage)
-    elif not plan.replace_source:  # nothing to impute: a copy (or, in place, nothing to do)
+    filled: list[FilledColumn],
+    into: str,
+) -> int:
+    """Insert the rows of `part` (indexed by the source's rowid) into the table `into`, their
+    missing cells filled from `imputed`, in rowid order; returns the observed cells proved
+    unchanged (copied by DuckDB and checked in their own type before the insert)."""
+    rowids = part.frame.index.to_numpy(dtype=np.int64)
+    frame = imputed_frame(part, plan, imputed, filled)
+    frame["r"] = rowids
+    src = quote_table(plan.source_table)
+    out = "temp.tdm_part_out"
+    with register_frame(con, frame, "tdm_part") as view:
+        rows = f"{src} AS s JOIN {view} AS i ON s.rowid = i.r"
+        check_alignment(con, plan, filled, rows)
+        replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
+        replaced = f" REPLACE ({replacements})" if replacements else ""
         con.execute(
-            f"CREATE OR REPLACE TABLE {quote_table(plan.target_table)} AS "
-            f"SELECT * FROM {quote_table(plan.source_table)}"
+            "CREATE OR REPLACE TEMP TABLE tdm_part_out AS "
+            f"SELECT s.rowid AS tdm_row, s.*{replaced} FROM {rows} ORDER BY s.rowid"
         )
-    record_imputed_cells(con, source, plan, lineage.run.run_id)
-    insert_lineage(con, lineage)
-    return replaced
+        try:
+            written = con.execute(f"SELECT count(*) FROM {out}").fetchall()[0][0]
+            if written != len(frame):
+                raise QualityCheckError(
+                    f'Rows {rowids[0]}-{rowids[-1]} of "{plan.source_table}" matched '
+                    f"{written} of their {len(frame)} rows when written, so nothing was written."
+                )
+            observed = verify_cells(
+                con, plan.target_table, f"{rows} JOIN {out} AS t ON t.tdm_row = s.rowid", filled
+            )
+            con.execute(
+                f"INSERT INTO {into} SELECT * EXCLUDE (tdm_row) FROM {out} ORDER BY tdm_row"
+            )
+        finally:
+            con.execute(f"DROP TABLE IF EXISTS {out}")
+    return observed
 
 
-def ensure_record_tables(con: duckdb.DuckDBPyConnection) -> None:
+def _ensure_record_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Create `tdm_lineage` and `tdm_imputed_cells` where missing, and add the columns newer
     than a file's tables (`schemas.lineage.RECORD_MIGRATIONS`)."""
     con.execute(LINEAGE_DDL)
@@ -150,7 +437,7 @@ def ensure_record_tables(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(statement)
 
 
-def check_source_unchanged(con: duckdb.DuckDBPyConnection, source: SourceTable) -> None:
+def _check_source_unchanged(con: duckdb.DuckDBPyConnection, source: SourceTable) -> None:
     """Refuse to write if the source's columns or contents differ from what was read."""
     table = find_table(con, source.table.qualified)
     if table != source.table or fingerprint_table(con, table) != source.fingerprint:
@@ -160,62 +447,42 @@ def check_source_unchanged(con: duckdb.DuckDBPyConnection, source: SourceTable) 
         )
 
 
-def _create_imputed_target(
-    con: duckdb.DuckDBPyConnection,
-    plan: ImputationPlan,
-    source: SourceTable,
-    imputed: pd.DataFrame,
-    lineage: LineageRecord,
-) -> LineageRecord:
-    """Fill the missing cells (`tasks.cells`), rows matched by position; returns `lineage` with
-    the checks made here. A new target is the source with each imputed column's missing cells
-    filled in the column's own type; in place, the source's missing cells are updated, its
-    definition kept. Observed cells, and every other column, are copied by DuckDB and proved
-    unchanged in their own type.
-    """
-    filled = filled_columns(source, plan)
-    frame = imputed_frame(source, plan, imputed, filled)
-    src = quote_table(plan.source_table)
-    with register_frame(con, frame, "tdm_imputed") as view:
-        check_alignment(con, plan, filled, f"{src} AS s POSITIONAL JOIN {view} AS i")
-        if plan.replace_source:
-            n_observed = update_in_place(con, plan, src, view, filled)
-        else:
-            target = quote_table(plan.target_table)
-            replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
-            con.execute(
-                f"CREATE OR REPLACE TABLE {target} AS "
-                f"SELECT s.* REPLACE ({replacements}) FROM {src} AS s POSITIONAL JOIN {view} AS i"
-            )
-            rows = positional(src, target, view)
-            n_observed = verify_cells(con, plan.target_table, rows, filled)
-    checks = write_checks(filled, n_observed)
-    log_type_notes(plan.target_table, checks)
-    return replace(lineage, quality=add_checks(lineage.quality, checks))
+def _check_same_columns(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> None:
+    """Refuse to append when the source's columns are no longer the target's."""
+    source = find_table(con, plan.source_table)
+    target = find_table(con, plan.target_table)
+    assert source is not None and target is not None
+    before = [(c.name, c.sql_type) for c in target.columns]
+    now = [(c.name, c.sql_type) for c in source.columns]
+    if before != now:
+        raise PipelineInputError(
+            f'Table "{plan.source_table}" no longer has the columns of its target '
+            f'"{plan.target_table}" ({len(now)} columns now, {len(before)} then, or other '
+            "names or types), so new rows cannot be appended: refit with the old imputations "
+            "rewritten (TDM_REWRITE_ON_REFIT=true with --refit)."
+        )
 
 
-def log_type_notes(table: str, checks: list[CheckOutcome]) -> None:
+def _log_type_notes(table: str, checks: list[CheckOutcome]) -> None:
     """Log, once per write, which columns' imputed cells were rounded to their type."""
     for check in checks:
         if check.name == "imputed_cell_types":
             get_logger("tdm.write").info("%s: %s", table, check.detail)
 
 
-def record_imputed_cells(
+def _record_cells(
     con: duckdb.DuckDBPyConnection,
     source: SourceTable,
     plan: ImputationPlan,
     run_id: str,
     *,
-    offset: int = 0,
+    offset: int,
     table: str = IMPUTED_CELLS_TABLE,
     model_version: int | None = None,
 ) -> None:
     """One row per imputed cell (numeric, boolean or categorical): run, target, row number
-    (0-based), key value, column and the stored model version that imputed it (None: none).
-
-    `offset` is the row number of `source.frame`'s first row in the target (a partition of the
-    table, or rows appended after the target's)."""
+    (0-based: `offset` is that of `source.frame`'s first row), key value, column and the stored
+    model version that imputed it (None: none)."""
     mask = missing_mask(source.frame, plan.columns).to_numpy()
     rows, cols = np.nonzero(mask)
     keys = (
@@ -243,3 +510,58 @@ def insert_lineage(con: duckdb.DuckDBPyConnection, lineage: LineageRecord) -> No
     row = lineage.to_frame(finished_at=datetime.now(UTC))
     with register_frame(con, row, "tdm_lineage") as view:
         con.execute(f"INSERT INTO {LINEAGE_TABLE} BY NAME SELECT * FROM {view}")
+
+
+def make_stage_dir(where: Path) -> str:
+    """A fresh staging folder in `where`, owned by this process; stale ones are removed first."""
+    remove_stale_stages(where)
+    stage_dir = tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=where)
+    (Path(stage_dir) / _OWNER_FILE).write_text(f"{os.getpid()}\n{socket.gethostname()}\n")
+    return stage_dir
+
+
+def remove_stale_stages(where: Path) -> list[Path]:
+    """Remove the staging folders in `where` whose owning process is gone; returns them.
+
+    A folder owned by a process of another host is left alone (its liveness cannot be known
+    here), and so is one this user cannot remove: it is then named in a warning."""
+    removed = []
+    for folder in sorted(where.glob(f"{STAGE_PREFIX}*")):
+        if not folder.is_dir() or not _is_stale(folder):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            logger.warning(
+                "Staging folder %s was left by a run that is gone, and could not be removed: "
+                "delete it by hand.",
+                folder,
+            )
+        else:
+            removed.append(folder)
+    if removed:
+        logger.warning(
+            "Removed %d staging folder(s) left by runs that were killed: %s",
+            len(removed),
+            ", ".join(str(f) for f in removed),
+        )
+    return removed
+
+
+def _is_stale(folder: Path) -> bool:
+    try:
+        pid_text, host = [*(folder / _OWNER_FILE).read_text().split(), ""][:2]
+    except OSError:  # not claimed (yet): stale only once it is old
+        try:
+            age = time.time() - folder.stat().st_mtime
+        except OSError:
+            return False
+        return age > _UNCLAIMED_GRACE_SECONDS
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # it exists, owned by another user
+        return False
+    return False

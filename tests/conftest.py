@@ -278,12 +278,11 @@ def prepare_write(
     from tasks.impute import impute
     from tasks.lineage import LineageRecord, current_run
     from tasks.load import load_table
-    from tasks.params import ImputerParams
     from tasks.quality import check_quality
     from tasks.scaling import inverse_scale, standardise
     from tasks.validate import validate_input
 
-    params = ImputerParams(max_iter=max_iter)
+    params = {"max_iter": max_iter}
     source = load_table.fn(str(db_path), table, key)
     plan = validate_input.fn(source, None, key)
     scaled = standardise.fn(source.frame, plan.columns)
@@ -297,7 +296,7 @@ def prepare_write(
         outcome=outcome,
         quality=report,
         seed=0,
-        hyperparameters=params.model_dump(),
+        hyperparameters=dict(params),
     )
     return source, plan, imputed, lineage
 

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from cli.arguments import (
-    add_columns_flag,
+    add_column_flags,
     add_key_flag,
     parse_positive,
     split_names,
@@ -39,7 +39,7 @@ def test_positive_refuses_what_is_not_a_positive_whole_number(text: str) -> None
 def test_columns_flags_add_up_and_the_key_is_one_name() -> None:
     """`--columns a,b --columns c` gives [a, b, c]; no flag gives None, so every column."""
     parser = argparse.ArgumentParser()
-    add_columns_flag(parser)
+    add_column_flags(parser)
     add_key_flag(parser)
     given = parser.parse_args(["--columns", "a, b", "--columns", "c", "--key", "id"])
     assert (given.columns, given.key) == (["a", "b", "c"], "id")

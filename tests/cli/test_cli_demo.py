@@ -7,8 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from cli.demo import DEMO_KEY, DEMO_MAX_ITER, build_demo_warehouse, score_demo
-from tasks.params import ImputerParams
+from cli.demo import DEMO_KEY, build_demo_warehouse, score_demo
 
 
 def test_demo_warehouse_knocks_out_the_cells_it_says_and_keeps_the_truth(tmp_path: Path) -> None:
@@ -70,10 +69,7 @@ def test_demo_tdm_beats_mean_imputation(tmp_path: Path) -> None:
     from flows.impute_table import impute_table
 
     demo = build_demo_warehouse(tmp_path / "demo.duckdb", seed=0)
-    result = impute_table(
-        demo.table, db_path=demo.db_path, key=DEMO_KEY,
-        imputer=ImputerParams(max_iter=DEMO_MAX_ITER), seed=0,
-    )  # fmt: skip
+    result = impute_table(demo.table, db_path=demo.db_path, key=DEMO_KEY, seed=0)
     score = score_demo(demo, result.target_table)
     assert score.mae_imputed < 0.95 * score.mae_mean
     assert score.label_error_imputed < 0.5 * score.label_error_mode

@@ -12,60 +12,58 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from cli.main import _settings as settings_from
+from cli.main import _imputer as imputer_flags
 from cli.main import build_parser, main
-from flows.settings import PipelineSettings
-from tasks.params import ImputerParams
+from tasks.imputer_settings import (
+    PIPELINE_SET,
+    imputer_settings,
+    setting_names,
+    settings_from_env,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_every_imputer_hyperparameter_has_a_flag_and_a_variable() -> None:
-    """Each ImputerParams field is a `tdm impute` flag and a TDM_* setting."""
-    flags = {
-        action.dest
-        for action in build_parser()._subparsers._group_actions[0].choices["impute"]._actions
-    }
-    for name in ImputerParams.model_fields:
-        assert name in flags
-        assert name in PipelineSettings.model_fields
+def test_every_library_setting_has_a_flag_and_a_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of TDMImputer's public parameters but those the pipeline sets is a `tdm impute`
+    flag and a TDM_* variable, read from the library, not listed by the pipeline."""
+    from tdm import TDMImputer
+
+    actions = build_parser()._subparsers._group_actions[0].choices["impute"]._actions
+    flags = {option for action in actions for option in action.option_strings}
+    expected = set(TDMImputer._get_param_names()) - set(PIPELINE_SET)
+    assert expected and expected == set(setting_names())
+    for name in expected:
+        assert f"--{name.replace('_', '-')}" in flags
+        monkeypatch.setenv(f"TDM_{name.upper()}", "none")
+    assert settings_from_env() == dict.fromkeys(expected)
 
 
 def test_flags_override_environment_which_overrides_defaults(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """--max-iter beats TDM_MAX_ITER, which beats the default; unset flags keep the env value."""
+    """--max-iter beats TDM_MAX_ITER, which beats the library's default; the flow merges the
+    flags given over the variables."""
     monkeypatch.setenv("TDM_MAX_ITER", "500")
     monkeypatch.setenv("TDM_LR", "0.05")
     parser = build_parser()
-    from_env = settings_from(parser.parse_args(["impute", "--table", "t"]))
-    assert (from_env.max_iter, from_env.lr, from_env.batch_size) == (500, 0.05, 512)
-    from_flag = settings_from(parser.parse_args(["impute", "--table", "t", "--max-iter", "9"]))
-    assert (from_flag.max_iter, from_flag.lr) == (9, 0.05)
+    assert imputer_flags(parser.parse_args(["impute", "--table", "t"])) == {}
+    assert settings_from_env() == {"max_iter": 500, "lr": 0.05}
+    given = imputer_flags(parser.parse_args(["impute", "--table", "t", "--max-iter", "9"]))
+    merged = imputer_settings(settings_from_env(), given, subject="x")
+    assert merged == {"max_iter": 9, "lr": 0.05}
 
 
-def test_boolean_hyperparameters_are_switches_and_variables(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """--early-stopping / --no-early-stopping, or TDM_EARLY_STOPPING=true; unset by default."""
+def test_values_keep_the_library_s_meaning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--network-lr none asks for the library's None ("use lr"), which the pipeline once took
+    for 3e-3; boolean settings are switches and variables."""
     parser = build_parser()
-    assert settings_from(parser.parse_args(["impute", "--table", "t"])).early_stopping is None
-    monkeypatch.setenv("TDM_EARLY_STOPPING", "true")
-    assert settings_from(parser.parse_args(["impute", "--table", "t"])).early_stopping is True
+    none = imputer_flags(parser.parse_args(["impute", "--table", "t", "--network-lr", "none"]))
+    assert none == {"network_lr": None}
     off = parser.parse_args(["impute", "--table", "t", "--no-early-stopping"])
-    assert settings_from(off).early_stopping is False
-    paper_rate = parser.parse_args(["impute", "--table", "t", "--no-cell-lr-correction"])
-    assert settings_from(paper_rate).cell_lr_correction is False
-
-
-def test_demo_defaults_apply_unless_the_environment_says_otherwise(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The demo's own iteration count is used unless TDM_MAX_ITER or --max-iter is set."""
-    parser = build_parser()
-    assert settings_from(parser.parse_args(["demo"]), max_iter=2000).max_iter == 2000
-    monkeypatch.setenv("TDM_MAX_ITER", "40")
-    assert settings_from(parser.parse_args(["demo"]), max_iter=2000).max_iter == 40
+    assert imputer_flags(off) == {"early_stopping": False}
+    monkeypatch.setenv("TDM_CELL_LR_CORRECTION", "false")
+    assert settings_from_env() == {"cell_lr_correction": False}
 
 
 def test_help_and_missing_command_exit_codes() -> None:

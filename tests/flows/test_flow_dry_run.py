@@ -15,13 +15,12 @@ from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse
 from flows.steps import DRY_RUN, describe_dry_run
 from tasks.errors import QualityCheckError
-from tasks.params import ImputerParams
 from tests.conftest import auto_device
 from tests.tables import file_hash
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
-FAST = ImputerParams(max_iter=5)
+FAST = {"max_iter": 5}
 COLUMNS = ("temperature", "pressure", "humidity", "visits")
 
 

@@ -17,12 +17,11 @@ import tasks.write
 import tdm
 from flows.impute_table import impute_table
 from tasks.errors import PipelineInputError, QualityCheckError
-from tasks.params import ImputerParams
 from tests.conftest import auto_device
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
-FAST = ImputerParams(max_iter=15)
+FAST = {"max_iter": 15}
 DESIGN_LINEAGE_FIELDS = {
     "run_id", "flow_name", "deployment_name", "started_at", "finished_at", "source_table",
     "source_rows", "source_hash", "target_table", "rows", "columns_imputed", "cells_imputed",

@@ -14,13 +14,12 @@ import pytest
 import torch
 
 from flows.impute_table import impute_table
-from tasks.params import ImputerParams
 from tests.conftest import build_readings
 from tests.tables import column_types
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
-FAST = ImputerParams(max_iter=15)
+FAST = {"max_iter": 15}
 NUMERIC = ["temperature", "pressure", "humidity", "visits"]
 
 
@@ -294,7 +293,7 @@ def test_new_rows_are_imputed_in_partitions_on_a_dask_cluster_as_on_threads(
     numbers bit for bit (same model, same partitions), on the CPU and on CUDA."""
     import shutil
 
-    on_device = ImputerParams(max_iter=15, device=device)
+    on_device = {"max_iter": 15, "device": device}
     _run(warehouse, imputer=on_device)
     _append_rows(warehouse, 81, 30, seed=5)
     copy = tmp_path / "copy.duckdb"
@@ -319,7 +318,7 @@ def test_a_model_folder_keeps_the_files_and_the_table_their_path_and_digest(
     file and tdm_models keeps its relative path and digest (no blob); the next night reads it
     from there. A failed write removes the file it wrote; a missing file is reported and
     refitted; `tdm models drop` deletes the files with the rows."""
-    import tasks.increments
+    import tasks.write
     from cli.main import main
 
     monkeypatch.setenv("TDM_MODEL_DIR", "models")
@@ -344,7 +343,7 @@ def test_a_model_folder_keeps_the_files_and_the_table_their_path_and_digest(
     _append_rows(warehouse, 91, 10, seed=6)
     before = _query(warehouse, "SELECT count(*) AS n FROM readings_imputed")["n"][0]
     with monkeypatch.context() as patch:
-        patch.setattr(tasks.increments, "insert_lineage", broken)
+        patch.setattr(tasks.write, "insert_lineage", broken)
         state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=1,
                              incremental=True, refit=True, return_state=True)  # fmt: skip
     assert state.is_failed() and "disk full" in state.message

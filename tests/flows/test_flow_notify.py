@@ -19,11 +19,10 @@ from prefect.states import Crashed
 from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse
 from flows.notify import failure_summary, notify_failure
-from tasks.params import ImputerParams
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
-FAST = ImputerParams(max_iter=5)
+FAST = {"max_iter": 5}
 
 
 class Receiver(HTTPServer):

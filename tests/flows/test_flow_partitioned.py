@@ -13,7 +13,7 @@ import pytest
 import flows.partitioned as partitioned
 from flows.impute_table import impute_table
 from tasks.errors import PipelineInputError, QualityCheckError
-from tasks.staging import PartitionedWrite
+from tasks.write import TableWriter
 from tests.tables import column_types, differing_cells, file_hash, random_table
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
@@ -79,13 +79,13 @@ def test_memory_is_bounded_by_the_partitions_in_flight(
         outstanding[1] = max(outstanding)
         return frame
 
-    def writing(self: PartitionedWrite, *args: object) -> None:
-        append(self, *args)
+    def writing(self: TableWriter, *args: object) -> None:
+        stage(self, *args)
         outstanding[0] -= 1
 
-    read_partition, append = partitioned.read_partition, PartitionedWrite.append
+    read_partition, stage = partitioned.read_partition, TableWriter.stage
     monkeypatch.setattr(partitioned, "read_partition", reading)
-    monkeypatch.setattr(PartitionedWrite, "append", writing)
+    monkeypatch.setattr(TableWriter, "stage", writing)
     monkeypatch.setenv("TDM_MAX_WORKERS", "2")
     impute_table("readings", db_path=str(large), key="id")
 

@@ -11,7 +11,6 @@ import pytest
 
 from cli.main import main
 from flows.impute_table import impute_table
-from tasks.params import ImputerParams
 from tests.tables import strict_changes, strict_table, table_definition
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
@@ -24,7 +23,7 @@ def test_replace_source_flow_keeps_the_table_definition(tmp_path: Path) -> None:
     strict_table(path, n_rows=40, seed=5)
     definition = table_definition(path, "strict")
     result = impute_table(
-        "strict", db_path=path, key="id", replace_source=True, imputer=ImputerParams(max_iter=15)
+        "strict", db_path=path, key="id", replace_source=True, imputer={"max_iter": 15}
     )
     assert result.target_table == "strict" and result.status == "imputed"
     assert table_definition(path, "strict") == definition

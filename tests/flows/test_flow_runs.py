@@ -15,11 +15,10 @@ import pytest
 import tasks.write
 from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse
-from tasks.params import ImputerParams
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
-FAST = ImputerParams(max_iter=5)
+FAST = {"max_iter": 5}
 TABLE_STEPS = (
     "count-rows", "load-table", "validate-input", "check-target", "standardise", "impute",
     "inverse-scale", "check-quality", "write-back",

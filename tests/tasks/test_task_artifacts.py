@@ -24,11 +24,10 @@ from tasks.artifacts import (
 )
 from tasks.load import SourceTable
 from tasks.markdown import format_number
-from tasks.params import ImputerParams
 from tasks.quality import CheckOutcome, QualityReport
 from tasks.results import ImputationOutcome, ImputeTableResult
 
-FAST = ImputerParams(max_iter=15)
+FAST = {"max_iter": 15}
 
 
 def _result(**changes: Any) -> ImputeTableResult:

@@ -12,16 +12,15 @@ import numpy as np
 import pytest
 
 from tasks.bounds import column_bounds
-from tasks.constraints import CheckBounds, parse_checks
 from tasks.errors import PipelineInputError
 from tasks.impute import impute
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import load_table
-from tasks.params import ImputerParams
 from tasks.quality import check_quality
 from tasks.scaling import inverse_scale, standardise
 from tasks.validate import validate_input
-from tasks.warehouse import ColumnInfo
+from tasks.warehouse.constraints import CheckBounds, parse_checks
+from tasks.warehouse.tables import ColumnInfo
 from tasks.write import write_back
 from tests.tables import write_table
 
@@ -131,7 +130,7 @@ def test_replace_source_with_open_bounds_never_breaks_a_strict_check(tmp_path: P
         d = None if x < 1.5 else f"{x - 2.5 + 0.1 * rng.random():.2f}"
         rows.append((k, x, d if d is None or float(d) > 0 else "0.05"))
     write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "d": "DECIMAL(10,2) CHECK (d > 0)"}, rows)
-    params = ImputerParams(max_iter=30)
+    params = {"max_iter": 30}
     source = load_table.fn(str(db), "t", "id")
     plan = validate_input.fn(source, None, "id", None, True, bounds={"d": [None, None]})
     assert (plan.bounds["d"].low, plan.bounds["d"].low_from) == (0.01, "CHECK")
@@ -140,7 +139,7 @@ def test_replace_source_with_open_bounds_never_breaks_a_strict_check(tmp_path: P
     outcome = impute.fn(scaled.frame, params, 0, table="t", bounds=scaled.bounds)
     imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
     report = check_quality.fn(source, plan, imputed)
-    lineage = LineageRecord(current_run(), source, plan, outcome, report, 0, params.model_dump())
+    lineage = LineageRecord(current_run(), source, plan, outcome, report, 0, dict(params))
     write_back.fn(source, plan, imputed, lineage)
     with duckdb.connect(str(db), read_only=True) as con:
         filled = [r[0] for r in con.execute("SELECT d FROM t WHERE x < 1.5").fetchall()]

@@ -15,7 +15,6 @@ from tasks.errors import PipelineError, QualityCheckError
 from tasks.impute import impute
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import load_table
-from tasks.params import ImputerParams
 from tasks.quality import check_quality
 from tasks.scaling import inverse_scale, standardise
 from tasks.validate import validate_input
@@ -40,14 +39,14 @@ def _prepare(
     db: Path, table: str, *, key: str | None = None, replace_source: bool = False
 ) -> tuple:
     """Every step up to write-back, with `task.fn` (as `conftest.prepare_write`, in place too)."""
-    params = ImputerParams(max_iter=20)
+    params = {"max_iter": 20}
     source = load_table.fn(str(db), table, key)
     plan = validate_input.fn(source, None, key, None, replace_source)
     scaled = standardise.fn(source.frame, plan.columns)
     outcome = impute.fn(scaled.frame, params, 0, table=table)
     imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
     report = check_quality.fn(source, plan, imputed)
-    lineage = LineageRecord(current_run(), source, plan, outcome, report, 0, params.model_dump())
+    lineage = LineageRecord(current_run(), source, plan, outcome, report, 0, dict(params))
     return source, plan, imputed, lineage
 
 

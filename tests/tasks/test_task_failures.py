@@ -16,15 +16,20 @@ import duckdb
 import pandas as pd
 import pytest
 
-from tasks.access import check_writable
 from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tasks.partitions import count_rows
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
-from tasks.scratch import STAGE_PREFIX, make_stage_dir, remove_stale_stages
-from tasks.staging import PartitionedWrite
 from tasks.validate import validate_input
-from tasks.warehouse import connect, register_frame
-from tasks.write import write_back
+from tasks.warehouse.access import check_writable
+from tasks.warehouse.tables import connect, register_frame
+from tasks.write import (
+    STAGE_PREFIX,
+    TableWriter,
+    WriteMode,
+    make_stage_dir,
+    remove_stale_stages,
+    write_back,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -144,7 +149,7 @@ def test_a_file_on_a_read_only_file_system_is_refused_before_any_work(
         check_writable(read_only_warehouse)
     with (
         pytest.raises(PipelineInputError, match="read-only file system"),
-        PartitionedWrite(str(read_only_warehouse)),
+        TableWriter(str(read_only_warehouse), WriteMode.PARTITIONED),
     ):
         pass
 
@@ -174,8 +179,8 @@ def test_staging_folder_of_a_killed_run_is_removed_by_the_next(
     code = textwrap.dedent(
         f"""
         import time
-        from tasks.staging import PartitionedWrite
-        with PartitionedWrite({str(warehouse)!r}):
+        from tasks.write import TableWriter, WriteMode
+        with TableWriter({str(warehouse)!r}, WriteMode.PARTITIONED):
             print("staged", flush=True)
             time.sleep(60)
         """
@@ -193,7 +198,7 @@ def test_staging_folder_of_a_killed_run_is_removed_by_the_next(
     live = make_stage_dir(warehouse.parent)  # owned by this process: not stale
     before = take_snapshot(warehouse)
 
-    with PartitionedWrite(str(warehouse)):  # the next run
+    with TableWriter(str(warehouse), WriteMode.PARTITIONED):  # the next run
         assert not stale.exists() and Path(live).is_dir()
     assert set(warehouse.parent.glob(f"{STAGE_PREFIX}*")) == {Path(live)}
     assert remove_stale_stages(warehouse.parent) == []
@@ -206,6 +211,9 @@ def test_a_partitioned_write_on_a_locked_file_says_so_and_leaves_nothing(
     """Bug: a lock met when a partitioned write opened the file was hidden by an AttributeError
     from the cleanup."""
     hold_lock(warehouse, read_only=True)
-    with pytest.raises(WarehouseBusyError, match="reading it"), PartitionedWrite(str(warehouse)):
+    with (
+        pytest.raises(WarehouseBusyError, match="reading it"),
+        TableWriter(str(warehouse), WriteMode.PARTITIONED),
+    ):
         pass
     assert not list(warehouse.parent.glob(f"{STAGE_PREFIX}*"))

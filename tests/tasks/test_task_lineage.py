@@ -15,7 +15,7 @@ from tasks.load import SourceTable
 from tasks.quality import CheckOutcome, QualityReport
 from tasks.results import ImputationOutcome
 from tasks.validate import ImputationPlan
-from tasks.warehouse import ColumnInfo, Fingerprint, TableInfo
+from tasks.warehouse.tables import ColumnInfo, Fingerprint, TableInfo
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 FINISHED = datetime(2025, 1, 2, 3, 4, 9, tzinfo=UTC)

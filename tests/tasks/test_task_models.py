@@ -1,4 +1,4 @@
-"""The model store's pieces that need no flow (`tasks.models`)."""
+"""The model store's pieces that need no flow (`tasks.warehouse.models`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 
-from tasks.models import scaling_from_json, scaling_to_json
 from tasks.scaling import Scaling
+from tasks.warehouse.models import scaling_from_json, scaling_to_json
 from tdm.scaling import ColumnScaling
 
 

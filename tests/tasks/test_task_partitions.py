@@ -19,20 +19,15 @@ from tasks.partitions import (
     read_partition,
     read_sample,
 )
+from tasks.validate import TableRequest
 
 COLUMNS = ("temperature", "pressure", "humidity", "visits", "price")
 
 
 def _profile(con: duckdb.DuckDBPyConnection, db: Path, partition_rows: int = 50) -> TableProfile:
+    request = TableRequest("readings", key="id")
     return profile_table(
-        con,
-        str(db),
-        "readings",
-        columns=None,
-        key="id",
-        target=None,
-        target_suffix="_imputed",
-        partition_rows=partition_rows,
+        con, str(db), request, target_suffix="_imputed", partition_rows=partition_rows
     )
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.cells import add_checks
 from tasks.errors import QualityCheckError
 from tasks.quality import CheckOutcome, check_quality, merge_reports, sane_bounds
+from tasks.warehouse.cells import add_checks
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -17,7 +17,6 @@ from tasks.errors import PipelineInputError
 from tasks.impute import impute
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import load_table
-from tasks.params import ImputerParams
 from tasks.quality import check_quality
 from tasks.scaling import inverse_scale, standardise
 from tasks.targets import check_target_writable, check_warehouse_targets
@@ -42,7 +41,7 @@ def _bytes(path: Path) -> str:
 
 def _run(db: Path, table: str, **kwargs: object) -> object:
     """Every step of impute-table, without Prefect: load → ... → check target → write-back."""
-    params = ImputerParams(max_iter=20)
+    params = {"max_iter": 20}
     source = load_table.fn(str(db), table, "id")
     plan = validate_input.fn(source, None, "id", **kwargs)
     check_target_writable.fn(str(db), plan)
@@ -52,7 +51,7 @@ def _run(db: Path, table: str, **kwargs: object) -> object:
     quality = check_quality.fn(source, plan, imputed)
     lineage = LineageRecord(
         run=current_run(), source=source, plan=plan, outcome=outcome, quality=quality, seed=0,
-        hyperparameters=params.model_dump(),
+        hyperparameters=dict(params),
     )  # fmt: skip
     return write_back.fn(source, plan, imputed, lineage)
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tasks.errors import PipelineInputError
-from tasks.warehouse import (
+from tasks.warehouse.tables import (
     connect,
     find_table,
     fingerprint_table,

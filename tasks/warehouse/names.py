@@ -16,6 +16,7 @@ from tasks.errors import PipelineInputError
 
 __all__ = [
     "DEFAULT_SCHEMA",
+    "DEFAULT_TARGET_SUFFIX",
     "RESERVED_PREFIX",
     "TableName",
     "canonical_name",
@@ -27,6 +28,8 @@ __all__ = [
 ]
 
 DEFAULT_SCHEMA = "main"
+DEFAULT_TARGET_SUFFIX = "_imputed"
+"""Default target table name: the source name plus this suffix."""
 RESERVED_PREFIX = "tdm_"
 """Tables whose name starts with this are the pipeline's own (lineage, imputed cells, staging)."""
 

@@ -4,18 +4,20 @@ registered as views."""
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 
-from tasks.access import busy_message
 from tasks.errors import PipelineInputError, WarehouseBusyError, setting
-from tasks.names import DEFAULT_SCHEMA, canonical_name, parse_table_name, quote_identifier
+from tasks.warehouse.access import busy_message
+from tasks.warehouse.names import DEFAULT_SCHEMA, canonical_name, parse_table_name, quote_identifier
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BOOLEAN",
     "CATEGORICAL",
+    "DECIMAL_TYPE",
     "FLOAT",
     "INTEGER",
     "ColumnInfo",
@@ -38,17 +41,16 @@ __all__ = [
     "quote_identifier",
     "register_frame",
     "schema_exists",
+    "type_range",
 ]
 
-# DuckDB's numeric types; DECIMAL(p, s) is matched by prefix. BOOLEAN is not numeric here.
-_NUMERIC_TYPES = frozenset(
-    {
-        "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
-        "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
-        "FLOAT", "DOUBLE",
-    }
-)  # fmt: skip
-_INTEGER_TYPES = _NUMERIC_TYPES - {"FLOAT", "DOUBLE"}
+# DuckDB's integer types: the signed ones' bits; the unsigned ones are the same names with a U
+# in front. DECIMAL(p, s) is matched by `DECIMAL_TYPE`. BOOLEAN is not numeric here.
+_INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUGEINT": 128}
+_INTEGER_TYPES = frozenset(_INTEGER_BITS) | {f"U{name}" for name in _INTEGER_BITS}
+_NUMERIC_TYPES = _INTEGER_TYPES | {"FLOAT", "DOUBLE"}
+DECIMAL_TYPE = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+"""A DECIMAL(p, s) type name (upper case): its precision and scale."""
 
 # The kinds of column the pipeline imputes (`column_kind`), named as the library names them.
 FLOAT = "float"
@@ -116,6 +118,25 @@ def is_numeric_type(sql_type: str) -> bool:
     """Whether a DuckDB type name is a number type the imputer accepts."""
     upper = sql_type.upper()
     return upper in _NUMERIC_TYPES or upper.startswith("DECIMAL")
+
+
+def type_range(sql_type: str) -> tuple[Decimal, Decimal] | None:
+    """The least and greatest value of an integer or DECIMAL type, exactly (None for the
+    others, whose range a double holds)."""
+    kind = sql_type.upper()
+    if kind in _INTEGER_BITS:
+        top = 2 ** (_INTEGER_BITS[kind] - 1)
+        return Decimal(-top), Decimal(top - 1)
+    if kind in _INTEGER_TYPES:
+        return Decimal(0), Decimal(2 ** _INTEGER_BITS[kind[1:]] - 1)
+    decimal = DECIMAL_TYPE.fullmatch(kind)
+    if decimal is None:
+        return None
+    digits, scale = int(decimal[1]), int(decimal[2])
+    with localcontext() as exactly:
+        exactly.prec = 100  # DECIMAL(38, s) needs 38 digits, and no rounding
+        top = Decimal(10) ** (digits - scale) - Decimal(10) ** -scale
+        return -top, top
 
 
 def column_kind(sql_type: str) -> str | None:
@@ -207,8 +228,9 @@ def _lookup(
 def _find(
     con: duckdb.DuckDBPyConnection, catalog: str, column: str, name: str
 ) -> tuple[str, str] | None:
-    """`name` split at its first dot (`tasks.names`); when that finds nothing, the whole name
-    as one of the default schema (a table called `a.b` made before schemas were supported)."""
+    """`name` split at its first dot (`tasks.warehouse.names`); when that finds nothing, the
+    whole name as one of the default schema (a table called `a.b` made before schemas were
+    supported)."""
     parsed = parse_table_name(name)
     found = _lookup(con, catalog, column, parsed.schema, parsed.table)
     if found is None and parsed.schema is not None:

@@ -10,7 +10,6 @@ single precision, labels are cast to their VARCHAR, ENUM or BOOLEAN column.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -20,10 +19,18 @@ import pandas as pd
 from tasks.errors import PipelineError, QualityCheckError, setting
 from tasks.frames import as_labels, missing_mask
 from tasks.load import SourceTable
-from tasks.names import quote_identifier
 from tasks.quality import CheckOutcome, QualityReport
 from tasks.validate import ImputationPlan
-from tasks.warehouse import BOOLEAN, CATEGORICAL, FLOAT, column_kind
+from tasks.warehouse.names import quote_identifier
+from tasks.warehouse.tables import (
+    BOOLEAN,
+    CATEGORICAL,
+    DECIMAL_TYPE,
+    FLOAT,
+    INTEGER,
+    column_kind,
+    type_range,
+)
 
 __all__ = [
     "FilledColumn",
@@ -37,11 +44,6 @@ __all__ = [
     "verify_cells",
     "write_checks",
 ]
-
-# Bits of each signed integer type; the unsigned ones are the same names with a U in front.
-_INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUGEINT": 128}
-_INTEGERS = frozenset(_INTEGER_BITS) | {f"U{name}" for name in _INTEGER_BITS}
-_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
 
 @dataclass(frozen=True)
@@ -105,21 +107,6 @@ def imputed_frame(
     return frame
 
 
-def _bounds(sql_type: str) -> tuple[str, str] | None:
-    """The least and greatest value of an integer or DECIMAL type, as SQL literals."""
-    if sql_type in _INTEGER_BITS:
-        bits = _INTEGER_BITS[sql_type]
-        return str(-(2 ** (bits - 1))), str(2 ** (bits - 1) - 1)
-    if sql_type in _INTEGERS:
-        return "0", str(2 ** _INTEGER_BITS[sql_type[1:]] - 1)
-    decimal = _DECIMAL.fullmatch(sql_type)
-    if decimal is None:
-        return None
-    digits, scale = int(decimal.group(1)), int(decimal.group(2))
-    top = "9" * (digits - scale) + ("." + "9" * scale if scale else "")
-    return "-" + top, top
-
-
 def _fill_value(column: FilledColumn) -> str:
     """The imputed value of `column` in its SQL type (NULL where it does not fit the type).
 
@@ -128,9 +115,9 @@ def _fill_value(column: FilledColumn) -> str:
     """
     value = f"i.c{column.j}"
     kind = column.sql_type
-    if kind in _INTEGERS:
+    if column_kind(kind) == INTEGER:
         value = f"round({value})"  # to the nearest integer, halves away from zero
-    bounds = _bounds(kind)
+    bounds = type_range(kind)
     if bounds is None:
         return f"TRY_CAST({value} AS {kind})"
     low, high = bounds
@@ -161,8 +148,8 @@ def write_checks(filled: Sequence[FilledColumn], n_observed: int) -> list[CheckO
     for column in filled:
         if column.labelled or column.sql_type == "DOUBLE":
             continue
-        decimal = _DECIMAL.fullmatch(column.sql_type)
-        if column.sql_type in _INTEGERS:
+        decimal = DECIMAL_TYPE.fullmatch(column.sql_type)
+        if column.kind == INTEGER:
             how = "rounded to the nearest integer"
         elif decimal is not None:
             how = f"rounded to {decimal.group(2)} decimal places"

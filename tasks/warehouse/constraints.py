@@ -9,7 +9,7 @@ functions, two columns) is returned as not used, for the caller to name in its l
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -108,29 +108,35 @@ def _conjuncts(expression: str) -> list[str]:
     """The parts of `expression` joined by a top-level AND (a BETWEEN's AND excluded), each
     without its enclosing parentheses."""
     text = _strip_parens(expression)
-    parts, depth, start, between, i = [], 0, 0, False, 0
-    while i < len(text):
-        char = text[i]
-        if char in "\"'":
-            i = _after_quoted(text, i)
+    parts, start, between = [], 0, False
+    for i, depth in _outside_quotes(text):
+        if depth:
             continue
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif depth == 0 and _word_at(text, i, "BETWEEN"):
+        if _word_at(text, i, "BETWEEN"):
             between = True
-        elif depth == 0 and _word_at(text, i, "AND"):
+        elif _word_at(text, i, "AND"):
             if between:
                 between = False
             else:
                 parts.append(text[start:i])
                 start = i + 3
-        i += 1
     parts.append(text[start:])
     if len(parts) == 1:
         return [text]
     return [piece for part in parts for piece in _conjuncts(part)]
+
+
+def _outside_quotes(text: str) -> Iterator[tuple[int, int]]:
+    """Each index of `text` outside quoted names and strings, with the depth of parentheses
+    there (an opening one counted at itself, a closing one no more)."""
+    depth, i = 0, 0
+    while i < len(text):
+        if text[i] in "\"'":
+            i = _after_quoted(text, i)
+            continue
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        yield i, depth
+        i += 1
 
 
 def _word_at(text: str, i: int, word: str) -> bool:
@@ -152,19 +158,9 @@ def _strip_parens(text: str) -> str:
 
 def _closing(text: str) -> int:
     """The index of the parenthesis that closes the one at index 0 (-1 if none)."""
-    depth, i = 0, 0
-    while i < len(text):
-        char = text[i]
-        if char in "\"'":
-            i = _after_quoted(text, i)
-            continue
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
+    for i, depth in _outside_quotes(text):
+        if text[i] == ")" and depth == 0:
+            return i
     return -1
 
 

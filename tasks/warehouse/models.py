@@ -3,7 +3,7 @@ fit, read back by incremental runs; with a `ModelFolder` the save files go to a 
 table keeps their path and digest.
 
 A model is stored in the transaction of the run that fitted it (`insert_model`); a file written
-to a folder by a transaction that then fails is removed (`AppendWrite`). Reading it back
+to a folder by a transaction that then fails is removed (`tasks.write`). Reading it back
 (`load_model`) checks the file's digest, the library's save format, and that it was fitted on
 the columns, key and column kinds the run has now; any problem is a `StoredModelError` naming
 the table, the version and the problem, which the run reports before it refits.
@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ import numpy as np
 from schemas.models import MODELS_DDL, MODELS_MIGRATIONS, MODELS_TABLE
 from tasks.errors import PipelineInputError
 from tasks.scaling import Scaling
-from tasks.warehouse import find_table
+from tasks.warehouse.tables import find_table
 
 __all__ = [
     "ModelFolder",
@@ -59,16 +59,14 @@ class StoredModelError(PipelineInputError):
 
 
 @dataclass(frozen=True)
-class ModelInfo:
-    """One stored version, without its file: what `tdm models list/show` print."""
+class _ModelFit:
+    """What every stored version records of its fit: the tables, the run, the columns, the
+    settings and seed, the source it was fitted on and its per-column profile."""
 
     source_table: str
     target_table: str
-    version: int
-    created_at: datetime
     run_id: str
-    tdm_version: str
-    format_version: int
+    created_at: datetime
     columns: tuple[str, ...]
     key_column: str | None
     watermark_column: str | None
@@ -76,8 +74,17 @@ class ModelInfo:
     seed: int
     source_hash: str
     fit_rows: int
-    scaling: dict[str, Any]
     profile: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelInfo(_ModelFit):
+    """One stored version, without its file: what `tdm models list/show` print."""
+
+    version: int
+    tdm_version: str
+    format_version: int
+    scaling: dict[str, Any]
     model_sha256: str
     model_bytes: int
     model_path: str | None = None
@@ -89,24 +96,12 @@ class ModelInfo:
 
 
 @dataclass(frozen=True, eq=False)
-class NewModel:
+class NewModel(_ModelFit):
     """A fitted model about to be stored (its version is the next free one)."""
 
-    source_table: str
-    target_table: str
-    run_id: str
-    columns: tuple[str, ...]
-    key_column: str | None
-    watermark_column: str | None
-    settings: dict[str, Any]
-    seed: int
-    source_hash: str
-    fit_rows: int
     scaling: Scaling
-    profile: dict[str, Any]
     model: bytes
-    created_at: datetime
-    format_version: int = field(default=0)
+    format_version: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,104 @@
+"""The imputer's settings as a run takes them: one mapping of TDMImputer's public parameters
+(name -> value), validated by the library itself (`TDMImputer.from_settings`).
+
+The names are the library's, read from it when asked, so every public setting can be given
+with the library's meaning and default. The pipeline sets `PIPELINE_SET` itself: the seed
+(`random_state`), the progress hook (`callback`, `verbose`) and the bounds it works out from the
+table (`bounds`). Unset settings keep the library's defaults: the pipeline has none of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from tasks.errors import PipelineInputError
+
+__all__ = [
+    "ENV_PREFIX",
+    "PIPELINE_SET",
+    "imputer_device",
+    "imputer_settings",
+    "parse_setting",
+    "setting_defaults",
+    "setting_names",
+    "settings_from_env",
+]
+
+ENV_PREFIX = "TDM_"
+"""A setting `name` is read from the environment variable `TDM_<NAME>`."""
+
+PIPELINE_SET = ("bounds", "callback", "random_state", "standardize", "verbose")
+"""The library's parameters the pipeline sets itself, per run and table."""
+
+
+def setting_names() -> tuple[str, ...]:
+    """TDMImputer's public parameters a run may set, in the constructor's order."""
+    from tdm import TDMImputer  # torch is imported on first use
+
+    return tuple(name for name in TDMImputer._get_param_names() if name not in PIPELINE_SET)
+
+
+def setting_defaults() -> dict[str, Any]:
+    """The library's default of every setting a run may set."""
+    from tdm import TDMImputer
+
+    defaults = TDMImputer().get_params(deep=False)
+    return {name: defaults[name] for name in setting_names()}
+
+
+def parse_setting(text: str) -> Any:
+    """A setting's value written as text (a flag, a `TDM_*` variable): `none`/`null` -> None,
+    `true`/`false` -> bool, a whole number -> int, another number -> float, else the text."""
+    word = text.strip()
+    lowered = word.lower()
+    if lowered in ("none", "null"):
+        return None
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(word)
+        except ValueError:
+            continue
+    return word
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings given as `TDM_<NAME>` variables (parsed, not yet validated)."""
+    environ = os.environ if environ is None else environ
+    found = {}
+    for name in setting_names():
+        variable = f"{ENV_PREFIX}{name.upper()}"
+        if variable in environ:
+            found[name] = parse_setting(environ[variable])
+    return found
+
+
+def imputer_settings(*layers: Mapping[str, Any] | None, subject: str) -> dict[str, Any]:
+    """The `layers` merged, later ones winning, and validated by the library before any data is
+    read; a bad name or value is a `PipelineInputError`: "<subject> are invalid: <why>."."""
+    from tdm import TDMImputer
+
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer or {})
+    ours = sorted(set(merged) & set(PIPELINE_SET))
+    if ours:
+        raise PipelineInputError(
+            f"{subject} are invalid: {', '.join(ours)} is set by the pipeline (the seed "
+            "setting, the table's bounds), not as an imputer setting."
+        )
+    try:
+        TDMImputer.from_settings(merged)
+    except (TypeError, ValueError) as error:
+        raise PipelineInputError(f"{subject} are invalid: {str(error).rstrip('.')}.") from None
+    return merged
+
+
+def imputer_device(settings: Mapping[str, Any]) -> str:
+    """The device the settings ask for (the library's default unless set)."""
+    if "device" in settings:
+        return str(settings["device"])
+    return str(setting_defaults()["device"])

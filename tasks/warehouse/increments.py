@@ -1,0 +1,94 @@
+"""Incremental runs: which source rows are new since the last run.
+
+A row is new when its key is not in the target yet (`key`), or when its watermark column is
+above the highest watermark in the target (`watermark`, when no key is given): the target holds
+exactly the rows earlier runs wrote, so it is the state. They are appended by `tasks.write`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from tasks.errors import PipelineInputError
+from tasks.partitions import TableProfile
+from tasks.warehouse.names import quote_table
+from tasks.warehouse.tables import columns_sql, find_table, quote_identifier
+
+__all__ = ["NewRows", "check_watermark", "read_new_rows", "target_rows"]
+
+
+@dataclass(frozen=True)
+class NewRows:
+    """The source rows not in the target yet, indexed by rowid, and the target's row count."""
+
+    frame: pd.DataFrame
+    rows_before: int
+
+
+def target_rows(con: duckdb.DuckDBPyConnection, target: str) -> int | None:
+    """The target's row count, or None when it does not exist."""
+    if find_table(con, target) is None:
+        return None
+    return int(con.execute(f"SELECT count(*) FROM {quote_table(target)}").fetchall()[0][0])
+
+
+def check_watermark(con: duckdb.DuckDBPyConnection, profile: TableProfile, watermark: str) -> None:
+    """Refuse a watermark column that is missing, imputed, or has NULLs."""
+    plan = profile.plan
+    column = profile.table.column(watermark)
+    if column is None:
+        raise PipelineInputError(
+            f'Table "{plan.source_table}" has no watermark column "{watermark}".'
+        )
+    if watermark in plan.columns:
+        raise PipelineInputError(
+            f'The watermark column "{watermark}" of table "{plan.source_table}" is one of the '
+            "columns to impute; pass it through (or name the columns to impute)."
+        )
+    nulls = con.execute(
+        f"SELECT count(*) FROM {profile.table.sql} WHERE {quote_identifier(column.name)} IS NULL"
+    ).fetchall()[0][0]
+    if nulls:
+        raise PipelineInputError(
+            f'The watermark column "{watermark}" of table "{plan.source_table}" has {nulls} '
+            "NULLs; every row needs a watermark to be imputed once."
+        )
+
+
+def read_new_rows(
+    con: duckdb.DuckDBPyConnection,
+    profile: TableProfile,
+    watermark: str | None,
+    *,
+    every_row: bool = False,
+) -> NewRows:
+    """The source rows the target does not hold yet (all of them when there is no target, or
+    with `every_row`, for a target written anew), in storage order, indexed by rowid; by key
+    when the plan has one, else by `watermark`."""
+    plan = profile.plan
+    wanted = ([plan.key] if plan.key else []) + list(plan.columns)
+    before = None if every_row else target_rows(con, plan.target_table)
+    where = ""
+    if before:
+        target = quote_table(plan.target_table)
+        if plan.key is not None:
+            key = quote_identifier(plan.key)
+            where = f"WHERE s.{key} NOT IN (SELECT {key} FROM {target} WHERE {key} IS NOT NULL)"
+        elif watermark is not None:
+            mark = quote_identifier(watermark)
+            where = f"WHERE s.{mark} > (SELECT max({mark}) FROM {target})"
+        else:
+            raise PipelineInputError(
+                f'An incremental run of table "{plan.source_table}" needs a key or a watermark '
+                "column to tell new rows from those already imputed."
+            )
+    frame = con.execute(
+        f"SELECT s.rowid AS __tdm_rowid, {columns_sql(wanted, profile.table)} "
+        f"FROM {profile.table.sql} AS s {where} ORDER BY s.rowid"
+    ).df()
+    frame.index = pd.Index(frame.pop("__tdm_rowid").to_numpy(dtype=np.int64), name="rowid")
+    return NewRows(frame=frame, rows_before=before or 0)
