@@ -159,7 +159,7 @@ def grid_settings(args: argparse.Namespace) -> argparse.Namespace:
 
     filled = argparse.Namespace(**vars(args))
     if getattr(args, "mixed", False):
-        from benchmarks.mixed_data import MIXED_DATASETS
+        from benchmarks.datasets import MIXED_DATASETS
 
         grid = (MIXED_DATASETS, defaults.MIXED_METHODS, defaults.MIXED_SEEDS)
         db = defaults.MIXED_DB_PATH

@@ -53,7 +53,7 @@ DEFAULT_DATASETS = ("concrete_slump", "parkinsons", "seeds", "glass", "blood_tra
 DEFAULT_MECHANISMS = ("mcar", "mar")
 DEFAULT_METHODS = ("mean", "ice", "missforest", "softimpute", "ot_ns", "tdm", "tdm_paper")
 # The mixed-type grid (`tdm bench --mixed`): its own results file, so that its report does not
-# replace the paper grid's; the datasets are `benchmarks.mixed_data.MIXED_DATASETS`.
+# replace the paper grid's; the datasets are `benchmarks.datasets.MIXED_DATASETS`.
 MIXED_DB_PATH = "results/mixed/benchmark.duckdb"
 MIXED_METHODS = ("mode", "missforest_mixed", "miceforest", "tdm")
 MIXED_SEEDS = (0, 1, 2, 3, 4)

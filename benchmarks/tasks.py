@@ -159,18 +159,9 @@ def load_done_trials(db_path: str) -> set[TrialKey]:
 
 @task(name="run-trial", cache_policy=NO_CACHE, task_run_name="trial-{spec.label}")
 def run_trial_task(spec: TrialSpec, svm_repeats: int, data_dir: str | None = None) -> Any:
-    """Load the dataset and run one trial (`benchmarks.trial.run_trial`, or
-    `benchmarks.mixed_trial.run_mixed_trial` for a mixed-type table); returns its `TrialResult`."""
-    from benchmarks.mixed_data import is_mixed_dataset, load_mixed_dataset
+    """Load the dataset and run one trial (`benchmarks.trial.run_trial`); returns its result."""
     from benchmarks.trial import run_trial
 
-    if is_mixed_dataset(spec.dataset):
-        from benchmarks.mixed_trial import run_mixed_trial
-
-        table = load_mixed_dataset(spec.dataset, data_dir=data_dir)
-        return run_mixed_trial(
-            table, spec.mechanism, spec.seed, spec.method, p=spec.p, params=dict(spec.params)
-        )
     return run_trial(
         *_cell(spec, data_dir), p=spec.p, params=dict(spec.params), svm_repeats=svm_repeats
     )
@@ -178,9 +169,10 @@ def run_trial_task(spec: TrialSpec, svm_repeats: int, data_dir: str | None = Non
 
 def _cell(spec: TrialSpec, data_dir: str | None) -> tuple[Any, str, int, str]:
     """(dataset, mechanism, seed, method) of ``spec``, the dataset loaded from ``data_dir``."""
-    from benchmarks.datasets import load_dataset
+    from benchmarks.datasets import is_mixed_dataset, load_dataset, load_mixed_dataset
 
-    return load_dataset(spec.dataset, data_dir=data_dir), spec.mechanism, spec.seed, spec.method
+    load = load_mixed_dataset if is_mixed_dataset(spec.dataset) else load_dataset
+    return load(spec.dataset, data_dir=data_dir), spec.mechanism, spec.seed, spec.method
 
 
 def _null_if_nan(value: float | None) -> float | None:

@@ -1,10 +1,20 @@
 """One benchmark trial of the paper's protocol: mask, impute, score. Pure maths, no orchestration.
 
 A *trial* is one (dataset, mechanism, seed, method) cell of the paper's grid (Zhao et al., 2023,
-Section 5): draw a mask with ``p = 0.3`` missing on the standardised data, impute it with the
-method, and score the imputation on the masked cells (MAE, RMSE), over the rows with a missing
-cell (W2²/2, the published "OT" number) and, for labelled datasets, by the 5-fold accuracy of an
-RBF SVM on the imputed features.
+Section 5): draw a mask with ``p = 0.3`` missing, impute it with the method, and score the
+imputation on the masked cells.
+
+- On the paper's numeric tables (:class:`benchmarks.datasets.Dataset`, standardised): MAE and
+  RMSE, ``W2²/2`` over the rows with a missing cell (the published "OT" number) and, for
+  labelled datasets, the 5-fold accuracy of an RBF SVM on the imputed features.
+- On the mixed-type tables (:class:`benchmarks.datasets.MixedDataset`): the imputer gets the
+  masked DataFrame (integer columns ``Int64``, labels ``category``); ``mae`` and ``rmse`` are the
+  numeric errors in column standard deviations, ``cat_error`` the categorical error rate
+  (categorical and boolean cells); W2 and the SVM accuracy are not computed (NaN and ``None``).
+  The imputer must return a DataFrame with the same columns, index and dtypes, no missing cell,
+  the observed cells unchanged and, in label columns, only labels observed in its input; a
+  result that breaks this contract is refused with a ``ValueError`` naming the method and the
+  column (:func:`check_imputed_frame`).
 
 Seeds: the mask is drawn with ``random_state=seed`` and the imputer gets ``random_state=seed`` as
 well; the SVM's fold shuffles use ``seed`` too. No global random state is read or written.
@@ -18,7 +28,7 @@ MAE cannot be recorded during the fit without reaching into private state. :func
 computes the MAE trace instead by refitting with ``max_iter = k`` for each checkpoint ``k``. With a
 fixed ``random_state`` the imputers draw their initialisation and batches from one seeded stream
 whose first ``k`` draws do not depend on ``max_iter``, so within one process a fit stopped at
-``k`` steps is bit for bit the longer fit's state at step ``k`` (``tests/tdm/test_trial.py``
+``k`` steps is bit for bit the longer fit's state at step ``k`` (``tests/benchmarks/test_trial.py``
 checks the loss histories agree; a fresh process with the same library reproduces it too). The
 trace costs the sum of the checkpoints, so it is run for one dataset and seed at a time.
 """
@@ -34,12 +44,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 
-from benchmarks.datasets import Dataset
+from benchmarks.datasets import Dataset, MixedDataset, apply_mask, simulate_mixed
 from benchmarks.registry import get_method
 from tdm._optimise import FitProgress
 from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
+from tdm.mixed_metrics import categorical_error_rate, numeric_mae_sd, numeric_rmse_sd
 from tdm.simulate import simulate
 
 __all__ = [
@@ -47,6 +59,7 @@ __all__ = [
     "MaeTrace",
     "TrialCell",
     "TrialResult",
+    "check_imputed_frame",
     "log_spaced_checkpoints",
     "params_hash",
     "run_trial",
@@ -86,14 +99,15 @@ class TrialResult(TrialCell):
     missing_rate : float
         Share of cells actually masked.
     mae, rmse : float
-        Errors on the masked cells (standardised units).
+        Errors on the masked cells: in standardised units on the paper's tables, in column
+        standard deviations over the numeric cells on the mixed-type tables.
     w2sq_half : float
         ``W2² / 2`` between the true and imputed rows that had a missing cell (the paper's "OT"
         column; :func:`tdm.metrics.wasserstein2` with ``half=True``); NaN above
-        :data:`W2_MAX_ROWS` rows.
+        :data:`W2_MAX_ROWS` rows and on the mixed-type tables.
     accuracy : float or None
         Mean 5-fold accuracy of an RBF SVM on the imputed features (classification datasets;
-        ``None`` for regression datasets or when ``svm_repeats=0``).
+        ``None`` for regression datasets, mixed-type tables or when ``svm_repeats=0``).
     fit_seconds : float
         Wall time of ``fit_transform``.
     n_iter : int or None
@@ -101,9 +115,8 @@ class TrialResult(TrialCell):
     loss_trace : tuple of (int, float)
         ``(iteration, mean loss over the last record_every steps)``; empty for other methods.
     cat_error : float or None
-        Share of the masked categorical cells imputed with the wrong label (mixed-type tables,
-        :func:`benchmarks.mixed_trial.run_mixed_trial`, where ``mae`` and ``rmse`` are in column
-        standard deviations over the numeric cells); ``None`` for the paper's datasets.
+        Share of the masked categorical cells imputed with the wrong label (mixed-type tables);
+        ``None`` for the paper's tables.
     """
 
     missing_rate: float
@@ -159,19 +172,102 @@ def params_hash(params: Mapping[str, Any] | None) -> str:
 
 
 def _cell(
-    dataset: Dataset, mechanism: str, seed: int, method: str, p: float, params: dict[str, Any]
+    dataset: Dataset | MixedDataset,
+    mechanism: str,
+    seed: int,
+    method: str,
+    p: float,
+    params: dict[str, Any],
 ) -> tuple[str, str, int, str, float, dict[str, Any]]:
     """The fields naming a trial, in the order :class:`TrialResult` and :class:`MaeTrace` start
     with: dataset, mechanism, seed, method, p, params."""
     return dataset.name, mechanism, seed, method, p, params
 
 
-def _mask(dataset: Dataset, mechanism: str, seed: int, p: float) -> NDArray[np.bool_]:
-    return simulate(dataset.X, mechanism, p, random_state=seed)  # type: ignore[arg-type]
+def _masked(
+    dataset: Dataset | MixedDataset, mechanism: str, seed: int, p: float
+) -> tuple[NDArray[np.bool_], Any]:
+    """The seeded mask (``True`` = missing) and what the imputer is given: the standardised
+    matrix with NaN, or the DataFrame with its missing cells in every dtype."""
+    if isinstance(dataset, MixedDataset):
+        mask = simulate_mixed(dataset.frame, mechanism, p, random_state=seed)
+        return mask, apply_mask(dataset.frame, mask)
+    mask = simulate(dataset.X, mechanism, p, random_state=seed)  # type: ignore[arg-type]
+    return mask, np.where(mask, np.nan, dataset.X)
+
+
+def check_imputed_frame(
+    method: str, masked: pd.DataFrame, imputed: Any, mask: NDArray[np.bool_]
+) -> pd.DataFrame:
+    """Refuse an imputation of a mixed-type table that breaks the contract (module notes).
+
+    Returns ``imputed`` when it holds; otherwise raises ``ValueError`` naming ``method`` and the
+    first column at fault.
+    """
+    if not isinstance(imputed, pd.DataFrame):
+        raise ValueError(f"{method}: returned {type(imputed).__name__}, not a DataFrame")
+    if list(imputed.columns) != list(masked.columns) or not imputed.index.equals(masked.index):
+        raise ValueError(f"{method}: returned other columns or rows than it was given")
+    for j, column in enumerate(masked.columns):
+        given, got = masked[column], imputed[column]
+        if got.dtype != given.dtype:
+            raise ValueError(
+                f"{method}: column {column!r} came back as {got.dtype}, not {given.dtype}"
+            )
+        if got.isna().any():
+            raise ValueError(f"{method}: column {column!r} still has missing cells")
+        observed = ~mask[:, j]
+        if not got[observed].equals(given[observed]):
+            raise ValueError(f"{method}: column {column!r} changed observed cells")
+        if isinstance(given.dtype, pd.CategoricalDtype) or not pd.api.types.is_numeric_dtype(
+            given.dtype
+        ):
+            seen = set(given[observed].astype(object))
+            new = set(got[~observed].astype(object)) - seen
+            if new:
+                labels = sorted(map(str, new))
+                raise ValueError(f"{method}: column {column!r} got labels never observed: {labels}")
+    return imputed
+
+
+def _numeric_scores(
+    dataset: Dataset,
+    imputed: Any,
+    mask: NDArray[np.bool_],
+    seed: int,
+    svm_repeats: int,
+) -> dict[str, Any]:
+    """MAE, RMSE, W2²/2 and (labelled datasets) the SVM accuracy of an imputed numeric table."""
+    X_imputed = np.asarray(imputed, dtype=np.float64)
+    accuracy: float | None = None
+    if dataset.y is not None and svm_repeats > 0:
+        columns = list(dataset.classifier_features) or list(range(dataset.X.shape[1]))
+        accuracy = svm_accuracy(
+            X_imputed[:, columns], dataset.y, n_repeats=svm_repeats, random_state=seed
+        )
+    return {
+        "mae": mae(dataset.X, X_imputed, mask),
+        "rmse": rmse(dataset.X, X_imputed, mask),
+        "w2sq_half": wasserstein2(dataset.X, X_imputed, mask, half=True, max_rows=W2_MAX_ROWS),
+        "accuracy": accuracy,
+    }
+
+
+def _mixed_scores(
+    dataset: MixedDataset, imputed: pd.DataFrame, mask: NDArray[np.bool_]
+) -> dict[str, Any]:
+    """Numeric MAE and RMSE in column standard deviations and the categorical error rate."""
+    return {
+        "mae": numeric_mae_sd(dataset.frame, imputed, mask),
+        "rmse": numeric_rmse_sd(dataset.frame, imputed, mask),
+        "w2sq_half": float("nan"),
+        "accuracy": None,
+        "cat_error": categorical_error_rate(dataset.frame, imputed, mask),
+    }
 
 
 def run_trial(
-    dataset: Dataset,
+    dataset: Dataset | MixedDataset,
     mechanism: str,
     seed: int,
     method: str,
@@ -185,14 +281,17 @@ def run_trial(
 
     Parameters
     ----------
-    dataset : Dataset
-        Standardised complete data (:func:`benchmarks.datasets.load_dataset`).
+    dataset : Dataset or MixedDataset
+        A complete table (:func:`benchmarks.datasets.load_dataset`, standardised, or
+        :func:`benchmarks.datasets.load_mixed_dataset`).
     mechanism : {"mcar", "mar", "mnarl", "mnarq", "mnarq_published"}
-        Missing-data mechanism (:func:`tdm.simulate.simulate`).
+        Missing-data mechanism (:func:`tdm.simulate.simulate`; mixed-type tables:
+        :func:`benchmarks.datasets.simulate_mixed`, MCAR or MAR).
     seed : int
         Seed of the mask, the imputer and the SVM fold shuffles.
     method : str
-        A registered method (:data:`benchmarks.registry.REGISTRY`, benchmark fixtures included).
+        A registered method (:data:`benchmarks.registry.REGISTRY`, benchmark fixtures included);
+        for a mixed-type table, one that takes mixed-type DataFrames.
     p : float, default=0.3
         Missing rate (paper: 30%).
     params : mapping or None, default=None
@@ -205,43 +304,39 @@ def run_trial(
     Returns
     -------
     TrialResult
+        On a mixed-type table with ``cat_error`` set, ``w2sq_half`` NaN and ``accuracy`` None.
 
     Raises
     ------
     ValueError
-        If ``method`` or ``mechanism`` is unknown, or a parameter is invalid.
+        If ``method`` or ``mechanism`` is unknown, a parameter is invalid, or an imputation of a
+        mixed-type table breaks the contract.
     """
     spec = get_method(method)
     if isinstance(svm_repeats, bool) or not isinstance(svm_repeats, int) or svm_repeats < 0:
         raise ValueError(f"svm_repeats must be an int >= 0; got {svm_repeats!r}")
     extra = dict(params or {})
-    mask = _mask(dataset, mechanism, seed, p)
-    X_nan = np.where(mask, np.nan, dataset.X)
+    mask, given = _masked(dataset, mechanism, seed, p)
 
     recorder = LossRecorder(record_every) if spec.batch_ot else None
     extra_fit = {**extra, "callback": recorder} if recorder is not None else extra
     imputer = spec.build(random_state=seed, **extra_fit)
     started = time.perf_counter()
-    X_imputed = np.asarray(imputer.fit_transform(X_nan), dtype=np.float64)
+    imputed = imputer.fit_transform(given)
     fit_seconds = time.perf_counter() - started
 
-    accuracy: float | None = None
-    if dataset.y is not None and svm_repeats > 0:
-        columns = list(dataset.classifier_features) or list(range(dataset.X.shape[1]))
-        accuracy = svm_accuracy(
-            X_imputed[:, columns], dataset.y, n_repeats=svm_repeats, random_state=seed
-        )
+    if isinstance(dataset, MixedDataset):
+        scores = _mixed_scores(dataset, check_imputed_frame(method, given, imputed, mask), mask)
+    else:
+        scores = _numeric_scores(dataset, imputed, mask, seed, svm_repeats)
     n_iter = getattr(imputer, "n_iter_", None) if spec.batch_ot else None
     return TrialResult(
         *_cell(dataset, mechanism, seed, method, p, extra),
         missing_rate=float(mask.mean()),
-        mae=mae(dataset.X, X_imputed, mask),
-        rmse=rmse(dataset.X, X_imputed, mask),
-        w2sq_half=wasserstein2(dataset.X, X_imputed, mask, half=True, max_rows=W2_MAX_ROWS),
-        accuracy=accuracy,
         fit_seconds=fit_seconds,
         n_iter=None if n_iter is None else int(n_iter),
         loss_trace=tuple(recorder.trace) if recorder is not None else (),
+        **scores,
     )
 
 
@@ -283,8 +378,7 @@ def trace_mae(
     steps = sorted({int(k) for k in checkpoints})
     if not steps or steps[0] < 0:
         raise ValueError(f"checkpoints must be non-empty step counts >= 0; got {checkpoints!r}")
-    mask = _mask(dataset, mechanism, seed, p)
-    X_nan = np.where(mask, np.nan, dataset.X)
+    mask, X_nan = _masked(dataset, mechanism, seed, p)
     errors: list[float] = []
     for k in steps:
         imputer = spec.build(random_state=seed, **{**extra, "max_iter": k})

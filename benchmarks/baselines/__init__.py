@@ -4,7 +4,7 @@ Every imputer is a scikit-learn transformer: keyword-only hyperparameters stored
 ``__init__``, ``fit(X)`` / ``transform(X)`` / ``fit_transform(X)`` with NaN marking missing
 values, fitted attributes ending in ``_``, a ``random_state``, and observed cells returned bit
 for bit. None of them touches global random state. Build them by name with
-:func:`tdm.make_imputer` (the registry, :mod:`benchmarks.registry`, lists every method).
+:func:`benchmarks.registry.make_imputer` (the registry lists every method).
 
 =================== ========================================================================
 class               method

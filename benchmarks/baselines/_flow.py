@@ -1,4 +1,4 @@
-"""What the flow baselines share: column scaling, a seeded RealNVP flow, its log-density.
+"""What the flow baselines share: a seeded RealNVP flow, its log-density, the flow's settings.
 
 MCFlow and EMFlow both model the (standardised) rows with a normalizing flow ``z = f(x)``, here
 :class:`tdm.coupling.InvertibleNetwork` (affine couplings with bounded log-scales), and fit it
@@ -8,49 +8,27 @@ by maximum likelihood, ``log p(x) = log p_Z(f(x)) + log |det ∂f/∂x|``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from numbers import Integral
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from benchmarks.baselines._torch import make_generator
+from benchmarks.baselines._torch import (
+    TRAINING_CONSTRAINTS,
+    ColumnScaling,
+    RefiningImputer,
+    make_generator,
+)
+from tdm._validation import Interval
 from tdm.coupling import InvertibleNetwork
 
-__all__ = ["ColumnScaling", "build_flow", "flow_log_density", "start_from_means"]
+__all__ = ["FlowImputer", "build_flow", "flow_log_density"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-class ColumnScaling:
-    """Each column's observed mean, standard deviation (1 for a constant column) and range."""
-
-    def __init__(self, X: NDArray[np.float64]) -> None:
-        self.mean = np.nanmean(X, axis=0)
-        std = np.nanstd(X, axis=0)
-        self.scale = np.where(std > 0.0, std, 1.0)
-        self.low = (np.nanmin(X, axis=0) - self.mean) / self.scale
-        self.high = (np.nanmax(X, axis=0) - self.mean) / self.scale
-
-    def clip(self, x: Tensor) -> Tensor:
-        """Standardised rows clipped to each column's observed range (NaN becomes the mean)."""
-        low = torch.as_tensor(self.low, dtype=x.dtype, device=x.device)
-        high = torch.as_tensor(self.high, dtype=x.dtype, device=x.device)
-        return torch.nan_to_num(x, nan=0.0).clamp(min=low, max=high)
-
-    def to_tensor(self, X: NDArray[np.float64], device: torch.device) -> Tensor:
-        """``X`` standardised, NaN kept, as float32 on ``device``."""
-        return torch.as_tensor((X - self.mean) / self.scale, dtype=torch.float32, device=device)
-
-    def to_array(self, x: Tensor) -> NDArray[np.float64]:
-        """Undo :meth:`to_tensor` (float64 on the CPU)."""
-        out: NDArray[np.float64] = x.double().cpu().numpy() * self.scale + self.mean
-        return out
-
-
-def start_from_means(x: Tensor, missing: Tensor) -> Tensor:
-    """``x`` (standardised, NaN at ``missing``) with every missing cell at 0, its column mean."""
-    return torch.where(missing, torch.zeros_like(x), x)
 
 
 def build_flow(
@@ -107,3 +85,32 @@ def flow_log_density(
     d = x.shape[1]
     log_base = -0.5 * (white**2).sum(dim=1) - 0.5 * d * _LOG_2PI + log_norm
     return log_base + log_det, z
+
+
+class FlowImputer(RefiningImputer):
+    """A flow baseline: ``n_blocks`` couplings of width ``hidden_dim`` (``None``:
+    ``max(2 * n_features, 16)``), fitted for ``max_iter`` rounds of ``steps_per_round``
+    mini-batch steps; :meth:`transform` runs ``max_iter`` completion rounds."""
+
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **TRAINING_CONSTRAINTS,
+        "n_blocks": [Interval(Integral, 1, None)],
+        "steps_per_round": [Interval(Integral, 1, None)],
+        "hidden_dim": [Interval(Integral, 1, None), None],
+    }
+
+    n_blocks: int
+    hidden_dim: int | None
+    max_iter: int
+    steps_per_round: int
+
+    def _build_flow(self, X: NDArray[np.float64], seed: int) -> int:
+        """Set ``scaling_`` and a fresh ``flow_``; returns the hidden width used."""
+        d = X.shape[1]
+        width = self.hidden_dim if self.hidden_dim is not None else max(2 * d, 16)
+        self.scaling_ = ColumnScaling(X)
+        self.flow_ = build_flow(d, self.n_blocks, width, seed, self.device_)
+        return width
+
+    def _rounds(self) -> int:
+        return self.max_iter

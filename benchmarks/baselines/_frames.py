@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from tdm._validation import validate_params
 from tdm.columns import ColumnKind, column_kinds
@@ -122,15 +122,8 @@ class MixedBaseImputer(TransformerMixin, BaseEstimator):
         owner = type(self).__name__
         if isinstance(X, pd.DataFrame):
             frame = X
-        else:
-            try:
-                array = np.asarray(X, dtype=np.float64)
-            except (TypeError, ValueError) as error:
-                raise ValueError(
-                    f"{owner}: X must be a DataFrame or a numeric 2-D array; {error}"
-                ) from None
-            if array.ndim != 2:
-                raise ValueError(f"{owner}: X must be 2-D; got shape {array.shape}")
+        else:  # a float array, NaN for missing cells; inf is refused below, by column
+            array = check_array(X, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=0)
             frame = pd.DataFrame(array)
         numeric = [c for c in frame.columns if pd.api.types.is_float_dtype(frame[c].dtype)]
         for column in numeric:

@@ -12,7 +12,7 @@ JRSS B, 2009.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,10 +20,10 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from benchmarks.baselines._base import BaseImputer, RandomState, resolve_seed
-from benchmarks.baselines._flow import ColumnScaling, build_flow, flow_log_density, start_from_means
-from benchmarks.baselines._torch import make_generator, spawn_seeds
-from tdm._validation import Interval, resolve_device, store_params
+from benchmarks.baselines._base import RandomState
+from benchmarks.baselines._flow import FlowImputer, flow_log_density
+from benchmarks.baselines._torch import adam_step, make_generator
+from tdm._validation import Interval, store_params
 
 __all__ = ["EMFlowImputer"]
 
@@ -33,7 +33,7 @@ _CHUNK = 4096
 _JITTER = 1e-4
 
 
-class EMFlowImputer(BaseImputer):
+class EMFlowImputer(FlowImputer):
     """EMFlow (Ma & Ghosh, 2021): a flow maps rows to a latent space where a Gaussian is fitted
     by online EM and the missing coordinates are conditional expectations.
 
@@ -76,10 +76,9 @@ class EMFlowImputer(BaseImputer):
         Adam learning rate of the flow.
     reconstruction_weight : float, default=10.0
         Weight of the observed cells' reconstruction error in the flow's loss.
-    device : str or torch.device, default="auto"
-        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-    random_state : int, numpy.random.RandomState or None, default=None
-        Seed (keyword-only); weights and batches come from local generators.
+    device, random_state
+        The device (``"auto"``: CUDA when available) and the seed (keyword-only), as for every
+        neural baseline (:class:`~benchmarks.baselines._torch.TorchImputer`).
 
     Attributes
     ----------
@@ -96,13 +95,14 @@ class EMFlowImputer(BaseImputer):
         weighted reconstruction error.
     n_iter_ : int
         Rounds run (``max_iter``).
-    device_ : torch.device
-        Device used.
-    seed_ : int
-        The integer seed used.
-    n_features_in_ : int
-        Number of columns seen in :meth:`fit`.
+    device_, seed_, n_features_in_
+        See :class:`~benchmarks.baselines._torch.TorchImputer`.
     """
+
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **FlowImputer._PARAMETER_CONSTRAINTS,
+        "reconstruction_weight": [Interval(Real, 0, None)],
+    }
 
     def __init__(
         self,
@@ -118,16 +118,6 @@ class EMFlowImputer(BaseImputer):
         random_state: RandomState = None,
     ) -> None:
         store_params(self, locals())
-
-    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
-        **{
-            name: [Interval(Integral, 1, None)]
-            for name in ("n_blocks", "max_iter", "steps_per_round", "batch_size")
-        },
-        "hidden_dim": [Interval(Integral, 1, None), None],
-        "lr": [Interval(Real, 0, None, closed="neither")],
-        "reconstruction_weight": [Interval(Real, 0, None)],
-    }
 
     def _condition(
         self, z: Tensor, missing: Tensor, mean: Tensor, cov: Tensor
@@ -158,37 +148,29 @@ class EMFlowImputer(BaseImputer):
                 decoded.append(self.scaling_.clip(self.flow_.inverse(z_hat)))
         return torch.cat(decoded), torch.cat(latents), cond_cov
 
+    def _complete(self, completion: Tensor, missing: Tensor) -> Tensor:
+        return self._e_step(completion, missing, self.latent_mean_, self.latent_cov_)[0]
+
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
-        self.device_ = resolve_device(self.device, type(self).__name__)
-        self.seed_ = resolve_seed(self.random_state)
-        flow_seed, train_seed = spawn_seeds(self.seed_, 2)
+        flow_seed, train_seed = self._start(2)
         n, d = X.shape
-        width = self.hidden_dim if self.hidden_dim is not None else max(2 * d, 16)
-        self.scaling_ = ColumnScaling(X)
-        self.flow_ = build_flow(d, self.n_blocks, width, flow_seed, self.device_)
+        self._build_flow(X, flow_seed)
         optimizer = torch.optim.Adam(self.flow_.parameters(), lr=self.lr)
-        x = self.scaling_.to_tensor(X, self.device_)
-        missing = torch.as_tensor(mask, device=self.device_)
+        x, missing, completion = self.scaling_.start(X, mask, self.device_)
         observed = (~missing).float()
-        completion = start_from_means(x, missing)
         mean = torch.zeros(d, device=self.device_)
         cov = torch.eye(d, device=self.device_)
         rng = make_generator(train_seed, self.device_)
-        batch = min(self.batch_size, n)
         history = np.zeros(self.max_iter)
         for r in range(1, self.max_iter + 1):
             precision_chol = torch.linalg.cholesky(torch.linalg.inv(cov))
-            for _ in range(self.steps_per_round):
-                idx = torch.randperm(n, generator=rng, device=self.device_)[:batch]
+            for idx in self._batches(n, self.steps_per_round, rng):
                 log_p, z = flow_log_density(self.flow_, completion[idx], mean, precision_chol)
                 z_hat, _ = self._condition(z, missing[idx], mean, cov)
                 error = (self.flow_.inverse(z_hat) - completion[idx]) ** 2 * observed[idx]
                 fit = error.sum() / observed[idx].sum().clamp(min=1.0)
                 loss = -log_p.mean() / d + self.reconstruction_weight * fit
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                history[r - 1] += float(loss.detach()) / self.steps_per_round
+                history[r - 1] += float(adam_step(optimizer, loss)) / self.steps_per_round
             decoded, z_hat, cond_cov = self._e_step(completion, missing, mean, cov)
             completion = torch.where(missing, decoded, x)
             step = r**-0.6
@@ -202,12 +184,3 @@ class EMFlowImputer(BaseImputer):
         self.latent_mean_, self.latent_cov_ = mean, cov
         self.loss_history_ = history
         self.n_iter_ = self.max_iter
-
-    def _impute(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> NDArray[np.float64]:
-        x = self.scaling_.to_tensor(X, self.device_)
-        missing = torch.as_tensor(mask, device=self.device_)
-        completion = start_from_means(x, missing)
-        for _ in range(self.max_iter):
-            decoded, _, _ = self._e_step(completion, missing, self.latent_mean_, self.latent_cov_)
-            completion = torch.where(missing, decoded, x)
-        return self.scaling_.to_array(completion)

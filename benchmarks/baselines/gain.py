@@ -9,7 +9,7 @@ adversarial nets. ICML 2018.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, ClassVar
 
 import numpy as np
@@ -17,16 +17,23 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from benchmarks.baselines._base import BaseImputer, RandomState, resolve_seed
-from benchmarks.baselines._torch import make_generator, mlp, spawn_seeds
-from tdm._validation import Interval, resolve_device, store_params
+from benchmarks.baselines._base import RandomState
+from benchmarks.baselines._torch import (
+    TRAINING_CONSTRAINTS,
+    TorchImputer,
+    adam_step,
+    make_generator,
+    mlp,
+)
+from tdm._seeds import spawn_seeds
+from tdm._validation import Interval, store_params
 
 __all__ = ["GAINImputer"]
 
 _EPS = 1e-8
 
 
-class GAINImputer(BaseImputer):
+class GAINImputer(TorchImputer):
     """GAIN (Yoon et al., 2018): a generator imputes, a discriminator guesses which cells were.
 
     Data are min-max scaled per column to [0, 1] with the observed values. With ``m`` the
@@ -56,11 +63,9 @@ class GAINImputer(BaseImputer):
         Probability that a cell's indicator is revealed to the discriminator.
     lr : float, default=1e-3
         Adam learning rate of both networks.
-    device : str or torch.device, default="auto"
-        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-    random_state : int, numpy.random.RandomState or None, default=None
-        Seed (keyword-only). Weights, batches, hints and noise come from local
-        :class:`torch.Generator` objects; global random states are never used.
+    device, random_state
+        The device (``"auto"``: CUDA when available) and the seed (keyword-only), as for every
+        neural baseline (:class:`~benchmarks.baselines._torch.TorchImputer`).
 
     Attributes
     ----------
@@ -72,14 +77,15 @@ class GAINImputer(BaseImputer):
         Discriminator and generator losses per iteration.
     n_iter_ : int
         Training iterations run (``max_iter``; there is no early stopping).
-    device_ : torch.device
-        Device used.
-    seed_ : int
-        The integer seed used; the noise of :meth:`transform` is derived from it, so a fitted
-        imputer gives the same output for the same input.
-    n_features_in_ : int
-        Number of columns seen in :meth:`fit`.
+    device_, seed_, n_features_in_
+        See :class:`~benchmarks.baselines._torch.TorchImputer`.
     """
+
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **TRAINING_CONSTRAINTS,
+        "hint_rate": [Interval(Real, 0, 1)],
+        "alpha": [Interval(Real, 0, None)],
+    }
 
     def __init__(
         self,
@@ -94,14 +100,6 @@ class GAINImputer(BaseImputer):
     ) -> None:
         store_params(self, locals())
 
-    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
-        "max_iter": [Interval(Integral, 1, None)],
-        "batch_size": [Interval(Integral, 1, None)],
-        "hint_rate": [Interval(Real, 0, 1)],
-        "alpha": [Interval(Real, 0, None)],
-        "lr": [Interval(Real, 0, None, closed="neither")],
-    }
-
     def _scaled(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> torch.Tensor:
         scaled = np.where(mask, 0.0, (X - self.data_min_) / self.data_range_)
         return torch.as_tensor(scaled, dtype=torch.float32, device=self.device_)
@@ -115,9 +113,7 @@ class GAINImputer(BaseImputer):
         return out
 
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
-        self.device_ = resolve_device(self.device, type(self).__name__)
-        self.seed_ = resolve_seed(self.random_state)
-        init_seed, train_seed, _ = spawn_seeds(self.seed_, 3)
+        init_seed, train_seed, _ = self._start(3)
         self.data_min_ = np.nanmin(X, axis=0)
         data_range = np.nanmax(X, axis=0) - self.data_min_
         self.data_range_ = np.where(data_range > 0.0, data_range, 1.0)
@@ -135,10 +131,8 @@ class GAINImputer(BaseImputer):
         data = self._scaled(X, mask)
         observed = torch.as_tensor(~mask, dtype=torch.float32, device=self.device_)
         rng = make_generator(train_seed, self.device_)
-        batch = min(self.batch_size, n)
         losses = torch.empty((self.max_iter, 2), device=self.device_)
-        for it in range(self.max_iter):
-            idx = torch.randperm(n, generator=rng, device=self.device_)[:batch]
+        for it, idx in enumerate(self._batches(n, self.max_iter, rng)):
             x, m = data[idx], observed[idx]
             revealed = torch.rand(m.shape, generator=rng, device=self.device_) < self.hint_rate
             b = revealed.float()
@@ -155,21 +149,14 @@ class GAINImputer(BaseImputer):
                 ).sum()
                 / n_hidden
             )
-            opt_d.zero_grad()
-            loss_d.backward()
-            opt_d.step()
+            losses[it, 0] = adam_step(opt_d, loss_d)
 
             g_out = self._generate(x, m, rng)
             x_hat = m * x + (1.0 - m) * g_out
             prob = discriminator(torch.cat([x_hat, hint], dim=1))
             loss_adv = -(hidden * (1.0 - m) * torch.log(prob + _EPS)).sum() / n_hidden
             loss_rec = ((m * (g_out - x)) ** 2).sum() / m.sum().clamp_min(1.0)
-            loss_g = loss_adv + self.alpha * loss_rec
-            opt_g.zero_grad()
-            loss_g.backward()
-            opt_g.step()
-            losses[it, 0] = loss_d.detach()
-            losses[it, 1] = loss_g.detach()
+            losses[it, 1] = adam_step(opt_g, loss_adv + self.alpha * loss_rec)
         self.generator_.eval()
         self.loss_history_ = losses.double().cpu().numpy()
         self.n_iter_ = self.max_iter

@@ -115,12 +115,8 @@ class MissForestImputer(_IterativeBase):
 
     Attributes
     ----------
-    imputer_ : sklearn.impute.IterativeImputer
-        The fitted imputer.
-    n_iter_ : int
-        Rounds run.
-    n_features_in_ : int
-        Number of columns seen in :meth:`fit`.
+    imputer_, n_iter_, n_features_in_
+        As in :class:`ICEImputer`.
     """
 
     def __init__(

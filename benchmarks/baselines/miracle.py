@@ -22,10 +22,15 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 from torch.nn.functional import binary_cross_entropy_with_logits, elu
 
-from benchmarks.baselines._base import BaseImputer, RandomState, resolve_seed
-from benchmarks.baselines._flow import ColumnScaling, start_from_means
-from benchmarks.baselines._torch import make_generator, spawn_seeds
-from tdm._validation import Interval, resolve_device, store_params
+from benchmarks.baselines._base import RandomState
+from benchmarks.baselines._torch import (
+    TRAINING_CONSTRAINTS,
+    ColumnScaling,
+    RefiningImputer,
+    adam_step,
+    make_generator,
+)
+from tdm._validation import Interval, store_params
 
 __all__ = ["MIRACLEImputer"]
 
@@ -35,6 +40,16 @@ _CHUNK = 4096
 class _Reconstruction(nn.Module):
     """One sub-network per target node (every feature, then every indicator), each fed with
     the features through its own masked input layer; the second layer is shared."""
+
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **TRAINING_CONSTRAINTS,
+        "hidden_dim": [Interval(Integral, 1, None)],
+        "reimpute_every": [Interval(Integral, 1, None), None],
+        **{
+            name: [Interval(Real, 0, None)]
+            for name in ("dag_weight", "sparsity_weight", "indicator_weight", "moment_weight")
+        },
+    }
 
     def __init__(self, allowed: Tensor, hidden: int, generator: torch.Generator) -> None:
         super().__init__()
@@ -70,7 +85,7 @@ class _Reconstruction(nn.Module):
         return self.input_weights().pow(2).mean(dim=2).add(1e-12).sqrt().T
 
 
-class MIRACLEImputer(BaseImputer):
+class MIRACLEImputer(RefiningImputer):
     """MIRACLE (Kyono et al., 2021): refine a seed imputation with reconstruction networks that
     are regularised to follow a causal graph, missingness indicators included.
 
@@ -93,8 +108,8 @@ class MIRACLEImputer(BaseImputer):
     Every ``reimpute_every`` steps (before the last) the missing cells take the networks'
     reconstructions, clipped to each column's observed range (the paper's iterative
     refinement). By default the fit does not re-impute: re-imputing during the fit lets each
-    network read its own column's imputations back through the others' inputs and drift
-    (BENCHMARKS.md, "The paper's other baselines"). :meth:`transform` seeds the rows with the
+    network read its own column's imputations back through the others' inputs and drift.
+    :meth:`transform` seeds the rows with the
     fitted column means and applies the fitted networks ``n_rounds_`` times: once more than
     the fit re-imputed.
 
@@ -112,10 +127,9 @@ class MIRACLEImputer(BaseImputer):
         Adam learning rate.
     dag_weight, sparsity_weight, indicator_weight, moment_weight : float
         Weights of the regularisers (defaults 0.1, 1e-3, 1.0, 0.1).
-    device : str or torch.device, default="auto"
-        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-    random_state : int, numpy.random.RandomState or None, default=None
-        Seed (keyword-only); weights and batches come from local generators.
+    device, random_state
+        The device (``"auto"``: CUDA when available) and the seed (keyword-only), as for every
+        neural baseline (:class:`~benchmarks.baselines._torch.TorchImputer`).
 
     Attributes
     ----------
@@ -132,12 +146,8 @@ class MIRACLEImputer(BaseImputer):
         Total loss per step.
     n_iter_ : int
         Steps run (``max_iter``).
-    device_ : torch.device
-        Device used.
-    seed_ : int
-        The integer seed used.
-    n_features_in_ : int
-        Number of columns seen in :meth:`fit`.
+    device_, seed_, n_features_in_
+        See :class:`~benchmarks.baselines._torch.TorchImputer`.
     """
 
     def __init__(
@@ -157,20 +167,8 @@ class MIRACLEImputer(BaseImputer):
     ) -> None:
         store_params(self, locals())
 
-    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
-        **{
-            name: [Interval(Integral, 1, None)] for name in ("hidden_dim", "max_iter", "batch_size")
-        },
-        "reimpute_every": [Interval(Integral, 1, None), None],
-        "lr": [Interval(Real, 0, None, closed="neither")],
-        **{
-            name: [Interval(Real, 0, None)]
-            for name in ("dag_weight", "sparsity_weight", "indicator_weight", "moment_weight")
-        },
-    }
-
-    def _reconstruct(self, completion: Tensor) -> Tensor:
-        """The features' reconstructions of every row, without gradients."""
+    def _complete(self, completion: Tensor, missing: Tensor) -> Tensor:
+        """The features' reconstructions of every row, clipped, without gradients."""
         d = completion.shape[1]
         with torch.no_grad():
             parts = [
@@ -179,10 +177,11 @@ class MIRACLEImputer(BaseImputer):
             ]
         return self.scaling_.clip(torch.cat(parts))
 
+    def _rounds(self) -> int:
+        return self.n_rounds_
+
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
-        self.device_ = resolve_device(self.device, type(self).__name__)
-        self.seed_ = resolve_seed(self.random_state)
-        init_seed, train_seed = spawn_seeds(self.seed_, 2)
+        init_seed, train_seed = self._start(2)
         n, d = X.shape
         with_missing = np.flatnonzero(mask.any(axis=0))
         allowed = torch.ones(d + with_missing.size, d)
@@ -193,17 +192,13 @@ class MIRACLEImputer(BaseImputer):
         optimizer = torch.optim.Adam(self.network_.parameters(), lr=self.lr)
 
         self.scaling_ = ColumnScaling(X)
-        x = self.scaling_.to_tensor(X, self.device_)
-        missing = torch.as_tensor(mask, device=self.device_)
+        x, missing, completion = self.scaling_.start(X, mask, self.device_)
         observed = (~missing).float()
         indicators = missing[:, torch.as_tensor(with_missing, device=self.device_)].float()
-        completion = start_from_means(x, missing)
         rng = make_generator(train_seed, self.device_)
-        batch = min(self.batch_size, n)
         history = np.zeros(self.max_iter)
         self.n_rounds_ = 1
-        for step in range(self.max_iter):
-            idx = torch.randperm(n, generator=rng, device=self.device_)[:batch]
+        for step, idx in enumerate(self._batches(n, self.max_iter, rng)):
             out = self.network_(completion[idx])
             fit = ((out[:, :d] - completion[idx]) ** 2 * observed[idx]).sum()
             loss = fit / observed[idx].sum().clamp(min=1.0)
@@ -215,23 +210,12 @@ class MIRACLEImputer(BaseImputer):
             loss = loss + self.dag_weight * (torch.trace(torch.matrix_exp(graph[:, :d] ** 2)) - d)
             loss = loss + self.sparsity_weight * graph.sum()
             loss = loss + self.moment_weight * (out[:, :d].mean(dim=0) ** 2).sum()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            history[step] = float(loss.detach())
+            history[step] = float(adam_step(optimizer, loss))
             done = step + 1
             if self.reimpute_every and done % self.reimpute_every == 0 and done < self.max_iter:
-                completion = torch.where(missing, self._reconstruct(completion), x)
+                completion = self._refine(x, missing, completion)
                 self.n_rounds_ += 1
         learned = self.network_.adjacency()[:, :d].detach().double().cpu().numpy()
         self.adjacency_ = learned * (1.0 - np.eye(d))  # the norm's smoothing floor off the diagonal
         self.loss_history_ = history
         self.n_iter_ = self.max_iter
-
-    def _impute(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> NDArray[np.float64]:
-        x = self.scaling_.to_tensor(X, self.device_)
-        missing = torch.as_tensor(mask, device=self.device_)
-        completion = start_from_means(x, missing)
-        for _ in range(self.n_rounds_):
-            completion = torch.where(missing, self._reconstruct(completion), x)
-        return self.scaling_.to_array(completion)

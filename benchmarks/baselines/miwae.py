@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -21,9 +21,17 @@ from numpy.typing import NDArray
 from torch import nn
 from torch.nn.functional import softplus
 
-from benchmarks.baselines._base import BaseImputer, RandomState, resolve_seed
-from benchmarks.baselines._torch import make_generator, mlp, spawn_seeds
-from tdm._validation import Interval, Options, resolve_device, store_params
+from benchmarks.baselines._base import RandomState
+from benchmarks.baselines._torch import (
+    TRAINING_CONSTRAINTS,
+    ColumnScaling,
+    TorchImputer,
+    adam_step,
+    make_generator,
+    mlp,
+)
+from tdm._seeds import spawn_seeds
+from tdm._validation import Interval, Options, store_params
 
 __all__ = ["MIWAEImputer"]
 
@@ -32,7 +40,7 @@ _LOG_2PI = math.log(2.0 * math.pi)
 _IMPUTE_BUDGET = 2**24
 
 
-class MIWAEImputer(BaseImputer):
+class MIWAEImputer(TorchImputer):
     """MIWAE (Mattei & Frellsen, 2019): a deep latent variable model fitted to observed cells.
 
     Model: ``z ~ N(0, I)`` in ``latent_dim`` dimensions and ``p(x | z) = prod_j p(x_j | z)``,
@@ -71,11 +79,9 @@ class MIWAEImputer(BaseImputer):
         Rows per mini-batch (capped at ``n_samples``).
     lr : float, default=1e-3
         Adam learning rate.
-    device : str or torch.device, default="auto"
-        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-    random_state : int, numpy.random.RandomState or None, default=None
-        Seed (keyword-only). Weights, batches and latent draws come from local
-        :class:`torch.Generator` objects; global random states are never used.
+    device, random_state
+        The device (``"auto"``: CUDA when available) and the seed (keyword-only), as for every
+        neural baseline (:class:`~benchmarks.baselines._torch.TorchImputer`).
 
     Attributes
     ----------
@@ -83,19 +89,25 @@ class MIWAEImputer(BaseImputer):
         The trained networks.
     latent_dim_ : int
         Latent dimension used.
-    mean_, scale_ : ndarray of shape (n_features,)
+    scaling_ : ColumnScaling
         Observed mean and standard deviation of each column (1 for a constant column).
     loss_history_ : ndarray of shape (max_iter,)
         Negative MIWAE bound of each mini-batch.
     n_iter_ : int
         Training steps run (``max_iter``; there is no early stopping).
-    device_ : torch.device
-        Device used.
-    seed_ : int
-        The integer seed used; the draws of :meth:`transform` are derived from it.
-    n_features_in_ : int
-        Number of columns seen in :meth:`fit`.
+    device_, seed_, n_features_in_
+        See :class:`~benchmarks.baselines._torch.TorchImputer`.
     """
+
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **TRAINING_CONSTRAINTS,
+        **{
+            name: [Interval(Integral, 1, None)]
+            for name in ("hidden_dim", "n_importance", "n_imputation_samples")
+        },
+        "latent_dim": [Interval(Integral, 1, None), None],
+        "decoder": [Options(("student_t", "gaussian"))],
+    }
 
     def __init__(
         self,
@@ -112,17 +124,6 @@ class MIWAEImputer(BaseImputer):
         random_state: RandomState = None,
     ) -> None:
         store_params(self, locals())
-
-    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
-        **{
-            name: [Interval(Integral, 1, None)]
-            for name in ("hidden_dim", "n_importance", "n_imputation_samples", "max_iter")
-        },
-        "batch_size": [Interval(Integral, 1, None)],
-        "latent_dim": [Interval(Integral, 1, None), None],
-        "decoder": [Options(("student_t", "gaussian"))],
-        "lr": [Interval(Real, 0, None, closed="neither")],
-    }
 
     def _log_weights(
         self, x: torch.Tensor, m: torch.Tensor, n_samples: int, generator: torch.Generator
@@ -146,23 +147,11 @@ class MIWAEImputer(BaseImputer):
         log_qz = (-0.5 * eps**2 - torch.log(sigma) - 0.5 * _LOG_2PI).sum(-1)
         return log_px_obs + log_pz - log_qz, loc
 
-    def _standardised(
-        self, X: NDArray[np.float64], mask: NDArray[np.bool_]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        values = np.where(mask, 0.0, (X - self.mean_) / self.scale_)
-        x = torch.as_tensor(values, dtype=torch.float32, device=self.device_)
-        m = torch.as_tensor(~mask, dtype=torch.float32, device=self.device_)
-        return x, m
-
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
-        self.device_ = resolve_device(self.device, type(self).__name__)
-        self.seed_ = resolve_seed(self.random_state)
-        init_seed, train_seed, _ = spawn_seeds(self.seed_, 3)
+        init_seed, train_seed, _ = self._start(3)
         n, d = X.shape
         self.latent_dim_ = self.latent_dim if self.latent_dim is not None else max(d - 1, 1)
-        self.mean_ = np.nanmean(X, axis=0)
-        std = np.nanstd(X, axis=0)
-        self.scale_ = np.where(std > 0.0, std, 1.0)
+        self.scaling_ = ColumnScaling(X)
 
         init = make_generator(init_seed, torch.device("cpu"))
         h, n_out = self.hidden_dim, (3 if self.decoder == "student_t" else 2) * d
@@ -171,19 +160,14 @@ class MIWAEImputer(BaseImputer):
         params = [*self.encoder_.parameters(), *self.decoder_.parameters()]
         optimizer = torch.optim.Adam(params, lr=self.lr)
 
-        x_all, m_all = self._standardised(X, mask)
+        _, missing, x_all = self.scaling_.start(X, mask, self.device_)
+        m_all = (~missing).float()
         rng = make_generator(train_seed, self.device_)
-        batch = min(self.batch_size, n)
         log_k = math.log(self.n_importance)
         losses = torch.empty(self.max_iter, device=self.device_)
-        for it in range(self.max_iter):
-            idx = torch.randperm(n, generator=rng, device=self.device_)[:batch]
+        for it, idx in enumerate(self._batches(n, self.max_iter, rng)):
             log_w, _ = self._log_weights(x_all[idx], m_all[idx], self.n_importance, rng)
-            loss = -(torch.logsumexp(log_w, dim=0) - log_k).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses[it] = loss.detach()
+            losses[it] = adam_step(optimizer, -(torch.logsumexp(log_w, dim=0) - log_k).mean())
         self.encoder_.eval()
         self.decoder_.eval()
         self.loss_history_ = losses.double().cpu().numpy()
@@ -191,7 +175,8 @@ class MIWAEImputer(BaseImputer):
 
     def _impute(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> NDArray[np.float64]:
         rng = make_generator(spawn_seeds(self.seed_, 3)[2], self.device_)
-        x, m = self._standardised(X, mask)
+        _, missing, x = self.scaling_.start(X, mask, self.device_)
+        m = (~missing).float()
         completed = np.where(mask, 0.0, X)
         rows = np.flatnonzero(mask.any(axis=1))
         n_samples = self.n_imputation_samples
@@ -202,6 +187,6 @@ class MIWAEImputer(BaseImputer):
                 idx = torch.as_tensor(rows[start : start + chunk], device=self.device_)
                 log_w, loc = self._log_weights(x[idx], m[idx], n_samples, rng)
                 weights = torch.softmax(log_w, dim=0).unsqueeze(-1)
-                mean = (weights * loc).sum(0).double().cpu().numpy()
-                completed[rows[start : start + chunk]] = mean * self.scale_ + self.mean_
+                mean = self.scaling_.to_array((weights * loc).sum(0))
+                completed[rows[start : start + chunk]] = mean
         return completed

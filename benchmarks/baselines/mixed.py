@@ -35,8 +35,8 @@ class ModeImputer(MixedBaseImputer):
 
     Parameters
     ----------
-    random_state : int, numpy.random.RandomState or None, default=None
-        Unused (the method is deterministic); accepted for a uniform interface.
+    random_state : None
+        Unused, as in :class:`~benchmarks.baselines.MeanImputer`.
 
     Attributes
     ----------

@@ -77,6 +77,12 @@ class SoftImputeImputer(BaseImputer):
         Number of columns seen in :meth:`fit`.
     """
 
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "shrinkage_ratio": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None)],
+        "tol": [Interval(Real, 0, None)],
+    }
+
     def __init__(
         self,
         *,
@@ -86,12 +92,6 @@ class SoftImputeImputer(BaseImputer):
         random_state: RandomState = None,
     ) -> None:
         store_params(self, locals())
-
-    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
-        "shrinkage_ratio": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None)],
-        "tol": [Interval(Real, 0, None)],
-    }
 
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
         self.mean_ = np.nanmean(X, axis=0)

@@ -279,8 +279,8 @@ def test_a_mixed_type_grid_runs_and_reports(tmp_path: Path) -> None:
 
 
 def test_the_mixed_flag_fills_only_what_was_not_given() -> None:
+    from benchmarks.datasets import MIXED_DATASETS
     from benchmarks.flow import MIXED_DB_PATH, MIXED_METHODS
-    from benchmarks.mixed_data import MIXED_DATASETS
 
     unset = {"datasets": None, "methods": None, "seeds": None, "db": None}
     mixed = grid_settings(argparse.Namespace(mixed=True, **unset))

@@ -14,8 +14,9 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from benchmarks.baselines import MiceForestImputer, MissForestMixedImputer, ModeImputer
-from benchmarks.mixed_data import apply_mask, column_kinds
+from benchmarks.datasets import apply_mask
 from benchmarks.registry import get_method
+from tdm.columns import column_kinds
 from tdm.mixed_metrics import categorical_error_rate, numeric_mae_sd
 
 FAST: dict[str, dict[str, Any]] = {
