@@ -26,15 +26,15 @@ import pandas as pd
 __all__ = [
     "BENCHMARKS",
     "StepTiming",
+    "command",
     "events",
-    "machine",
+    "header",
     "median_ms",
     "publish",
     "replace_section",
     "start_prefect",
     "synthetic",
     "time_steps",
-    "today",
     "write_events",
 ]
 
@@ -65,20 +65,30 @@ def publish(title: str, body: str, *, write: bool) -> None:
     print(f"## {title}\n\n{body}")
 
 
-def today() -> str:
-    """The date in UTC, ``YYYY-MM-DD``."""
-    return f"{datetime.now(UTC):%Y-%m-%d}"
-
-
-def machine(threads: int | None = None) -> str:
-    """The machine in words: cores, architecture, Python, torch and its threads."""
+def header(command: str, device: str = "") -> list[str]:
+    """A section's first lines: the command that wrote it and the date, then the machine (its
+    cores, Python, torch and torch's threads) and, when given, the ``device`` in words."""
     import torch
 
-    threads = torch.get_num_threads() if threads is None else threads
-    return (
+    machine = (
         f"{os.cpu_count()} CPU cores ({platform.machine()}), CPython "
-        f"{platform.python_version()}, torch {torch.__version__} on {threads} thread(s)"
+        f"{platform.python_version()}, torch {torch.__version__} on "
+        f"{torch.get_num_threads()} thread(s)"
     )
+    return [
+        f"Command: `{command}`; {datetime.now(UTC):%Y-%m-%d}.",
+        f"Machine: {machine}{f'; device: {device}' if device else ''}.",
+    ]
+
+
+def command(module: str, args: Any, *flags: str) -> str:
+    """``python -m benchmarks.<module>`` with the ``flags`` of ``args`` that are set."""
+    words = [f"python -m benchmarks.{module}"]
+    for flag in flags:
+        value = getattr(args, flag)
+        if value is not None:
+            words.append(f"--{flag.replace('_', '-')} {value}")
+    return " ".join(words)
 
 
 def start_prefect(torch_threads: int | None) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 from collections.abc import Callable
 from functools import partial
@@ -35,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks._timing import publish, synthetic, time_steps, today
+from benchmarks._timing import header, publish, synthetic, time_steps
 from benchmarks.datasets import load_dataset
 from tdm import TDMImputer, mae, simulate_mcar
 
@@ -246,12 +245,10 @@ def main() -> None:
     gpu = torch.cuda.get_device_properties(0)
     section = Section(args.out)
     section.add(
-        f"Command: `python -m benchmarks.cuda_vs_cpu --parts {args.parts} --tables {args.tables} "
-        "--write`  ",
-        f"Date: {today()}; GPU: {gpu.name}, "
-        f"{gpu.total_memory / 2**30:.0f} GiB; host: {platform.machine()}, {os.cpu_count()} "
-        f"cores, {torch.get_num_threads()} torch threads; Python {platform.python_version()}, "
-        f"torch {torch.__version__}.",
+        *header(
+            f"python -m benchmarks.cuda_vs_cpu --parts {args.parts} --tables {args.tables} --write",
+            f"{gpu.name}, {gpu.total_memory / 2**30:.0f} GiB",
+        )
     )
     run_part = {
         "steps": steps_part,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from benchmarks._timing import events, machine, publish, start_prefect, today, write_events
+from benchmarks._timing import command, events, header, publish, start_prefect, write_events
 
 
 def step_seconds(flow_run_id: str) -> dict[str, float]:
@@ -77,12 +77,8 @@ def report(args: argparse.Namespace, result: Any, total: float, steps: dict[str,
     fit = result.fit_seconds
     rest = total - fit
     cells = sum(result.cells_imputed.values())
-    command = f"python -m benchmarks.flow_overhead --rows {args.rows} --max-iter {args.max_iter}"
-    if args.torch_threads is not None:
-        command += f" --torch-threads {args.torch_threads}"
     lines = [
-        f"Command: `{command}`; {today()}.",
-        f"Machine: {machine()}, device {result.device}.",
+        *header(command("flow_overhead", args, "rows", "max_iter", "torch_threads"), result.device),
         "",
         f"Table: {args.rows:,} rows, {args.numeric_columns} numeric columns with {cells:,} cells "
         "missing, a key, and text, date and boolean columns. One fresh process; Prefect's server "

@@ -16,7 +16,7 @@ import numpy as np
 import ot
 from scipy.optimize import linear_sum_assignment
 
-from benchmarks._timing import machine, median_ms, publish, synthetic, time_steps, today
+from benchmarks._timing import header, median_ms, publish, synthetic, time_steps
 from tdm import PAPER_PARAMS, OTImputer, TDMImputer
 from tdm.transport import ASSIGNMENT_GRID, assignment
 
@@ -87,14 +87,13 @@ def main() -> None:
                 flush=True,
             )
 
-    gpu = ""
-    if args.device.startswith("cuda"):
+    device = args.device
+    if device.startswith("cuda"):
         import torch
 
-        gpu = f", {torch.cuda.get_device_name(0)}"
+        device += f", {torch.cuda.get_device_name(0)}"
     lines = [
-        f"Command: `python -m benchmarks.iteration_speed --device {args.device} --write`  ",
-        f"Date: {today()}; machine: {machine()}{gpu}; device: {args.device}.  ",
+        *header(f"python -m benchmarks.iteration_speed --device {args.device} --write", device),
         f"Data: {N_ROWS} rows, 30% MCAR, batch {BATCH}; median of {MEASURED} steps after "
         f"{WARMUP} warm-up steps. One `ot.emd` solve (POT network simplex, 512 x 512, float64) "
         "is timed in the same run, on the squared distances of two batches of the data "

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._timing import events, machine, publish, start_prefect, today, write_events
+from benchmarks._timing import command, events, header, publish, start_prefect, write_events
 
 NEW_SHARE = 0.01
 
@@ -66,12 +66,8 @@ def night(rows: int, args: argparse.Namespace, params: Any) -> dict[str, Any]:
 
 def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> str:
     """The markdown body: command, machine, table, and the seconds of each kind of night."""
-    command = f"python -m benchmarks.nightly_cost --rows {args.rows} --init {args.init}"
-    if args.torch_threads is not None:
-        command += f" --torch-threads {args.torch_threads}"
     lines = [
-        f"Command: `{command}`; {today()}.",
-        f"Machine: {machine()}.",
+        *header(command("nightly_cost", args, "rows", "init", "torch_threads")),
         "",
         f"Table: a key, {args.numeric_columns} numeric columns (20% missing) and a text column; "
         f"each night adds {NEW_SHARE:.0%} new rows. Imputer: the defaults with `init="

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._timing import events, machine, publish, start_prefect, today, write_events
+from benchmarks._timing import events, header, publish, start_prefect, write_events
 
 N_NUMERIC = 8
 
@@ -106,8 +106,7 @@ def main() -> None:
                 print(rows, measured, flush=True)
 
     lines = [
-        "Command: `OMP_NUM_THREADS=1 python -m benchmarks.row_scaling --write`  ",
-        f"Date: {today()}; machine: {machine()}.  ",
+        *header("OMP_NUM_THREADS=1 python -m benchmarks.row_scaling --write"),
         f"Table: {N_NUMERIC} numeric columns (20% missing) + key + 3 pass-through columns. "
         f"Tables over {args.max_fit_rows:,} rows: fit on a sample of {args.max_fit_rows:,} rows "
         f"({args.max_iter} steps), then partitions of {args.partition_rows:,} rows "
