@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 from collections.abc import Sequence
@@ -20,12 +21,6 @@ from cli.arguments import (
 )
 
 __all__ = ["add_bench_command", "grid_settings", "main", "parse_seeds", "run_bench"]
-
-#: The flags whose values the `benchmark` flow takes as the parameters of the same names.
-_FLOW_PARAMETERS = (
-    "datasets", "mechanisms", "seeds", "methods", "p", "max_iter", "svm_repeats", "workers",
-    "data_dir", "trace_dataset", "trace_seeds",
-)  # fmt: skip
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -200,8 +195,10 @@ def run_bench(args: argparse.Namespace) -> int:
         report = benchmark_report(args.db, report_dir)
         print(f"Report: {report.tables_path}; figures: {', '.join(map(str, report.figure_paths))}")
         return 0
-    grid = {name: getattr(args, name) for name in _FLOW_PARAMETERS}
-    outcome = benchmark(**grid, db_path=args.db, report_dir=report_dir)
+    # The flags named as the flow's parameters are its parameters.
+    parameters = inspect.signature(benchmark.fn).parameters
+    grid = {name: value for name, value in vars(args).items() if name in parameters}
+    outcome = benchmark(**{**grid, "db_path": args.db, "report_dir": report_dir})
     print(
         f"{outcome.planned} trials planned: {outcome.skipped} already recorded, {outcome.ran} run."
         f"\nReport: {outcome.tables_path}; figures: {', '.join(outcome.figure_paths)}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,35 +23,59 @@ def ordered(values: Sequence[str], order: Sequence[str]) -> list[str]:
     return sorted(set(values), key=lambda v: (rank.get(v, len(rank)), v))
 
 
-def bar_figures(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> list[Path]:
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (files only, no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _colours(plt: Any, methods: Sequence[str]) -> dict[str, Any]:
+    """One colour per method, the same in every panel."""
+    return {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+
+
+def _bars(
+    ax: Any,
+    summary: pd.DataFrame,
+    metric: str,
+    datasets: Sequence[str],
+    methods: Sequence[str],
+    colours: dict[str, Any],
+) -> None:
+    """Grouped bars of ``metric``'s mean per dataset, one bar per method, std as error bar."""
+    rows = summary.set_index(["dataset", "method"])
+    width = 0.8 / max(len(methods), 1)
+    for i, method in enumerate(methods):
+        heights = [rows[f"{metric}_mean"].get((d, method), np.nan) for d in datasets]
+        errors = [rows[f"{metric}_std"].get((d, method), np.nan) for d in datasets]
+        x = np.arange(len(datasets)) + (i - (len(methods) - 1) / 2) * width
+        ax.bar(
+            x,
+            heights,
+            width,
+            yerr=np.nan_to_num(errors),
+            label=method,
+            color=colours[method],
+            capsize=2,
+        )
+
+
+def bar_figures(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> list[Path]:
+    """``bars_<mechanism>.png``: MAE per dataset, one bar per method (the paper's Figure 3)."""
+    plt = _pyplot()
     paths = []
     methods = ordered(summary["method"].tolist(), order)
-    colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+    colours = _colours(plt, methods)
     for mechanism in ordered(summary["mechanism"].tolist(), MECHANISM_ORDER):
         part = summary[summary["mechanism"] == mechanism]
         datasets = sorted(part["dataset"].unique())
         present = [m for m in methods if m in set(part["method"])]  # no empty slots
-        width = 0.8 / max(len(present), 1)
         fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(datasets) + 2), 4.2))
-        rows = part.set_index(["dataset", "method"])
-        for i, method in enumerate(present):
-            heights = [rows["mae_mean"].get((d, method), np.nan) for d in datasets]
-            errors = [rows["mae_std"].get((d, method), np.nan) for d in datasets]
-            x = np.arange(len(datasets)) + (i - (len(present) - 1) / 2) * width
-            ax.bar(
-                x,
-                heights,
-                width,
-                yerr=np.nan_to_num(errors),
-                label=method,
-                color=colours[method],
-                capsize=2,
-            )
+        _bars(ax, part, "mae", datasets, present, colours)
         ax.set_xticks(np.arange(len(datasets)), datasets, rotation=15)
         ax.set_ylabel("MAE (standardised units)")
         ax.set_title(f"MAE per dataset, {mechanism.upper()}, 30% missing (mean ± std over seeds)")
@@ -74,16 +99,11 @@ def trace_figure(
     results: pd.DataFrame, traces: pd.DataFrame, out_dir: Path, order: Sequence[str]
 ) -> Path | None:
     """MAE over iterations (traces table) or, failing that, loss over iterations (trials)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     if not traces.empty:
         # One panel per (dataset, mechanism); one colour per method across panels.
         panels = sorted(traces.groupby(["dataset", "mechanism"]).groups)
-        methods = ordered(traces["method"].tolist(), order)
-        colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+        colours = _colours(plt, ordered(traces["method"].tolist(), order))
         fig, axes = plt.subplots(
             1, len(panels), figsize=(4.2 * len(panels) + 1, 3.8), squeeze=False
         )
@@ -93,8 +113,14 @@ def trace_figure(
                 mean = rows.groupby("iteration")["mae"].agg(["mean", "count"])
                 steps = np.maximum(mean.index.to_numpy(), 1)  # log axis: step 0 drawn at 1
                 n_seeds = int(mean["count"].max())
-                ax.plot(steps, mean["mean"], marker="o", ms=3, color=colours[str(method)],
-                        label=f"{method} (seeds: {n_seeds})")  # fmt: skip
+                ax.plot(
+                    steps,
+                    mean["mean"],
+                    marker="o",
+                    ms=3,
+                    color=colours[str(method)],
+                    label=f"{method} (seeds: {n_seeds})",
+                )
             ax.set_xscale("log")
             ax.set_xlabel("iterations (0, the initialisation, at 1)")
             ax.set_title(f"{dataset}, {mechanism.upper()}", fontsize=9)
@@ -139,17 +165,12 @@ def trace_figure(
 def mixed_figure(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> Path:
     """`mixed.png`: grouped bars per dataset, one panel per metric (numeric MAE in column SDs,
     categorical error rate) and mechanism, std over seeds as error bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     metrics = (("mae", "numeric MAE (column SDs)"), ("cat_error", "categorical error rate"))
     mechanisms = ordered(summary["mechanism"].tolist(), MECHANISM_ORDER)
     methods = ordered(summary["method"].tolist(), order)
-    colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+    colours = _colours(plt, methods)
     datasets = sorted(summary["dataset"].unique())
-    width = 0.8 / max(len(methods), 1)
     fig, axes = plt.subplots(
         len(metrics),
         len(mechanisms),
@@ -157,15 +178,10 @@ def mixed_figure(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> 
         squeeze=False,
     )
     for col, mechanism in enumerate(mechanisms):
-        rows = summary[summary["mechanism"] == mechanism].set_index(["dataset", "method"])
+        part = summary[summary["mechanism"] == mechanism]
         for row, (metric, label) in enumerate(metrics):
             ax = axes[row][col]
-            for i, method in enumerate(methods):
-                heights = [rows[f"{metric}_mean"].get((d, method), np.nan) for d in datasets]
-                errors = [rows[f"{metric}_std"].get((d, method), np.nan) for d in datasets]
-                x = np.arange(len(datasets)) + (i - (len(methods) - 1) / 2) * width
-                ax.bar(x, heights, width, yerr=np.nan_to_num(errors), label=method,
-                       color=colours[method], capsize=2)  # fmt: skip
+            _bars(ax, part, metric, datasets, methods, colours)
             ax.set_xticks(np.arange(len(datasets)), datasets, rotation=15, fontsize=8)
             ax.set_ylabel(label)
             ax.set_title(f"{label}, {mechanism.upper()}", fontsize=9)

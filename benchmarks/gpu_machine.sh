@@ -8,7 +8,7 @@
 #                                           source, ../shared/datasets and py-spy (to read the
 #                                           stacks of a stalled test run)
 #   bash benchmarks/gpu_machine.sh run [SECONDS [PYTEST ARGS...]]
-#                                           there: unpacks them, runs `benchmarks.gpu --out
+#                                           there: unpacks them, runs `benchmarks.cuda_vs_cpu --out
 #                                           $OUT/gpu.md` (parts: $GPU_PARTS, in that order;
 #                                           "none" skips it) for at most $GPU_BENCH_SECONDS
 #                                           (default: half of SECONDS, default 570; agreement
@@ -86,10 +86,10 @@ run() {
     # only with a fixed workspace; set for the benchmark's process alone.
     if [[ ${GPU_PARTS:-} != none ]]; then
         CUBLAS_WORKSPACE_CONFIG=:4096:8 timeout "${GPU_BENCH_SECONDS:-$((until / 2))}" \
-            python3 -m benchmarks.gpu --out "$OUT/gpu.md" \
+            python3 -m benchmarks.cuda_vs_cpu --out "$OUT/gpu.md" \
             --parts "${GPU_PARTS:-steps,california,agreement,repeat}" \
             --tables "${GPU_TABLES:-concrete_slump,parkinsons,seeds,glass,blood_transfusion,california}"
-        pkill -f 'benchmarks[.]gpu --out|loky'  # what a stopped benchmark left (forest workers)
+        pkill -f 'benchmarks[.]cuda_vs_cpu --out|loky'  # what a stopped benchmark left (forest workers)
     fi
     if [[ -n ${GPU_FIRST:-} ]]; then
         echo "first, alone: $GPU_FIRST"

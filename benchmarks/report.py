@@ -4,19 +4,20 @@ Pure pandas and matplotlib over the results tables (no `tdm` import, no Prefect)
 the tables, calls `write_report` with the method registry's display order and fixtures, and
 publishes what comes back as Prefect artifacts.
 
-- `tables.md`: one table per metric (MAE, RMSE, W2²/2, SVM accuracy): rows dataset x mechanism,
-  columns methods, cells mean ± std over seeds (with the count when it is below the most seen),
-  the best mean of each row in bold.
-- `figures/bars_<mechanism>.png`: grouped bars of MAE per dataset for each mechanism, one bar per
-  method with the std over seeds as error bar (the paper's Figure 3 layout).
-- `benchmark.csv`: every trial (without its loss trace), the committed form of the results.
-- `figures/mae_over_iterations.png`: MAE after k steps for TDM vs OTImputer when MAE traces were
-  recorded; otherwise `figures/loss_over_iterations.png`, the recorded loss traces.
+Trials fall into two grids: the paper's numeric tables, and the mixed-type tables (every trial
+of a dataset where one has a categorical error rate, `cat_error`). Each grid gets the same
+section in `tables.md`, over its own metrics (`PAPER`, `MIXED`):
 
-Mixed-type tables (trials with a categorical error rate, `cat_error`) get their own section:
-numeric MAE in column standard deviations and categorical error rate per dataset and mechanism,
-a line per dataset on whether `tdm` is no worse than the best baseline, and
-`figures/mixed.png`.
+- one table per metric: rows dataset x mechanism, columns methods, cells mean ± std over seeds
+  (with the count when it is below the most seen), the best mean of each row in bold;
+- `tdm`'s rank among all methods by MAE (and among them without the benchmark fixtures);
+- `tdm_paper` and `tdm` against the best other method (not a TDM variant) per dataset,
+  mechanism and metric, with a count of the cells where each is no worse.
+
+Besides `tables.md`: `benchmark.csv`, every trial (without its loss trace), the committed form
+of the results; and the figures (`benchmarks.figures`): `figures/bars_<mechanism>.png` (MAE per
+dataset, the paper's Figure 3 layout), `figures/mae_over_iterations.png` when MAE traces were
+recorded, else `figures/loss_over_iterations.png`, and for the mixed grid `figures/mixed.png`.
 """
 
 from __future__ import annotations
@@ -31,32 +32,62 @@ import pandas as pd
 from benchmarks.figures import MECHANISM_ORDER, bar_figures, mixed_figure, ordered, trace_figure
 
 __all__ = [
-    "METRICS",
-    "MIXED_METRICS",
+    "MIXED",
+    "PAPER",
+    "Grid",
     "MethodLayout",
+    "Metric",
     "Report",
     "label_configurations",
     "latest_per_trial",
     "metric_table",
-    "mixed_verdicts",
     "rank_table",
     "summarise",
     "versus_best",
     "write_report",
 ]
 
-#: Metric column -> (heading, whether lower is better).
-METRICS: dict[str, tuple[str, bool]] = {
-    "mae": ("MAE", True),
-    "rmse": ("RMSE", True),
-    "w2sq_half": ("W2²/2 (the paper's OT)", True),
-    "accuracy": ("SVM accuracy (5-fold CV)", False),
-}
-#: The mixed-type tables' metrics: `mae` there is in column standard deviations (numeric cells).
-MIXED_METRICS: dict[str, tuple[str, bool]] = {
-    "mae": ("numeric MAE (column SDs)", True),
-    "cat_error": ("categorical error rate", True),
-}
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric column of the results, its heading, its short name and its direction."""
+
+    column: str
+    heading: str
+    short: str
+    lower_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One grid's section of the report: its title, what its numbers are, its metrics."""
+
+    title: str
+    note: str
+    metrics: tuple[Metric, ...]
+
+
+PAPER = Grid(
+    "Benchmark results",
+    "Data standardised per column, 30% missing (see `RESULTS.md` for the protocol).",
+    (
+        Metric("mae", "MAE", "MAE"),
+        Metric("rmse", "RMSE", "RMSE"),
+        Metric("w2sq_half", "W2²/2 (the paper's OT)", "W2²/2"),
+        Metric("accuracy", "SVM accuracy (5-fold CV)", "SVM", lower_is_better=False),
+    ),
+)
+MIXED = Grid(
+    "Mixed-type tables",
+    "Numeric MAE: absolute error of each masked float or integer cell over its column's "
+    "standard deviation, averaged over the cells; categorical error rate: share of masked "
+    "categorical and boolean cells with the wrong label. 30% missing.",
+    (
+        Metric("mae", "numeric MAE (column SDs)", "numeric MAE"),
+        Metric("cat_error", "categorical error rate", "categorical error"),
+    ),
+)
+_LOWER_IS_BETTER = {m.column: m.lower_is_better for g in (PAPER, MIXED) for m in g.metrics}
 
 
 @dataclass(frozen=True)
@@ -80,7 +111,7 @@ class Report:
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     """Mean, std and count over seeds of every metric per dataset, mechanism and method."""
-    metrics = list(METRICS) + (["cat_error"] if "cat_error" in results else [])
+    metrics = [column for column in _LOWER_IS_BETTER if column in results]
     values = results.astype({metric: float for metric in metrics})
     grouped = values.groupby(["dataset", "mechanism", "method"], sort=False)[metrics]
     summary = grouped.agg(["mean", "std", "count"])
@@ -99,7 +130,7 @@ def _cell(mean: float, std: float, count: int, most: int, bold: bool) -> str:
 
 def metric_table(summary: pd.DataFrame, metric: str, order: Sequence[str] = ()) -> str:
     """One markdown table: rows dataset/mechanism, columns methods, cells mean ± std."""
-    lower_is_better = {**METRICS, **MIXED_METRICS}[metric][1]
+    lower_is_better = _LOWER_IS_BETTER[metric]
     methods = ordered(summary["method"].tolist(), order)
     most = int(summary[f"{metric}_count"].max()) if len(summary) else 0
     if metric == "accuracy" and summary["accuracy_count"].sum() == 0:
@@ -130,35 +161,51 @@ def metric_table(summary: pd.DataFrame, metric: str, order: Sequence[str] = ()) 
     return "\n".join(lines)
 
 
-def versus_best(summary: pd.DataFrame, method: str = "tdm_paper") -> str:
+def versus_best(
+    summary: pd.DataFrame, method: str = "tdm_paper", metrics: Sequence[Metric] = PAPER.metrics
+) -> str:
     """Markdown: `method` against the best other method per dataset/mechanism and metric.
 
     The best other method is the one with the best mean over seeds among the methods that are
     not a TDM variant; the difference is `method` minus best (negative is better for errors,
-    positive is better for accuracy). Only groups where `method` ran are listed.
+    positive is better for accuracy). Only groups where `method` ran are listed. A last line
+    counts, per metric and mechanism, the datasets where `method` is no worse (a tie counts).
     """
     mine = summary[summary["method"] == method]
     others = summary[~summary["method"].str.startswith("tdm")]
     lines = [
         f"| dataset | mechanism | metric | {method} | best other | best other mean | "
-        f"difference | {method} wins |",
+        f"difference | {method} no worse |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    no_worse: dict[tuple[str, str], list[int]] = {}
     for row in mine.sort_values(["dataset", "mechanism"]).itertuples(index=False):
         rivals = others[(others["dataset"] == row.dataset) & (others["mechanism"] == row.mechanism)]
-        for metric, (heading, lower) in METRICS.items():
-            ours = float(getattr(row, f"{metric}_mean"))
-            scores = rivals.set_index("method")[f"{metric}_mean"].dropna()
+        for metric in metrics:
+            ours = float(getattr(row, f"{metric.column}_mean"))
+            scores = rivals.set_index("method")[f"{metric.column}_mean"].dropna()
             if np.isnan(ours) or scores.empty:
                 continue
-            best = scores.idxmin() if lower else scores.idxmax()
+            best = scores.idxmin() if metric.lower_is_better else scores.idxmax()
             diff = ours - float(scores[best])
-            wins = diff < 0 if lower else diff > 0
+            ok = diff <= 0 if metric.lower_is_better else diff >= 0
+            tally = no_worse.setdefault((metric.short, str(row.mechanism)), [0, 0])
+            tally[0] += int(ok)
+            tally[1] += 1
             lines.append(
-                f"| {row.dataset} | {row.mechanism} | {heading.split(' ')[0]} | {ours:.3f} | "
-                f"{best} | {float(scores[best]):.3f} | {diff:+.3f} | {'yes' if wins else 'no'} |"
+                f"| {row.dataset} | {row.mechanism} | {metric.short} | {ours:.3f} | {best} | "
+                f"{float(scores[best]):.3f} | {diff:+.3f} | {'yes' if ok else 'no'} |"
             )
-    return "\n".join(lines)
+    shorts = [metric.short for metric in metrics]
+    mechanisms = ordered([mechanism for _, mechanism in no_worse], MECHANISM_ORDER)
+    counts = "; ".join(
+        f"{short}, {mechanism.upper()}: {no_worse[short, mechanism][0]} of "
+        f"{no_worse[short, mechanism][1]}"
+        for short in shorts
+        for mechanism in mechanisms
+        if (short, mechanism) in no_worse
+    )
+    return "\n".join([*lines, "", f"Datasets where {method} is no worse: {counts or 'none'}."])
 
 
 def rank_table(
@@ -172,7 +219,7 @@ def rank_table(
     dataset and mechanism, the best of the others, and per mechanism on how many datasets it is
     the best."""
     summary = summary[~summary["method"].isin(leave_out)]
-    lower = METRICS[metric][1]
+    lower = _LOWER_IS_BETTER[metric]
     column = f"{metric}_mean"
     lines = [
         f"| dataset | mechanism | {method} | rank | best other | best other mean | difference |",
@@ -207,26 +254,23 @@ def rank_table(
     return "\n".join([*lines, "", f"Datasets where {method} is the best of all: {counts}."])
 
 
-def _tables_markdown(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout) -> str:
+def _section(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout, grid: Grid) -> str:
+    """One grid's part of `tables.md` (see the module notes)."""
     seeds = sorted(int(s) for s in results["seed"].unique())
     parts = [
-        "# Benchmark results",
+        f"# {grid.title}",
         "",
         f"{len(results)} trials; mean ± std over seeds {seeds} (n = seeds counted when fewer "
-        "than the most); best mean per row in bold. Data standardised per column, 30% missing "
-        "(see `RESULTS.md` for the protocol).",
+        f"than the most); best mean per row in bold. {grid.note}",
     ]
-    for metric, (heading, lower) in METRICS.items():
-        direction = "lower is better" if lower else "higher is better"
-        parts += [
-            "",
-            f"## {heading} ({direction})",
-            "",
-            metric_table(summary, metric, layout.order),
-        ]
-    if "tdm" in set(summary["method"]):
+    for metric in grid.metrics:
+        direction = "lower is better" if metric.lower_is_better else "higher is better"
+        table = metric_table(summary, metric.column, layout.order)
+        parts += ["", f"## {metric.heading} ({direction})", "", table]
+    methods = set(summary["method"])
+    if "tdm" in methods:
         parts += ["", "## tdm's rank among all methods (MAE)", "", rank_table(summary, "tdm")]
-        if set(layout.fixtures) & set(summary["method"]):
+        if set(layout.fixtures) & methods:
             parts += [
                 "",
                 "## tdm's rank among the baselines and tdm_paper (MAE)",
@@ -237,66 +281,9 @@ def _tables_markdown(results: pd.DataFrame, summary: pd.DataFrame, layout: Metho
                 rank_table(summary, "tdm", leave_out=layout.fixtures),
             ]
     for method in ("tdm_paper", "tdm"):
-        if method in set(summary["method"]):
-            parts += ["", f"## {method} against the best other method", "",
-                      versus_best(summary, method)]  # fmt: skip
-    return "\n".join(parts) + "\n"
-
-
-def mixed_verdicts(summary: pd.DataFrame, method: str = "tdm") -> str:
-    """Markdown lines, one per dataset: per mechanism and metric, `method` against the best
-    baseline (the best mean among methods that are not TDM variants), and per mechanism and
-    metric on how many datasets `method` is no worse (its mean at most the best baseline's)."""
-    lines: list[str] = []
-    no_worse: dict[tuple[str, str], list[int]] = {}
-    for dataset in sorted(summary["dataset"].unique()):
-        part = summary[summary["dataset"] == dataset]
-        notes = []
-        for mechanism in ordered(part["mechanism"].tolist(), MECHANISM_ORDER):
-            group = part[part["mechanism"] == mechanism].set_index("method")
-            baselines = group[~group.index.str.startswith("tdm")]
-            if method not in group.index or baselines.empty:
-                continue
-            for metric, (heading, _) in MIXED_METRICS.items():
-                scores = baselines[f"{metric}_mean"].dropna()
-                ours = float(group.loc[method, f"{metric}_mean"])
-                if scores.empty or np.isnan(ours):
-                    continue
-                best = str(scores.idxmin())
-                ok = ours <= float(scores[best])
-                tally = no_worse.setdefault((mechanism, heading), [0, 0])
-                tally[0] += int(ok)
-                tally[1] += 1
-                notes.append(
-                    f"{mechanism.upper()} {heading} {ours:.3f} vs {best} {scores[best]:.3f} "
-                    f"({'no worse' if ok else f'worse by {ours - scores[best]:.3f}'})"
-                )
-        if notes:
-            lines.append(f"- **{dataset}**: " + "; ".join(notes) + ".")
-    if not lines:
-        return f"(no dataset where {method} and a baseline both ran)"
-    counts = ", ".join(
-        f"{heading}, {mechanism.upper()}: {k} of {n}"
-        for (mechanism, heading), (k, n) in no_worse.items()
-    )
-    return "\n".join([*lines, "", f"Datasets where {method} is no worse than the best baseline: "
-                       f"{counts}."])  # fmt: skip
-
-
-def _mixed_markdown(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout) -> str:
-    seeds = sorted(int(s) for s in results["seed"].unique())
-    parts = [
-        "# Mixed-type tables",
-        "",
-        f"{len(results)} trials; mean ± std over seeds {seeds}; best mean per row in bold. "
-        "Numeric MAE: absolute error of each masked float or integer cell over its column's "
-        "standard deviation, averaged over the cells; categorical error rate: share of masked "
-        "categorical and boolean cells with the wrong label. 30% missing.",
-    ]
-    for metric, (heading, _) in MIXED_METRICS.items():
-        parts += ["", f"## {heading} (lower is better)", "",
-                  metric_table(summary, metric, layout.order)]  # fmt: skip
-    parts += ["", "## tdm against the best baseline", "", mixed_verdicts(summary)]
+        if method in methods:
+            table = versus_best(summary, method, grid.metrics)
+            parts += ["", f"## {method} against the best other method", "", table]
     return "\n".join(parts) + "\n"
 
 
@@ -352,21 +339,22 @@ def write_report(
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     mixed_rows = _mixed_rows(results)
-    paper, mixed = results[~mixed_rows], results[mixed_rows]
-    markdown, summaries, paths = "", [], []
-    if not paper.empty:
-        labelled = label_configurations(latest_per_trial(paper))
-        summaries.append(summarise(labelled))
-        markdown = _tables_markdown(labelled, summaries[-1], layout)
-        paths = bar_figures(summaries[-1], figures, layout.order)
-        trace_path = trace_figure(paper, traces, figures, layout.order)
+    sections, summaries, paths = [], [], []
+    for grid, rows in ((PAPER, results[~mixed_rows]), (MIXED, results[mixed_rows])):
+        if rows.empty:
+            continue
+        labelled = label_configurations(latest_per_trial(rows))
+        summary = summarise(labelled)
+        sections.append(_section(labelled, summary, layout, grid))
+        summaries.append(summary)
+        if grid is MIXED:
+            paths.append(mixed_figure(summary, figures, layout.order))
+            continue
+        paths += bar_figures(summary, figures, layout.order)
+        trace_path = trace_figure(rows, traces, figures, layout.order)
         if trace_path is not None:
             paths.append(trace_path)
-    if not mixed.empty:
-        labelled = label_configurations(latest_per_trial(mixed))
-        summaries.append(summarise(labelled))
-        markdown += ("\n" if markdown else "") + _mixed_markdown(labelled, summaries[-1], layout)
-        paths.append(mixed_figure(summaries[-1], figures, layout.order))
+    markdown = "\n".join(sections)
     if results.empty:
         markdown = "# Benchmark results\n\nNo trial recorded yet.\n"
     summary = pd.concat(summaries, ignore_index=True) if summaries else pd.DataFrame()

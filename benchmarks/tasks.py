@@ -47,6 +47,21 @@ __all__ = [
 TrialKey = tuple[str, str, int, str, float, str, str]
 
 
+def _key(
+    dataset: Any, mechanism: Any, seed: Any, method: Any, p: Any, params_hash: Any, version: Any
+) -> TrialKey:
+    """A trial's key (the columns of :data:`benchmarks.schemas.TRIAL_KEY`) with Python types."""
+    return (
+        str(dataset),
+        str(mechanism),
+        int(seed),
+        str(method),
+        float(p),
+        str(params_hash),
+        str(version),
+    )
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     """One cell of the grid, with the overrides asked for, their hash and the library version
@@ -64,15 +79,7 @@ class TrialSpec:
     @property
     def key(self) -> TrialKey:
         """The trial's key (:data:`benchmarks.schemas.TRIAL_KEY`), as stored in the table."""
-        return (
-            self.dataset,
-            self.mechanism,
-            self.seed,
-            self.method,
-            self.p,
-            self.params_hash,
-            self.tdm_version,
-        )
+        return _key(*(getattr(self, name) for name in TRIAL_KEY))
 
     @property
     def label(self) -> str:
@@ -143,18 +150,7 @@ def load_done_trials(db_path: str) -> set[TrialKey]:
     frame = _read_table(db_path, RESULTS_TABLE)
     if frame is None or frame.empty:
         return set()
-    return {
-        (
-            str(r.dataset),
-            str(r.mechanism),
-            int(r.seed),
-            str(r.method),
-            float(r.p),
-            str(r.params_hash),
-            str(r.tdm_version),
-        )
-        for r in frame[list(TRIAL_KEY)].itertuples(index=False)
-    }
+    return {_key(*row) for row in frame[list(TRIAL_KEY)].itertuples(index=False)}
 
 
 @task(name="run-trial", cache_policy=NO_CACHE, task_run_name="trial-{spec.label}")

@@ -3,86 +3,27 @@
 The figure is the ratio (machines here are shared and noisy): target, a whole TDM iteration at
 D = 8 costs less than 0.6x one exact ``ot.emd`` solve on a 512 x 512 cost matrix.
 
-Run: ``.venv/bin/python -m benchmarks.speed [--device cpu|cuda] [--write]``; ``--write`` replaces
+Run: ``python -m benchmarks.iteration_speed [--device cpu|cuda] [--write]``; ``--write`` replaces
 the "Speed" section of BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import platform
-import statistics
-import time
-from collections.abc import Callable
 from functools import partial
 
 import numpy as np
 import ot
-import torch
 from scipy.optimize import linear_sum_assignment
 
-from benchmarks._report import replace_section
-from tdm import PAPER_PARAMS, FitProgress, OTImputer, TDMImputer, transport
+from benchmarks._timing import header, median_ms, publish, synthetic, time_steps
+from tdm import PAPER_PARAMS, OTImputer, TDMImputer
 from tdm.transport import ASSIGNMENT_GRID, assignment
 
 BATCH = 512
 N_ROWS = 4096
 WARMUP = 20
 MEASURED = 200
-
-
-def synthetic(n: int, d: int, seed: int) -> np.ndarray:
-    """Correlated Gaussian data with 30% of cells missing completely at random."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) / np.sqrt(d)
-    X[rng.random(X.shape) < 0.3] = np.nan
-    X[0] = 0.0
-    return X
-
-
-def median_ms(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
-def per_iteration_ms(
-    make: Callable[..., TDMImputer | OTImputer], X: np.ndarray
-) -> tuple[float, float]:
-    """Median wall time between consecutive steps after a warm-up, and the median time of one
-    ``ot.emd`` solve on the fit's own cost matrices (every 20th measured step)."""
-    stamps: list[float] = []
-    captured: list[np.ndarray] = []
-
-    def record(_: FitProgress) -> None:
-        stamps.append(time.perf_counter())
-
-    def capture(C: np.ndarray) -> np.ndarray:
-        if len(stamps) >= WARMUP and len(stamps) % 20 == 0:
-            captured.append(C.copy())
-        return solve(C)
-
-    solve = transport.assignment
-    transport.assignment = capture  # observe the solver's inputs; the timed steps include this
-    try:
-        make(max_iter=WARMUP + MEASURED, callback=record).fit(X)
-    finally:
-        transport.assignment = solve
-    intervals = np.diff(stamps[WARMUP:])
-    SOLVER_TIMES.extend(solver_times(captured))
-    uniform = np.full(BATCH, 1.0 / BATCH)
-    emd_own = [
-        median_ms(lambda C=C: ot.emd(uniform, uniform, C.astype(np.float64)), 1) for C in captured
-    ]
-    return float(np.median(intervals) * 1e3), float(np.median(emd_own))
-
-
-SOLVER_TIMES: list[tuple[float, float, float, float]] = []
 
 
 def solver_times(matrices: list[np.ndarray]) -> list[tuple[float, float, float, float]]:
@@ -110,14 +51,14 @@ def main() -> None:
     args = parser.parse_args()
 
     rows = []
+    matrices: list[np.ndarray] = []
+    uniform = np.full(BATCH, 1.0 / BATCH)
     for d in (8, 41):
         X = synthetic(N_ROWS, d, seed=d)
         rng = np.random.default_rng(0)
         Xf = np.where(np.isnan(X), 0.0, X)
-        a, b = Xf[rng.choice(N_ROWS, BATCH)], Xf[rng.choice(N_ROWS, BATCH)]
-        C = ot.dist(a, b)  # squared Euclidean, float64
-        uniform = np.full(BATCH, 1.0 / BATCH)
-        emd_ms = median_ms(lambda C=C, w=uniform: ot.emd(w, w, C), 20)
+        C = ot.dist(Xf[rng.choice(N_ROWS, BATCH)], Xf[rng.choice(N_ROWS, BATCH)])  # float64
+        emd_ms = median_ms(lambda C=C: ot.emd(uniform, uniform, C), 20)
         lapjv_ms = median_ms(lambda C=C: assignment(C.astype(np.float32)), 20)
         scipy_ms = median_ms(lambda C=C: linear_sum_assignment(C), 20)
         common = {"batch_size": BATCH, "device": args.device, "random_state": 0}
@@ -126,7 +67,18 @@ def main() -> None:
             ("TDM (paper settings)", TDMImputer, dict(PAPER_PARAMS)),
             ("OTImputer NS", OTImputer, {"solver": "assignment"}),
         ]:
-            it_ms, emd_own_ms = per_iteration_ms(partial(cls, **{**params, **common}), X)
+            make = partial(cls, **{**params, **common})
+            timing = time_steps(make, X, warmup=WARMUP, measured=MEASURED)
+            matrices += timing.matrices
+            emd_own_ms = float(
+                np.median(
+                    [
+                        median_ms(lambda C=C: ot.emd(uniform, uniform, C.astype(np.float64)), 1)
+                        for C in timing.matrices
+                    ]
+                )
+            )
+            it_ms = timing.step_ms
             rows.append((d, label, it_ms, emd_ms, emd_own_ms, lapjv_ms, scipy_ms))
             print(
                 f"D={d:2d} {label:21s} {it_ms:7.2f} ms/iteration  ot.emd {emd_ms:6.2f} ms  "
@@ -135,15 +87,13 @@ def main() -> None:
                 flush=True,
             )
 
-    machine = (
-        f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
-        f"{platform.python_implementation()} {platform.python_version()}, torch {torch.__version__}"
-    )
-    if args.device.startswith("cuda"):
-        machine += f", {torch.cuda.get_device_name(0)}"
+    device = args.device
+    if device.startswith("cuda"):
+        import torch
+
+        device += f", {torch.cuda.get_device_name(0)}"
     lines = [
-        f"Command: `.venv/bin/python -m benchmarks.speed --device {args.device} --write`  ",
-        f"Date: {dt.date.today().isoformat()}; machine: {machine}; device: {args.device}.  ",
+        *header(f"python -m benchmarks.iteration_speed --device {args.device} --write", device),
         f"Data: {N_ROWS} rows, 30% MCAR, batch {BATCH}; median of {MEASURED} steps after "
         f"{WARMUP} warm-up steps. One `ot.emd` solve (POT network simplex, 512 x 512, float64) "
         "is timed in the same run, on the squared distances of two batches of the data "
@@ -160,7 +110,7 @@ def main() -> None:
             f"| {d} | {label} | {it_ms:.2f} | {emd_ms:.2f} | **{it_ms / emd_ms:.2f}** | "
             f"{emd_own_ms:.2f} | **{it_ms / emd_own_ms:.2f}** | {lapjv_ms:.2f} | {scipy_ms:.2f} |"
         )
-    raw, quantised, exact, excess = np.array(SOLVER_TIMES).T
+    raw, quantised, exact, excess = np.array(solver_times(matrices)).T
     lines += [
         "",
         f"Assignment solvers on the {len(raw)} cost matrices the fits above solved (median ms): "
@@ -170,10 +120,7 @@ def main() -> None:
         f"the rounded solution's true cost exceeded SciPy's optimum by at most {excess.max():.1e} "
         f"(relative) and was optimal on {int((excess <= 1e-12).sum())} of {len(excess)}.",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.write:
-        replace_section(f"Speed ({args.device})", text)
+    publish(f"Speed ({args.device})", "\n".join(lines), write=args.write)
 
 
 if __name__ == "__main__":

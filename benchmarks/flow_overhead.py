@@ -2,19 +2,18 @@
 
 Run from the repository root; prints a markdown section (`--write` also puts it in BENCHMARKS.md):
 
-    python -m benchmarks.pipeline_timing --rows 20000 --max-iter 10000 --torch-threads 1
+    python -m benchmarks.flow_overhead --rows 20000 --max-iter 10000 --torch-threads 1
 
-The table is synthetic and seeded: `n_numeric` correlated numeric columns (20% of cells missing
-at random), a key, and a text, a date and a boolean column that pass through. A no-op flow runs
-first so that starting Prefect's temporary server is not timed; imports made inside the tasks
-(torch, Great Expectations) are timed, as they would be in a fresh worker process.
+The table is synthetic and seeded (`benchmarks._timing.events`): `--numeric-columns` correlated
+numeric columns (20% of cells missing at random), a key, and a text, a date and a boolean column
+that pass through. A no-op flow runs first so that starting Prefect's temporary server is not
+timed; imports made inside the tasks (torch, Great Expectations) are timed, as they would be in
+a fresh worker process.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -22,27 +21,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import duckdb
-import numpy as np
-import pandas as pd
-
-from benchmarks._prefect import start_prefect
-
-
-def build_table(path: Path, *, rows: int, n_numeric: int, missing_rate: float, seed: int) -> None:
-    """Write the seeded table `events` to the DuckDB file `path`."""
-    rng = np.random.default_rng(seed)
-    latent = rng.normal(size=(rows, 3))
-    numeric = latent @ rng.normal(size=(3, n_numeric)) + 0.3 * rng.normal(size=(rows, n_numeric))
-    numeric[rng.random(numeric.shape) < missing_rate] = np.nan
-    frame = pd.DataFrame(numeric * 10 + 100, columns=[f"x{j}" for j in range(n_numeric)])
-    frame.insert(0, "event_id", np.arange(rows, dtype=np.int64))
-    frame["region"] = rng.choice(["north", "south", "east", "west"], rows)
-    frame["day"] = pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 365, rows), "D")
-    frame["flagged"] = rng.random(rows) < 0.1
-    with duckdb.connect(str(path)) as con:
-        con.register("frame", frame)
-        con.execute("CREATE TABLE events AS SELECT * REPLACE (CAST(day AS DATE) AS day) FROM frame")
+from benchmarks._timing import command, events, header, publish, start_prefect, write_events
 
 
 def step_seconds(flow_run_id: str) -> dict[str, float]:
@@ -71,45 +50,34 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md too")
     args = parser.parse_args()
     start_prefect(args.torch_threads)
-    import torch
-
     from flows.impute_table import impute_table
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.duckdb"
-        build_table(
-            db, rows=args.rows, n_numeric=args.numeric_columns,
-            missing_rate=args.missing_rate, seed=args.seed,
-        )  # fmt: skip
+        table = events(
+            0,
+            args.rows,
+            n_numeric=args.numeric_columns,
+            seed=args.seed,
+            missing_rate=args.missing_rate,
+            dates_and_flags=True,
+        )
+        write_events(db, table)
         params = {"max_iter": args.max_iter, "device": args.device}
         started = time.perf_counter()
         result = impute_table("events", db_path=db, key="event_id", imputer=params, seed=0)
         total = time.perf_counter() - started
-    title = f"Pipeline timing: impute-table on a {args.rows:,}-row table"
-    body = report(args, result, total, step_seconds(result.run_id), torch.get_num_threads())
-    if args.write:
-        from benchmarks._report import replace_section
-
-        replace_section(title, body)
-    print(f"## {title}\n\n{body}")
+    body = report(args, result, total, step_seconds(result.run_id))
+    publish(f"Pipeline timing: impute-table on a {args.rows:,}-row table", body, write=args.write)
 
 
-def report(
-    args: argparse.Namespace, result: Any, total: float, steps: dict[str, float], threads: int
-) -> str:
+def report(args: argparse.Namespace, result: Any, total: float, steps: dict[str, float]) -> str:
     """The markdown body: command, machine, table, and seconds per step, fit against the rest."""
-    import torch
-
     fit = result.fit_seconds
     rest = total - fit
     cells = sum(result.cells_imputed.values())
-    command = f"python -m benchmarks.pipeline_timing --rows {args.rows} --max-iter {args.max_iter}"
-    if args.torch_threads is not None:
-        command += f" --torch-threads {args.torch_threads}"
     lines = [
-        f"Command: `{command}`; {datetime.now(UTC):%Y-%m-%d}.",
-        f"Machine: {os.cpu_count()} CPU cores ({platform.machine()}), device {result.device}, "
-        f"torch {torch.__version__} on {threads} thread(s).",
+        *header(command("flow_overhead", args, "rows", "max_iter", "torch_threads"), result.device),
         "",
         f"Table: {args.rows:,} rows, {args.numeric_columns} numeric columns with {cells:,} cells "
         "missing, a key, and text, date and boolean columns. One fresh process; Prefect's server "

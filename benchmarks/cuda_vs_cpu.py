@@ -14,8 +14,9 @@ Measures, on the machine it runs on:
   deterministic algorithms switched on for that comparison alone (which names the operation that
   has no deterministic CUDA kernel, if any).
 
-Run: ``python -m benchmarks.gpu [--parts steps,california,agreement,repeat] [--tables a,b]
-[--out FILE] [--write]``; ``--write`` replaces the "GPU" section of BENCHMARKS.md, ``--out``
+Run: ``python -m benchmarks.cuda_vs_cpu [--parts steps,california,agreement,repeat]
+[--tables a,b] [--out FILE] [--write]``; ``--write`` replaces the "GPU" section of BENCHMARKS.md,
+``--out``
 writes the section's text to a file (to carry it off a GPU machine), rewritten after every
 measured line so that a run stopped at a device's time limit keeps what it measured. Parts run in
 the order given.
@@ -24,21 +25,18 @@ the order given.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import platform
-import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from benchmarks._report import replace_section
+from benchmarks._timing import header, publish, synthetic, time_steps
 from benchmarks.datasets import load_dataset
-from benchmarks.speed import synthetic
-from tdm import FitProgress, TDMImputer, mae, simulate_mcar, transport
+from tdm import TDMImputer, mae, simulate_mcar
 
 BATCH = 512
 N_ROWS = 4096
@@ -60,34 +58,9 @@ REPEAT_STEPS = 300  # enough steps for the two runs to part, if they part at all
 def step_times(d: int, device: str) -> tuple[float, float]:
     """Median ms between consecutive steps after a warm-up, and the median ms of the assignment
     solve inside them (the mean start: the step does not depend on the start)."""
-    stamps: list[float] = []
-    solves: list[float] = []
-    solve = transport.assignment
-
-    def timed(C: np.ndarray) -> np.ndarray:
-        started = time.perf_counter()
-        out = solve(C)
-        solves.append(time.perf_counter() - started)
-        return out
-
-    def record(_: FitProgress) -> None:
-        stamps.append(time.perf_counter())
-
-    est = TDMImputer(
-        init="mean",
-        batch_size=BATCH,
-        max_iter=WARMUP + MEASURED,
-        device=device,
-        random_state=0,
-        callback=record,
-    )
-    transport.assignment = timed
-    try:
-        est.fit(synthetic(N_ROWS, d, seed=d))
-    finally:
-        transport.assignment = solve
-    steps = np.diff(stamps[WARMUP:]) * 1e3
-    return float(np.median(steps)), statistics.median(solves[WARMUP:]) * 1e3
+    make = partial(TDMImputer, init="mean", batch_size=BATCH, device=device, random_state=0)
+    timing = time_steps(make, synthetic(N_ROWS, d, seed=d), warmup=WARMUP, measured=MEASURED)
+    return timing.step_ms, timing.solve_ms
 
 
 def timed_fit(make: Callable[[], TDMImputer], X_nan: np.ndarray) -> tuple[float, np.ndarray]:
@@ -133,8 +106,11 @@ def steps_part(section: Section) -> None:
     for d in (8, 41, 128):
         cpu_ms, cpu_solve = step_times(d, "cpu")
         gpu_ms, gpu_solve = step_times(d, "cuda")
-        print(f"D={d}: cpu {cpu_ms:.2f} ms (solve {cpu_solve:.2f}), cuda {gpu_ms:.2f} ms "
-              f"(solve {gpu_solve:.2f})", flush=True)  # fmt: skip
+        print(
+            f"D={d}: cpu {cpu_ms:.2f} ms (solve {cpu_solve:.2f}), cuda {gpu_ms:.2f} ms "
+            f"(solve {gpu_solve:.2f})",
+            flush=True,
+        )
         section.add(
             f"| {d} | {cpu_ms:.2f} | {gpu_ms:.2f} | **{cpu_ms / gpu_ms:.2f}** | "
             f"{cpu_solve:.2f} | {gpu_solve:.2f} |"
@@ -188,8 +164,10 @@ def agreement_part(section: Section, tables: list[str]) -> None:
             )
             results[device] = (mae(X, out, mask), seconds)
         (cpu_mae, cpu_s), (gpu_mae, gpu_s) = results["cpu"], results["cuda"]
-        print(f"{name}: cpu {cpu_mae:.4f} ({cpu_s:.1f} s), cuda {gpu_mae:.4f} "
-              f"({gpu_s:.1f} s)", flush=True)  # fmt: skip
+        print(
+            f"{name}: cpu {cpu_mae:.4f} ({cpu_s:.1f} s), cuda {gpu_mae:.4f} ({gpu_s:.1f} s)",
+            flush=True,
+        )
         section.add(
             f"| {name} | {cpu_mae:.4f} | {gpu_mae:.4f} | {gpu_mae - cpu_mae:+.4f} | "
             f"{cpu_s:.1f} | {gpu_s:.1f} |"
@@ -263,16 +241,14 @@ def main() -> None:
     if not set(parts) <= set(PARTS):
         parser.error(f"--parts takes {', '.join(PARTS)}")
     if not torch.cuda.is_available():
-        raise SystemExit("benchmarks.gpu needs a CUDA device; none is available here")
+        raise SystemExit("benchmarks.cuda_vs_cpu needs a CUDA device; none is available here")
     gpu = torch.cuda.get_device_properties(0)
     section = Section(args.out)
     section.add(
-        f"Command: `python -m benchmarks.gpu --parts {args.parts} --tables {args.tables} "
-        "--write`  ",
-        f"Date: {dt.date.today().isoformat()}; GPU: {gpu.name}, "
-        f"{gpu.total_memory / 2**30:.0f} GiB; host: {platform.machine()}, {os.cpu_count()} "
-        f"cores, {torch.get_num_threads()} torch threads; Python {platform.python_version()}, "
-        f"torch {torch.__version__}.",
+        *header(
+            f"python -m benchmarks.cuda_vs_cpu --parts {args.parts} --tables {args.tables} --write",
+            f"{gpu.name}, {gpu.total_memory / 2**30:.0f} GiB",
+        )
     )
     run_part = {
         "steps": steps_part,
@@ -282,9 +258,7 @@ def main() -> None:
     }
     for part in parts:  # in the order given: the first ones are measured if time runs out
         run_part[part](section)
-    print(section.text())
-    if args.write:
-        replace_section("GPU", section.text())
+    publish("GPU", section.text(), write=args.write)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ one fit. Each run is a fresh process; the table shows the flow's wall time (a no
 starting Prefect's temporary server is not timed) and the peak resident memory of the flow's
 process and of its largest child (a Dask worker). Run from the repository root:
 
-    OMP_NUM_THREADS=1 python -m benchmarks.scaling --write
+    OMP_NUM_THREADS=1 python -m benchmarks.row_scaling --write
 """
 
 from __future__ import annotations
@@ -15,32 +15,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks._report import replace_section
-from benchmarks.pipeline_timing import build_table
+from benchmarks._timing import events, header, publish, start_prefect, write_events
 
 N_NUMERIC = 8
 
 
 def child(db: str, runner: str) -> None:
     """One timed flow run in this process; prints a JSON line."""
-    from prefect import flow
-
     from flows.impute_table import impute_table
 
-    @flow(name="warm-up")
-    def warm_up() -> None:
-        return None
-
-    warm_up()
+    start_prefect(None)
     started = time.perf_counter()
     result = impute_table("events", db_path=db, key="event_id")
     wall = time.perf_counter() - started
@@ -96,9 +87,9 @@ def main() -> None:
                 runners = runners[:1]
             for runner in runners:
                 db = Path(tmp) / f"events_{rows}_{runner}.duckdb"
-                build_table(db, rows=rows, n_numeric=N_NUMERIC, missing_rate=0.2, seed=0)
+                write_events(db, events(0, rows, n_numeric=N_NUMERIC, seed=0, dates_and_flags=True))
                 done = subprocess.run(
-                    [sys.executable, "-m", "benchmarks.scaling", "--child", str(db), runner],
+                    [sys.executable, "-m", "benchmarks.row_scaling", "--child", str(db), runner],
                     env={**env, "TDM_TASK_RUNNER": runner},
                     capture_output=True,
                     text=True,
@@ -115,9 +106,7 @@ def main() -> None:
                 print(rows, measured, flush=True)
 
     lines = [
-        "Command: `OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.scaling --write`  ",
-        f"Date: {datetime.now(UTC).date().isoformat()}; machine: {platform.machine()}, "
-        f"{os.cpu_count()} cores, CPython {platform.python_version()}.  ",
+        *header("OMP_NUM_THREADS=1 python -m benchmarks.row_scaling --write"),
         f"Table: {N_NUMERIC} numeric columns (20% missing) + key + 3 pass-through columns. "
         f"Tables over {args.max_fit_rows:,} rows: fit on a sample of {args.max_fit_rows:,} rows "
         f"({args.max_iter} steps), then partitions of {args.partition_rows:,} rows "
@@ -142,10 +131,9 @@ def main() -> None:
             f"{m['flow_mb']:.0f} | {m['child_mb']:.0f} | {fit:.1f} | "
             f"{'' if rest is None else f'{rest:.1f}'} |"
         )
-    text = "\n".join(lines)
-    print(text)
-    if args.write:
-        replace_section("Scaling: rows, threads against a local Dask cluster", text)
+    publish(
+        "Scaling: rows, threads against a local Dask cluster", "\n".join(lines), write=args.write
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The GPU benchmark's report keeps what it measured when a device's time limit stops it."""
+"""The CUDA-against-CPU benchmark keeps what it measured when a device's time limit stops it."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gpu
+from benchmarks import cuda_vs_cpu
 
 
 def test_the_section_file_holds_every_line_added_so_far(tmp_path: Path) -> None:
     out = tmp_path / "gpu.md"
-    section = gpu.Section(out)
+    section = cuda_vs_cpu.Section(out)
     section.add("Command: x", "")
     assert out.read_text() == "Command: x\n\n"
     section.add("| 8 | 1.0 |")
@@ -23,9 +23,9 @@ def test_the_section_file_holds_every_line_added_so_far(tmp_path: Path) -> None:
 def test_an_unknown_part_is_refused_before_any_device_is_asked_for(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sys, "argv", ["gpu", "--parts", "steps,speed"])
+    monkeypatch.setattr(sys, "argv", ["cuda_vs_cpu", "--parts", "steps,speed"])
     with pytest.raises(SystemExit) as exit_info:
-        gpu.main()
+        cuda_vs_cpu.main()
     assert exit_info.value.code == 2
     assert "--parts takes steps, california, agreement, repeat" in capsys.readouterr().err
 
@@ -36,9 +36,12 @@ def test_repeat_reports_same_bits_or_how_far_apart_and_leaves_the_global_flag_as
     import numpy as np
     import torch
 
-    assert gpu.repeated(lambda: np.array([1.0, np.nan])) == "same bits"
+    assert cuda_vs_cpu.repeated(lambda: np.array([1.0, np.nan])) == "same bits"
     counter = itertools.count()
-    assert gpu.repeated(lambda: np.array([1.0, 0.5 * next(counter)])) == "differ (max 5.00e-01)"
+    assert (
+        cuda_vs_cpu.repeated(lambda: np.array([1.0, 0.5 * next(counter)]))
+        == "differ (max 5.00e-01)"
+    )
     before = torch.are_deterministic_algorithms_enabled()
     seen: list[bool] = []
 
@@ -46,14 +49,14 @@ def test_repeat_reports_same_bits_or_how_far_apart_and_leaves_the_global_flag_as
         seen.append(torch.are_deterministic_algorithms_enabled())
         return np.zeros(2)
 
-    assert gpu.deterministic(run) == "same bits"
+    assert cuda_vs_cpu.deterministic(run) == "same bits"
     assert seen == [True, True]
     assert torch.are_deterministic_algorithms_enabled() == before
 
     def refuses() -> np.ndarray:
         raise RuntimeError("index_add_cuda_ does not have a deterministic implementation\nmore")
 
-    assert gpu.deterministic(refuses) == (
+    assert cuda_vs_cpu.deterministic(refuses) == (
         "refused: index_add_cuda_ does not have a deterministic implementation"
     )
     assert torch.are_deterministic_algorithms_enabled() == before

@@ -1,0 +1,219 @@
+"""What the speed and scaling benchmarks share: their seeded synthetic tables, the timing of
+optimisation steps, the description of the machine, Prefect's start, and the BENCHMARKS.md
+section each one writes.
+
+Each benchmark module is a command, ``python -m benchmarks.<name> [--write]``: it prints its
+markdown section, and ``--write`` also replaces that section of BENCHMARKS.md, leaving the others
+as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "BENCHMARKS",
+    "StepTiming",
+    "command",
+    "events",
+    "header",
+    "median_ms",
+    "publish",
+    "replace_section",
+    "start_prefect",
+    "synthetic",
+    "time_steps",
+    "write_events",
+]
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+_HEADER = (
+    "# Benchmarks\n\n"
+    "Every section is written by the command it names; machines here are shared and noisy, so\n"
+    "each compares against a baseline measured in the same run (ratios).\n"
+)
+
+
+def replace_section(title: str, body: str, path: Path = BENCHMARKS) -> None:
+    """Replace (or append) the section ``## {title}`` of ``path`` with ``body``."""
+    text = path.read_text() if path.exists() else _HEADER
+    block = f"## {title}\n\n{body.strip()}\n"
+    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block + "\n", text, count=1).rstrip() + "\n"
+    else:
+        text = text.rstrip() + "\n\n" + block
+    path.write_text(text)
+
+
+def publish(title: str, body: str, *, write: bool) -> None:
+    """Print the section; with ``write``, put it in BENCHMARKS.md too."""
+    if write:
+        replace_section(title, body)
+    print(f"## {title}\n\n{body}")
+
+
+def header(command: str, device: str = "") -> list[str]:
+    """A section's first lines: the command that wrote it and the date, then the machine (its
+    cores, Python, torch and torch's threads) and, when given, the ``device`` in words."""
+    import torch
+
+    machine = (
+        f"{os.cpu_count()} CPU cores ({platform.machine()}), CPython "
+        f"{platform.python_version()}, torch {torch.__version__} on "
+        f"{torch.get_num_threads()} thread(s)"
+    )
+    return [
+        f"Command: `{command}`; {datetime.now(UTC):%Y-%m-%d}.",
+        f"Machine: {machine}{f'; device: {device}' if device else ''}.",
+    ]
+
+
+def command(module: str, args: Any, *flags: str) -> str:
+    """``python -m benchmarks.<module>`` with the ``flags`` of ``args`` that are set."""
+    words = [f"python -m benchmarks.{module}"]
+    for flag in flags:
+        value = getattr(args, flag)
+        if value is not None:
+            words.append(f"--{flag.replace('_', '-')} {value}")
+    return " ".join(words)
+
+
+def start_prefect(torch_threads: int | None) -> None:
+    """Set torch's threads (when given) and start Prefect's API with a no-op flow, so that the
+    temporary server's start is not timed; analytics stay off."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    import torch
+    from prefect import flow
+
+    if torch_threads is not None:
+        torch.set_num_threads(torch_threads)
+
+    @flow(name="warm-up")
+    def warm_up() -> None:
+        """Start the Prefect API (temporary server) before timing."""
+
+    warm_up()
+
+
+def synthetic(n: int, d: int, seed: int) -> np.ndarray:
+    """Correlated Gaussian data with 30% of cells missing completely at random (row 0 whole)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) / np.sqrt(d)
+    X[rng.random(X.shape) < 0.3] = np.nan
+    X[0] = 0.0
+    return X
+
+
+def events(
+    start: int,
+    count: int,
+    *,
+    n_numeric: int,
+    seed: int,
+    missing_rate: float = 0.2,
+    dates_and_flags: bool = False,
+) -> pd.DataFrame:
+    """Rows ``start .. start + count - 1`` of the seeded table ``events``: a key ``event_id``,
+    ``n_numeric`` correlated numeric columns (3 latent factors, ``missing_rate`` of the cells
+    missing at random), a text column ``region`` and, with ``dates_and_flags``, a date ``day``
+    and a boolean ``flagged``, all passing through. The loadings come from ``seed`` alone, so
+    later batches follow the distribution of the first."""
+    loadings = np.random.default_rng(seed).normal(size=(3, n_numeric))
+    rng = np.random.default_rng([seed, start])
+    numeric = rng.normal(size=(count, 3)) @ loadings + 0.3 * rng.normal(size=(count, n_numeric))
+    numeric[rng.random(numeric.shape) < missing_rate] = np.nan
+    frame = pd.DataFrame(numeric * 10 + 100, columns=[f"x{j}" for j in range(n_numeric)])
+    frame.insert(0, "event_id", np.arange(start, start + count, dtype=np.int64))
+    frame["region"] = rng.choice(["north", "south", "east", "west"], count)
+    if dates_and_flags:
+        days = pd.to_timedelta(rng.integers(0, 365, count), "D")
+        frame["day"] = (pd.Timestamp("2024-01-01") + days).date
+        frame["flagged"] = rng.random(count) < 0.1
+    return frame
+
+
+def write_events(path: Path, frame: pd.DataFrame, *, create: bool = True) -> None:
+    """Create the table ``events`` of the DuckDB file ``path`` from ``frame``, or append."""
+    import duckdb
+
+    with duckdb.connect(str(path)) as con:
+        con.register("frame", frame)
+        if create:
+            con.execute("CREATE TABLE events AS SELECT * FROM frame")
+        else:
+            con.execute("INSERT INTO events SELECT * FROM frame")
+
+
+def median_ms(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall milliseconds of ``repeats`` calls of ``fn``, after one call not timed."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """Median milliseconds of one optimisation step and of the assignment solve inside it (after
+    the warm-up), and the cost matrices of every ``keep_every``-th measured step."""
+
+    step_ms: float
+    solve_ms: float
+    matrices: list[np.ndarray] = field(default_factory=list)
+
+
+def time_steps(
+    make: Callable[..., Any],
+    X: np.ndarray,
+    *,
+    warmup: int = 20,
+    measured: int = 200,
+    keep_every: int = 20,
+) -> StepTiming:
+    """Fit ``make(max_iter=warmup + measured, callback=...)`` on ``X``, timing each step.
+
+    The library's assignment solver (``tdm.transport.assignment``) is wrapped for the fit to
+    time it and keep a copy of its inputs (every ``keep_every``-th measured step; the copy is
+    inside the timed steps), and restored afterwards.
+    """
+    from tdm import transport
+
+    stamps: list[float] = []
+    solves: list[float] = []
+    kept: list[np.ndarray] = []
+    solve = transport.assignment
+
+    def timed(C: np.ndarray) -> np.ndarray:
+        if len(stamps) >= warmup and len(stamps) % keep_every == 0:
+            kept.append(C.copy())
+        started = time.perf_counter()
+        out = solve(C)
+        solves.append(time.perf_counter() - started)
+        return out
+
+    def record(_: object) -> None:
+        stamps.append(time.perf_counter())
+
+    transport.assignment = timed
+    try:
+        make(max_iter=warmup + measured, callback=record).fit(X)
+    finally:
+        transport.assignment = solve
+    steps = np.diff(stamps[warmup:]) * 1e3
+    return StepTiming(float(np.median(steps)), statistics.median(solves[warmup:]) * 1e3, kept)
