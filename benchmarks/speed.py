@@ -23,7 +23,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 
 from benchmarks._report import replace_section
-from tdm import PAPER_PARAMS, FitProgress, OTImputer, TDMImputer, transport
+from tdm import FitProgress, OTImputer, TDMImputer, transport
 from tdm.transport import ASSIGNMENT_GRID, assignment
 
 BATCH = 512
@@ -123,7 +123,7 @@ def main() -> None:
         common = {"batch_size": BATCH, "device": args.device, "random_state": 0}
         for label, cls, params in [
             ("TDM (default)", TDMImputer, {}),
-            ("TDM (paper settings)", TDMImputer, dict(PAPER_PARAMS)),
+            ("TDM (paper settings)", TDMImputer.paper, {}),
             ("OTImputer NS", OTImputer, {"solver": "assignment"}),
         ]:
             it_ms, emd_own_ms = per_iteration_ms(partial(cls, **{**params, **common}), X)

@@ -8,7 +8,7 @@ Everyday imports live here::
 from tdm._optimise import FitProgress
 from tdm._version import __version__
 from tdm.coupling import InvertibleNetwork
-from tdm.imputer import PAPER_PARAMS, OTImputer, TDMImputer
+from tdm.imputer import OTImputer, TDMImputer
 from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
 from tdm.simulate import (
     MECHANISMS,
@@ -23,7 +23,6 @@ from tdm.transport import transport_loss
 
 __all__ = [
     "MECHANISMS",
-    "PAPER_PARAMS",
     "FitProgress",
     "InvertibleNetwork",
     "OTImputer",

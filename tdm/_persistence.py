@@ -30,7 +30,10 @@ class SavedImputer(Protocol):
     """What saving and loading call on an imputer (:class:`tdm.TDMImputer`, ...); the fitted
     attributes they read and set are those of :class:`tdm._estimator.BatchOTImputer`."""
 
-    def __init__(self, **params: Any) -> None: ...
+    @classmethod
+    def _configured(cls, **settings: Any) -> Self: ...
+
+    def _settings(self) -> dict[str, Any]: ...
 
     def get_params(self, deep: bool = True) -> dict[str, Any]: ...
 
@@ -49,7 +52,7 @@ _RATIO = "cost_ratio_history_"
 def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
     """Write the fitted ``imputer`` to ``path`` atomically (``callback`` is not saved)."""
     owner = type(imputer).__name__
-    params = {k: v for k, v in imputer.get_params().items() if k != "callback"}
+    params = {k: v for k, v in imputer._settings().items() if k != "callback"}
     if not isinstance(params.get("random_state"), int | None):
         raise ValueError(
             f"{owner}.save: random_state must be an int or None to be saved; got "
@@ -113,7 +116,7 @@ def load_imputer(
             f"tdm {__version__} reads format {FORMAT_VERSION} only. Refit the imputer and save "
             "it again."
         )
-    est: Any = cls(**state["params"])
+    est: Any = cls._configured(**state["params"])
     if device is not None:
         est.set_params(device=device)
     n_features = int(state["n_features_in_"])

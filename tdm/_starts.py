@@ -8,6 +8,7 @@ MissForest baselines, so that a start and its baseline are the same method.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -16,6 +17,7 @@ from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enable
 from sklearn.impute import IterativeImputer, SimpleImputer
 from sklearn.linear_model import BayesianRidge
 
+from tdm._config import Config
 from tdm._early_stopping import holdout_cells
 from tdm._seeds import spawn_seeds
 
@@ -25,6 +27,7 @@ __all__ = [
     "LARGE_CELLS",
     "LIGHT_FOREST",
     "WARM_TREES",
+    "Start",
     "choose_start",
     "context_start",
     "fit_start",
@@ -298,51 +301,71 @@ def choose_start(
     return choice, scores, start_fill(choice, Z, mask, seed, groups, size, n_jobs), None
 
 
+@dataclass(frozen=True, eq=False)
+class Start:
+    """The start of a fit (:func:`fit_start`).
+
+    Attributes
+    ----------
+    init : str
+        The start used: ``init``, or what ``"auto"`` chose.
+    scores : dict or None
+        With ``"auto"``: each candidate's mean absolute error on the probe cells.
+    forest_size : tuple of int or None
+        The forest's (trees, rounds, warm-up rounds) where a forest started the fit.
+    values : ndarray or None
+        ``Z`` with its missing cells started (``None``: the mean start).
+    probe : ndarray or None
+        The probe cells to keep hidden through the fit (the safeguard), else ``None``.
+    anchor : ndarray or None
+        With the probe: the chosen start computed again with every observed cell, where the
+        safeguard's share 0 leaves the missing cells (:func:`tdm._safeguard.guard`).
+    """
+
+    init: str
+    scores: dict[str, float] | None = None
+    forest_size: tuple[int, int, int] | None = None
+    values: np.ndarray | None = None
+    probe: np.ndarray | None = None
+    anchor: np.ndarray | None = None
+
+
 def fit_start(
     init: str,
     Z: np.ndarray,
     mask: np.ndarray,
     rng: np.random.Generator,
     groups: np.ndarray | None,
-    trees: int | None,
-    rounds: int | None,
-    warm_rounds: int | None,
-    safeguard: bool,
-    n_jobs: int | None = None,
-) -> tuple[
-    str,
-    dict[str, float] | None,
-    tuple[int, int, int] | None,
-    np.ndarray | None,
-    np.ndarray | None,
-    np.ndarray | None,
-]:
-    """The start of a fit: the start used (``init``, or what ``"auto"`` chose), the probe scores,
-    the forest's (trees, rounds, warm-up rounds) where a forest started it (:func:`forest_size`),
-    the started ``Z`` (``None`` for the mean start, which draws nothing from ``rng`` here), the
-    probe cells to keep hidden through the fit, and the anchor. The forests use ``n_jobs``
-    threads.
+    config: Config,
+) -> Start:
+    """The ``init`` start of the ``mask`` cells of ``Z``; the forest's size, the safeguard and
+    the forests' threads come from ``config``. The mean start draws nothing from ``rng``.
 
-    With ``"auto"`` on a large table and the ``safeguard``, the started ``Z`` is the probe run's
-    (blind to the probe cells, which the safeguard scores it on), and the anchor is the chosen
-    start computed again with every observed cell (the same seed): where the safeguard leaves
-    the missing cells is between the anchor and the refinement (:func:`tdm._safeguard.guard`).
-    Else the probe and the anchor are ``None`` (without the safeguard, the probe run's start
-    with its probe cells observed again)."""
+    With ``"auto"`` on a large table and the safeguard, the started values are the probe run's
+    (blind to the probe cells, which the safeguard scores them on), and the anchor is the
+    chosen start computed again with every observed cell (the same seed). Without the
+    safeguard, the probe run's start is kept with its probe cells observed again.
+    """
     if init == "mean":
-        return init, None, None, None, None, None
+        return Start(init)
     seed = int(rng.integers(2**31 - 1))
-    size = forest_size(observed_cells(mask, groups), trees, rounds, warm_rounds)
+    size = forest_size(
+        observed_cells(mask, groups),
+        config.forest_trees,
+        config.forest_rounds,
+        config.forest_warm_rounds,
+    )
+    n_jobs = config.n_jobs
     scores = probe = anchor = None
     if init == "auto":
         init, scores, start, probe = choose_start(Z, mask, rng, seed, groups, size, n_jobs)
     else:
         start = start_fill(init, Z, mask, seed, groups, size, n_jobs)
-    if probe is not None and not safeguard:
+    if probe is not None and not config.safeguard:
         start, probe = np.where(mask, start, Z), None
     if probe is not None:
         anchor = start_fill(init, Z, mask, seed, groups, size, n_jobs)
-    return init, scores, size if init == "forest" else None, start, probe, anchor
+    return Start(init, scores, size if init == "forest" else None, start, probe, anchor)
 
 
 def _firsts(groups: np.ndarray) -> np.ndarray:

@@ -32,15 +32,13 @@ def test_ice_start_is_the_ice_imputation(data) -> None:
     standardised data."""
 
     _, X_nan, mask = data
-    est = TDMImputer(init="ice", init_noise=0.0, max_iter=0, bounds=None, random_state=0)
+    est = TDMImputer(init="ice", max_iter=0, bounds=None, random_state=0)
     start = est.fit_transform(X_nan)
     Z = (X_nan - est.mean_) / est.scale_
     ice = make_imputer("ice", random_state=0).fit_transform(Z) * est.scale_ + est.mean_
     np.testing.assert_allclose(start[mask], ice[mask], rtol=0, atol=1e-5)
     assert start[~mask].tobytes() == X_nan[~mask].tobytes()
-    mean_start = TDMImputer(init="mean", init_noise=0.0, max_iter=0, bounds=None).fit_transform(
-        X_nan
-    )
+    mean_start = TDMImputer(init="mean", max_iter=0, bounds=None).fit_transform(X_nan)
     np.testing.assert_allclose(
         mean_start, np.where(mask, np.nanmean(X_nan, axis=0), X_nan), rtol=0, atol=1e-5
     )
@@ -129,12 +127,14 @@ def test_forest_start_on_several_threads_is_the_same_start(data, monkeypatch) ->
     one = TDMImputer(init="forest", max_iter=0, random_state=0).fit_transform(X_nan)
     assert set(asked) == {None}
     asked.clear()
-    two = TDMImputer(init="forest", max_iter=0, n_jobs=2, random_state=0).fit_transform(X_nan)
+    two = TDMImputer._configured(init="forest", max_iter=0, n_jobs=2, random_state=0).fit_transform(
+        X_nan
+    )
     assert asked and set(asked) == {2}
     np.testing.assert_allclose(two[mask], one[mask], rtol=0, atol=1e-9)
     assert two[~mask].tobytes() == X_nan[~mask].tobytes()
     with pytest.raises(ValueError, match="n_jobs"):
-        TDMImputer(n_jobs="all").fit(X_nan)  # type: ignore[arg-type]
+        TDMImputer._configured(n_jobs="all").fit(X_nan)  # type: ignore[arg-type]
 
 
 def test_forest_fill_is_missforest_bit_for_bit_without_its_warning() -> None:
