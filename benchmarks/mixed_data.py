@@ -5,7 +5,7 @@ integer and categorical columns. :func:`load_mixed_dataset` reads one with the d
 imputers work with: integer columns as pandas nullable ``Int64`` (so that a masked cell is
 ``pd.NA`` and an imputer returns integers), text columns as ``category`` with the labels of the
 table as categories, and float columns as ``float64``. The data are not standardised: the
-metrics (:mod:`tdm.mixed_metrics`) divide each numeric error by its column's standard deviation.
+metrics (:mod:`tdm.metrics`) divide each numeric error by its column's standard deviation.
 
 ``diamonds`` has 53,940 rows; the benchmark uses a seeded sample of
 :data:`MIXED_SAMPLE_ROWS` of them (the same sample for every mask seed).

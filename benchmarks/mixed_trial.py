@@ -2,7 +2,7 @@
 
 The mixed-type counterpart of :func:`benchmarks.trial.run_trial`, returning the same
 :class:`~benchmarks.trial.TrialResult`: ``mae`` and ``rmse`` are the numeric errors in column
-standard deviations (:func:`tdm.mixed_metrics.numeric_mae_sd`), ``cat_error`` the categorical
+standard deviations (:func:`tdm.metrics.numeric_mae_sd`), ``cat_error`` the categorical
 error rate (categorical and boolean cells); W2 and the SVM accuracy are not computed (NaN and
 ``None``).
 
@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from benchmarks.mixed_data import MixedDataset, apply_mask, simulate_mixed
 from benchmarks.registry import get_method
 from benchmarks.trial import LossRecorder, TrialResult
-from tdm.mixed_metrics import categorical_error_rate, numeric_mae_sd, numeric_rmse_sd
+from tdm.metrics import categorical_error_rate, numeric_mae_sd, numeric_rmse_sd
 
 __all__ = ["check_imputed_frame", "run_mixed_trial"]
 

@@ -10,15 +10,7 @@ from tdm._version import __version__
 from tdm.coupling import InvertibleNetwork
 from tdm.imputer import OTImputer, TDMImputer
 from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
-from tdm.simulate import (
-    MECHANISMS,
-    simulate,
-    simulate_mar,
-    simulate_mcar,
-    simulate_mnar_logistic,
-    simulate_mnar_quantile,
-    simulate_mnar_quantile_published,
-)
+from tdm.simulate import MECHANISMS, simulate, simulate_mar, simulate_mcar
 from tdm.transport import transport_loss
 
 __all__ = [
@@ -33,9 +25,6 @@ __all__ = [
     "simulate",
     "simulate_mar",
     "simulate_mcar",
-    "simulate_mnar_logistic",
-    "simulate_mnar_quantile",
-    "simulate_mnar_quantile_published",
     "svm_accuracy",
     "transport_loss",
     "wasserstein2",

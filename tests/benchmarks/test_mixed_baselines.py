@@ -16,7 +16,7 @@ from sklearn.exceptions import NotFittedError
 from benchmarks.baselines import MiceForestImputer, MissForestMixedImputer, ModeImputer
 from benchmarks.mixed_data import apply_mask, column_kinds
 from benchmarks.registry import get_method
-from tdm.mixed_metrics import categorical_error_rate, numeric_mae_sd
+from tdm.metrics import categorical_error_rate, numeric_mae_sd
 
 FAST: dict[str, dict[str, Any]] = {
     "mode": {},

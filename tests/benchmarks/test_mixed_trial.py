@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.mixed_data import MixedDataset, apply_mask, column_kinds, simulate_mixed
 from benchmarks.mixed_trial import check_imputed_frame, run_mixed_trial
-from tdm.mixed_metrics import categorical_error_rate, numeric_mae_sd
+from tdm.metrics import categorical_error_rate, numeric_mae_sd
 
 
 def _table() -> MixedDataset:
