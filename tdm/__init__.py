@@ -11,7 +11,7 @@ from tdm.coupling import InvertibleNetwork
 from tdm.imputer import OTImputer, TDMImputer
 from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
 from tdm.simulate import MECHANISMS, simulate, simulate_mar, simulate_mcar
-from tdm.transport import transport_loss
+from tdm.transport import transport_terms
 
 __all__ = [
     "MECHANISMS",
@@ -26,6 +26,6 @@ __all__ = [
     "simulate_mar",
     "simulate_mcar",
     "svm_accuracy",
-    "transport_loss",
+    "transport_terms",
     "wasserstein2",
 ]

@@ -31,9 +31,7 @@ __all__ = [
     "choose_start",
     "context_start",
     "fit_start",
-    "forest_fill",
     "forest_size",
-    "ice_fill",
     "make_ice",
     "make_missforest",
     "round_trees",
@@ -122,17 +120,6 @@ def _forest_seeds(seed: int) -> tuple[int, int]:
     return forest, imputer
 
 
-def ice_fill(values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
-    """``values`` with its ``mask`` cells replaced by ICE imputations (10 rounds at most).
-
-    scikit-learn's ``ConvergenceWarning`` (the rounds ran out before its tolerance was met) is
-    passed on as the ICE baseline passes it: silencing it here would mean changing the process's
-    warning filters, which is global state shared with other threads.
-    """
-    completed = make_ice(seed).fit_transform(np.where(mask, np.nan, values))
-    return np.where(mask, completed, values)
-
-
 def observed_cells(mask: np.ndarray, groups: np.ndarray | None = None) -> int:
     """Observed cells of ``mask``, a categorical cell (``groups``) counted once."""
     return int((~(mask if groups is None else mask[:, _firsts(groups)])).sum())
@@ -160,55 +147,6 @@ def round_trees(size: tuple[int, ...]) -> list[int]:
     rounds]): :data:`WARM_TREES` for each warm-up round, then ``trees`` for each round."""
     trees, rounds, warm = (*size, 0)[:3]
     return [WARM_TREES] * warm + [trees] * rounds
-
-
-def forest_fill(
-    values: np.ndarray,
-    mask: np.ndarray,
-    seed: int,
-    groups: np.ndarray | None = None,
-    size: tuple[int, ...] = LIGHT_FOREST,
-    n_jobs: int | None = None,
-) -> np.ndarray:
-    """``values`` with its ``mask`` cells replaced by a light MissForest's, ``size`` = (trees,
-    rounds[, warm-up rounds]: :func:`round_trees`), each forest fitted on ``n_jobs`` threads
-    (scikit-learn's meaning; ``None``: 1).
-
-    The rounds of ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform``,
-    written out: the same imputations, bit for bit (tested), without scikit-learn's
-    ``ConvergenceWarning``, which a few rounds would raise on almost every fit although stopping
-    there is the design, and without fitting forests for columns that have nothing to impute.
-
-    With ``groups`` (the original column of every column, :attr:`tdm._mixed.TableEncoding.groups`),
-    the coordinates of a categorical column are one multi-output forest's targets, and as a
-    feature the column is one number, its coordinates' projection on a fixed direction (an
-    order of its labels, mixes between them): one forest per original column with one feature
-    per other column, as for a numeric table (a feature per coordinate is slower for no gain:
-    BENCHMARKS.md).
-    """
-    forest_seed = _forest_seeds(seed)[0]
-    filled = SimpleImputer(strategy="mean").fit_transform(np.where(mask, np.nan, values))
-    n_features = values.shape[1]
-    if groups is None:
-        groups = np.arange(n_features)
-    targets = [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    if len(targets) == 1:  # no other column to regress on: the mean, as IterativeImputer gives
-        return np.where(mask, filled, values)
-    directions = _label_directions(targets, forest_seed)
-    missingness = [mask[:, cols[0]].mean() for cols in targets]
-    for trees in round_trees(size):
-        for k in np.argsort(missingness, kind="mergesort"):  # ascending missingness
-            cols = targets[k]
-            rows = mask[:, cols[0]]
-            if not rows.any():
-                continue
-            features = _column_features(filled, targets, directions, skip=k)
-            forest = _forest(forest_seed, trees, n_jobs=n_jobs)
-            target = filled[~rows][:, cols[0]] if cols.size == 1 else filled[~rows][:, cols]
-            forest.fit(features[~rows], target)
-            predicted = forest.predict(features[rows])
-            filled[np.ix_(np.flatnonzero(rows), cols)] = predicted.reshape(-1, cols.size)
-    return np.where(mask, filled, values)
 
 
 def _label_directions(targets: list[np.ndarray], seed: int) -> list[np.ndarray | None]:
@@ -252,12 +190,45 @@ def start_fill(
     size: tuple[int, ...] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> np.ndarray:
-    """The ``"ice"`` or ``"forest"`` starting point of the ``mask`` cells of ``values``
-    (``groups``, ``size``, ``n_jobs``: see :func:`forest_fill`; ICE regresses every coordinate
-    on its own)."""
-    if init == "forest":
-        return forest_fill(values, mask, seed, groups, size, n_jobs)
-    return ice_fill(values, mask, seed)
+    """``values`` with its ``mask`` cells replaced by the ``"ice"`` or ``"forest"`` start.
+
+    ICE: :func:`make_ice`'s imputation, every coordinate regressed on its own. Forest: a light
+    MissForest's, ``size`` = (trees, rounds[, warm-up rounds]: :func:`round_trees`), each
+    forest fitted on ``n_jobs`` threads (scikit-learn's meaning; ``None``: 1): the rounds of
+    ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform`` written out,
+    the same imputations bit for bit, without scikit-learn's ``ConvergenceWarning`` (stopping
+    after a few rounds is the design) and without forests for columns with nothing to impute.
+    With ``groups`` (the original column of every column, :attr:`tdm._mixed.TableEncoding.groups`),
+    the coordinates of a categorical column are one multi-output forest's targets, and as a
+    feature the column is one number, its coordinates' projection on a fixed direction: one
+    forest per original column, one feature per other column.
+    """
+    if init != "forest":  # scikit-learn's ConvergenceWarning passes on, as the ICE baseline's
+        completed = make_ice(seed).fit_transform(np.where(mask, np.nan, values))
+        return np.where(mask, completed, values)
+    forest_seed = _forest_seeds(seed)[0]
+    filled = SimpleImputer(strategy="mean").fit_transform(np.where(mask, np.nan, values))
+    n_features = values.shape[1]
+    if groups is None:
+        groups = np.arange(n_features)
+    targets = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    if len(targets) == 1:  # no other column to regress on: the mean, as IterativeImputer gives
+        return np.where(mask, filled, values)
+    directions = _label_directions(targets, forest_seed)
+    missingness = [mask[:, cols[0]].mean() for cols in targets]
+    for trees in round_trees(size):
+        for k in np.argsort(missingness, kind="mergesort"):  # ascending missingness
+            cols = targets[k]
+            rows = mask[:, cols[0]]
+            if not rows.any():
+                continue
+            features = _column_features(filled, targets, directions, skip=k)
+            forest = _forest(forest_seed, trees, n_jobs=n_jobs)
+            target = filled[~rows][:, cols[0]] if cols.size == 1 else filled[~rows][:, cols]
+            forest.fit(features[~rows], target)
+            predicted = forest.predict(features[rows])
+            filled[np.ix_(np.flatnonzero(rows), cols)] = predicted.reshape(-1, cols.size)
+    return np.where(mask, filled, values)
 
 
 def choose_start(

@@ -163,12 +163,8 @@ def wasserstein2(
 
     Parameters
     ----------
-    X_true : array-like of shape (n_samples, n_features)
-        Ground truth; finite on the compared rows.
-    X_imputed : array-like of shape (n_samples, n_features)
-        Imputed data; finite on the compared rows.
-    mask : array-like of bool of shape (n_samples, n_features)
-        ``True`` where the value was missing; at least one ``True``.
+    X_true, X_imputed, mask
+        As in :func:`mae`; both matrices finite on the compared rows.
     squared : bool, default=True
         Return the squared distance.
     half : bool, default=False

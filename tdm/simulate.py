@@ -2,8 +2,9 @@
 
 The mechanisms follow the protocol of Muzellec et al. (2020), which the TDM paper (Zhao et al.,
 ICML 2023, Section 5) reuses with 30% missing values. Every simulator takes a complete data matrix
-``X`` of shape ``(n_samples, n_features)`` and returns a boolean mask of the same shape where
-``True`` means *missing*.
+``X`` of shape ``(n_samples, n_features)`` and a keyword-only ``random_state`` (an int, a
+``numpy.random.Generator`` or None; NumPy's global random state is never used), and returns a
+boolean mask of the same shape where ``True`` means *missing*.
 
 What ``p`` means
 ----------------
@@ -72,13 +73,6 @@ def simulate_mcar(X: ArrayLike, p: float, *, random_state: RandomState = None) -
     p : float
         Probability that a cell is missing, in (0, 1); the expected share of missing cells in the
         whole table.
-    random_state : int, numpy.random.Generator or None, default=None
-        Seed or generator (keyword-only). The global NumPy random state is never used.
-
-    Returns
-    -------
-    mask : ndarray of bool, shape (n_samples, n_features)
-        ``True`` where the value is missing. No column is entirely missing (see the module notes).
     """
     arr, rng, (p,) = _checked("simulate_mcar", X, random_state, p=p)
     return _keep_one_observed(rng.random(arr.shape) < p, rng)
@@ -115,13 +109,6 @@ def simulate_mar(
         Share of columns kept fully observed, in (0, 1) (at least one column).
     rate_scope : {"table", "affected"}, default="table"
         Where ``p`` is hit (see ``p``).
-    random_state : int, numpy.random.Generator or None, default=None
-        Seed or generator (keyword-only).
-
-    Returns
-    -------
-    mask : ndarray of bool, shape (n_samples, n_features)
-        ``True`` where the value is missing. The driver columns have no missing value.
 
     Raises
     ------
@@ -181,13 +168,6 @@ def simulate_mnar_logistic(
         Ignored when ``exclude_inputs=False``.
     exclude_inputs : bool, default=True
         See above.
-    random_state : int, numpy.random.Generator or None, default=None
-        Seed or generator (keyword-only).
-
-    Returns
-    -------
-    mask : ndarray of bool, shape (n_samples, n_features)
-        ``True`` where the value is missing.
 
     References
     ----------
@@ -255,13 +235,6 @@ def simulate_mnar_quantile(
         Which tails are eligible.
     rate_scope : {"table", "affected"}, default="table"
         Where ``p`` is hit (see ``p``).
-    random_state : int, numpy.random.Generator or None, default=None
-        Seed or generator (keyword-only).
-
-    Returns
-    -------
-    mask : ndarray of bool, shape (n_samples, n_features)
-        ``True`` where the value is missing.
 
     Raises
     ------
@@ -338,13 +311,6 @@ def simulate_mnar_quantile_published(
         Share of columns with missing values, in (0, 1), floored, at least one.
     cut : {"both", "lower", "upper"}, default="both"
         Which tails are eligible.
-    random_state : int, numpy.random.Generator or None, default=None
-        Seed or generator (keyword-only).
-
-    Returns
-    -------
-    mask : ndarray of bool, shape (n_samples, n_features)
-        ``True`` where the value is missing. No column is entirely missing (module notes).
     """
     owner = "simulate_mnar_quantile_published"
     arr, rng, (p, p_params, q) = _checked(owner, X, random_state, p=p, p_params=p_params, q=q)

@@ -49,7 +49,6 @@ __all__ = [
     "pairwise_cost",
     "plan_cost",
     "sinkhorn_plan",
-    "transport_loss",
     "transport_terms",
 ]
 
@@ -224,7 +223,7 @@ class TransportTerms:
     ----------
     loss : Tensor
         Scalar: the optimal-transport cost, differentiable in the points (see
-        :func:`transport_loss`).
+        :func:`transport_terms`).
     mean_cost : Tensor
         Scalar, without gradient: the mean of ``C[i, j]`` over all ``n * m`` cross-batch pairs,
         the cost of the independent coupling (every pair equally weighted). No coupling costs
@@ -237,15 +236,16 @@ class TransportTerms:
     mean_cost: Tensor
 
 
-def transport_loss(
+def transport_terms(
     z1: Tensor,
     z2: Tensor,
     *,
     cost: Cost = "sqeuclidean",
     solver: Solver = "assignment",
     epsilon: float | None = None,
-) -> Tensor:
-    """Optimal-transport cost between the uniform measures on ``z1`` and ``z2``.
+) -> TransportTerms:
+    """Optimal-transport cost between the uniform measures on ``z1`` and ``z2``, and the mean of
+    the cost matrix it solves (at no extra solve).
 
     Parameters
     ----------
@@ -260,24 +260,9 @@ def transport_loss(
 
     Returns
     -------
-    Tensor
-        A scalar with gradients with respect to ``z1`` and ``z2`` (the plan is held fixed).
-    """
-    return transport_terms(z1, z2, cost=cost, solver=solver, epsilon=epsilon).loss
-
-
-def transport_terms(
-    z1: Tensor,
-    z2: Tensor,
-    *,
-    cost: Cost = "sqeuclidean",
-    solver: Solver = "assignment",
-    epsilon: float | None = None,
-) -> TransportTerms:
-    """:func:`transport_loss` and the mean of the cost matrix it solves, at no extra solve.
-
-    Parameters are those of :func:`transport_loss`. Returns a :class:`TransportTerms`; for
-    ``"sinkhorn"``, ``mean_cost`` is the mean of ``C(z1, z2)``.
+    TransportTerms
+        ``loss``: a scalar with gradients with respect to ``z1`` and ``z2`` (the plan is held
+        fixed); ``mean_cost``: the mean of ``C(z1, z2)``.
     """
     if solver == "assignment" and z1.shape[0] == z2.shape[0]:
         C = plan_cost(z1, z2, cost)

@@ -137,12 +137,12 @@ def test_forest_start_on_several_threads_is_the_same_start(data, monkeypatch) ->
         TDMImputer._configured(n_jobs="all").fit(X_nan)  # type: ignore[arg-type]
 
 
-def test_forest_fill_is_missforest_bit_for_bit_without_its_warning() -> None:
+def test_the_forest_start_is_missforest_bit_for_bit_without_its_warning() -> None:
     """The written-out rounds equal scikit-learn's IterativeImputer with the same forest, and
     stopping after the planned three rounds is not reported as a failure to converge."""
     from sklearn.exceptions import ConvergenceWarning
 
-    from tdm._starts import FOREST_START, forest_fill, make_missforest
+    from tdm._starts import FOREST_START, make_missforest, start_fill
 
     X = _nonlinear(n=200)
     X_nan, mask = mcar(X, 0.3)
@@ -150,13 +150,13 @@ def test_forest_fill_is_missforest_bit_for_bit_without_its_warning() -> None:
     X_nan[:, 3] = X[:, 3]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ours = forest_fill(X, mask, seed=7)
+        ours = start_fill("forest", X, mask, seed=7)
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         reference = make_missforest(7, **FOREST_START).fit_transform(X_nan)
     assert ours.tobytes() == np.where(mask, reference, X).tobytes()
-    one_column = forest_fill(X[:, :1], mask[:, :1], seed=7)
+    one_column = start_fill("forest", X[:, :1], mask[:, :1], seed=7)
     assert np.allclose(one_column[mask[:, 0], 0], X_nan[~mask[:, 0], 0].mean())
 
 
