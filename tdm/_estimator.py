@@ -32,11 +32,17 @@ from tdm._optimise import (
     paper_batch_size,
     run_steps,
 )
-from tdm._outputs import fingerprint
 from tdm._persistence import load_imputer, save_imputer
 from tdm._safeguard import guard
 from tdm._starts import fit_start
-from tdm._tables import BoundsParam, bounds_arrays, complete_table, fitted_bounds, read_table
+from tdm._tables import (
+    BoundsParam,
+    bounds_arrays,
+    complete_table,
+    fingerprint,
+    fitted_bounds,
+    read_table,
+)
 from tdm._validation import (
     MIN_SAMPLES,
     Boolean,
@@ -214,7 +220,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         values = self._validate(X, reset=False)
         if fingerprint(values) == self.fit_fingerprint_:
             return self._complete(X, values, self.X_fit_)
-        return self._complete(X, values, self._transform_new(values))
+        return self._complete(X, values, impute_new_rows(self, values))
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None = None) -> Self:
@@ -251,7 +257,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     def load(cls, path: str | os.PathLike[str], *, device: str | None = None) -> Self:
         """Read an imputer written by :meth:`save`; ``device`` overrides the saved setting.
 
-        Files saved by tdm < 0.5 are refused with a message to refit.
+        A file of another save format is refused with a message to refit.
         """
         return load_imputer(cls, path, device=device)
 
@@ -404,33 +410,15 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         )
         self.validation_scores_ = None if monitor is None else np.asarray(monitor.scores)
         self.best_iteration_ = None if monitor is None else monitor.restore_best()
-        filled = self._guarded(cells.result(), (initial, anchor), probe, Z)
+        filled = cells.result()
+        self.refined_share_, self.safeguard_scores_ = 1.0, None
+        if probe is not None and initial is not None:  # the safeguard chooses the share
+            filled, self.refined_share_, self.safeguard_scores_ = guard(
+                filled, initial, probe, Z, len(self.encoding_.numeric), anchor
+            )
         if holdout is not None:
             filled[holdout] = Z[holdout]  # held-out cells are observed: give back their values
         return filled, history
-
-    def _guarded(
-        self,
-        refined: np.ndarray,
-        starts: tuple[np.ndarray | None, np.ndarray | None],
-        probe: np.ndarray | None,
-        Z: np.ndarray,
-    ) -> np.ndarray:
-        """The refined cells, or where the safeguard (:func:`tdm._safeguard.guard`) leaves
-        them between the anchor and the refinement, ``starts`` = (the start, the anchor); sets
-        ``refined_share_`` and ``safeguard_scores_``."""
-        self.refined_share_, self.safeguard_scores_ = 1.0, None
-        initial, anchor = starts
-        if probe is None or initial is None:
-            return refined
-        filled, self.refined_share_, self.safeguard_scores_ = guard(
-            refined, initial, probe, Z, len(self.encoding_.numeric), anchor
-        )
-        return filled
-
-    def _transform_new(self, values: np.ndarray) -> np.ndarray:
-        """The standardised completion of rows unseen in ``fit``, the network held fixed."""
-        return impute_new_rows(self, values)
 
     def _cell_lr(self, rows_per_step: int, n_rows: int) -> float:
         """RMSprop rate of the missing cells when ``rows_per_step`` of ``n_rows`` rows are drawn."""

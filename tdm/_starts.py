@@ -22,9 +22,8 @@ from tdm._early_stopping import holdout_cells
 from tdm._seeds import spawn_seeds
 
 __all__ = [
-    "FOREST_LARGE",
-    "FOREST_START",
     "LARGE_CELLS",
+    "LARGE_FOREST",
     "LIGHT_FOREST",
     "WARM_TREES",
     "Start",
@@ -38,17 +37,14 @@ __all__ = [
     "start_fill",
 ]
 
-#: The forest of TDM's ``init="forest"`` start on a table of fewer than :data:`LARGE_CELLS`
-#: observed cells: MissForest with 20 trees and 3 rounds (the MissForest baseline: 100 trees,
-#: up to 10 rounds).
-FOREST_START: dict[str, int] = {"n_estimators": 20, "max_iter": 3}
+#: The forest start's (trees, rounds, warm-up rounds) on a table of fewer than
+#: :data:`LARGE_CELLS` observed cells (the MissForest baseline: 100 trees, up to 10 rounds) ...
+LIGHT_FOREST = (20, 3, 0)
+#: ... and from there.
+LARGE_FOREST = (100, 2, 5)
 #: Trees of a *warm-up* round: a light forest's round that brings the cells near where the
-#: full rounds after it settle, at a fifth of a 100-tree round's cost.
+#: full rounds after it settle.
 WARM_TREES = 20
-#: :data:`FOREST_START` as (trees, rounds, warm-up rounds), the default ``size`` below.
-LIGHT_FOREST = (FOREST_START["n_estimators"], FOREST_START["max_iter"], 0)
-#: ... and on a larger table, where a stronger start pays (BENCHMARKS.md, "Forest start size").
-FOREST_LARGE: dict[str, int] = {"n_estimators": 100, "max_iter": 2, "warm_rounds": 5}
 
 PROBE_FRACTION = 0.05
 """Share of the observed cells hidden by ``init="auto"`` to score the candidate starts..."""
@@ -56,12 +52,11 @@ PROBE_MAX_CELLS = 2_000
 """... but never more cells than this."""
 LARGE_CELLS = 100_000
 """Observed cells (a categorical cell counts once) from which a table is *large*: its probe hides
-at most 2% of them. There the forest start is :data:`FOREST_LARGE`, and ``init="auto"`` takes
+at most 2% of them. There the forest start is :data:`LARGE_FOREST`, and ``init="auto"`` takes
 the chosen candidate's probe run as the start and keeps the probe cells hidden to guard the
-refinement (``TDMImputer(safeguard=True)``), the start computed again on every observed cell
-being where the guarded cells end at share 0 (:func:`fit_start`). On smaller tables the start is
-computed again on every observed cell (a run costs little there, and hiding cells costs
-accuracy: BENCHMARKS.md)."""
+refinement (the safeguard), the start computed again on every observed cell being where the
+guarded cells end at share 0 (:func:`fit_start`). On smaller tables the start is computed again
+on every observed cell."""
 FOREST_MARGIN = 0.9
 """``init="auto"`` takes the forest's start only if its probe error is below this times ICE's."""
 START_CONTEXT_ROWS = 10_000
@@ -132,20 +127,18 @@ def forest_size(
     warm_rounds: int | None = None,
 ) -> tuple[int, int, int]:
     """The forest start's trees, rounds and warm-up rounds: those given, else by the table's
-    ``observed`` cells (:data:`FOREST_START` below :data:`LARGE_CELLS`, :data:`FOREST_LARGE`
+    ``observed`` cells (:data:`LIGHT_FOREST` below :data:`LARGE_CELLS`, :data:`LARGE_FOREST`
     from there)."""
-    size = FOREST_LARGE if observed >= LARGE_CELLS else FOREST_START
-    return (
-        size["n_estimators"] if trees is None else trees,
-        size["max_iter"] if rounds is None else rounds,
-        size.get("warm_rounds", 0) if warm_rounds is None else warm_rounds,
-    )
+    default = LARGE_FOREST if observed >= LARGE_CELLS else LIGHT_FOREST
+    given = (trees, rounds, warm_rounds)
+    trees, rounds, warm = (d if g is None else g for d, g in zip(default, given, strict=True))
+    return trees, rounds, warm
 
 
-def round_trees(size: tuple[int, ...]) -> list[int]:
-    """The trees of each round of a forest start of ``size`` = (trees, rounds[, warm-up
-    rounds]): :data:`WARM_TREES` for each warm-up round, then ``trees`` for each round."""
-    trees, rounds, warm = (*size, 0)[:3]
+def round_trees(size: tuple[int, int, int]) -> list[int]:
+    """The trees of each round of a forest start of ``size`` = (trees, rounds, warm-up rounds):
+    :data:`WARM_TREES` for each warm-up round, then ``trees`` for each round."""
+    trees, rounds, warm = size
     return [WARM_TREES] * warm + [trees] * rounds
 
 
@@ -187,13 +180,13 @@ def start_fill(
     mask: np.ndarray,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, ...] = LIGHT_FOREST,
+    size: tuple[int, int, int] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> np.ndarray:
     """``values`` with its ``mask`` cells replaced by the ``"ice"`` or ``"forest"`` start.
 
     ICE: :func:`make_ice`'s imputation, every coordinate regressed on its own. Forest: a light
-    MissForest's, ``size`` = (trees, rounds[, warm-up rounds]: :func:`round_trees`), each
+    MissForest's, ``size`` = (trees, rounds, warm-up rounds: :func:`round_trees`), each
     forest fitted on ``n_jobs`` threads (scikit-learn's meaning; ``None``: 1): the rounds of
     ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform`` written out,
     the same imputations bit for bit, without scikit-learn's ``ConvergenceWarning`` (stopping
@@ -237,7 +230,7 @@ def choose_start(
     rng: np.random.Generator,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, ...] = LIGHT_FOREST,
+    size: tuple[int, int, int] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> tuple[str, dict[str, float], np.ndarray, np.ndarray | None]:
     """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
@@ -254,9 +247,8 @@ def choose_start(
     (:data:`LARGE_CELLS`) the start is ``Z`` with its ``mask`` *and probe* cells imputed by the
     chosen candidate in that same run, and the probe is returned, for the caller to keep hidden
     or give back: the probe cells then score the start against the refinement, neither having
-    seen them (the price: the blind run imputes the missing cells a little worse, BENCHMARKS.md,
-    "Forest start size"). On a smaller table the start imputes the ``mask`` cells in a run of
-    its own on every observed cell, and the probe is ``None``.
+    seen them. On a smaller table the start imputes the ``mask`` cells in a run of its own on
+    every observed cell, and the probe is ``None``.
     """
     observed = observed_cells(mask, groups)
     fraction = min(PROBE_FRACTION, PROBE_MAX_CELLS / max(observed, 1))
@@ -351,7 +343,7 @@ def context_start(
     mask: np.ndarray,
     rng: np.random.Generator,
     groups: np.ndarray | None = None,
-    size: tuple[int, ...] = LIGHT_FOREST,
+    size: tuple[int, int, int] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> np.ndarray:
     """The ``init`` start of new rows ``Z``, imputed beside (at most

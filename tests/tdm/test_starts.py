@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks.registry import make_imputer
 from tdm import TDMImputer
+from tdm._starts import LIGHT_FOREST
 from tests.tdm.conftest import low_rank, mcar
 
 FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}
@@ -94,8 +95,7 @@ def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> 
 
 def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> None:
     """With no step, init="forest" returns the MissForest baseline's imputation of the
-    standardised data, with 20 trees and 3 rounds (FOREST_START)."""
-    from tdm._starts import FOREST_START
+    standardised data, with 20 trees and 3 rounds (LIGHT_FOREST)."""
 
     _, X_nan, mask = data
     seeds: list[int] = []
@@ -103,9 +103,11 @@ def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> Non
     est = TDMImputer(init="forest", max_iter=0, random_state=0)
     start = est.fit_transform(X_nan)
     assert est.init_ == "forest" and est.start_scores_ is None
-    assert FOREST_START == {"n_estimators": 20, "max_iter": 3} and est.forest_size_ == (20, 3, 0)
+    assert LIGHT_FOREST == (20, 3, 0) and est.forest_size_ == LIGHT_FOREST
     Z = (X_nan - est.mean_) / est.scale_
-    forest = make_imputer("missforest", random_state=seeds[0], **FOREST_START).fit_transform(Z)
+    forest = make_imputer(
+        "missforest", random_state=seeds[0], n_estimators=20, max_iter=3
+    ).fit_transform(Z)
     np.testing.assert_allclose(start[mask], (forest * est.scale_ + est.mean_)[mask], atol=1e-5)
     assert start[~mask].tobytes() == X_nan[~mask].tobytes()
 
@@ -142,7 +144,7 @@ def test_the_forest_start_is_missforest_bit_for_bit_without_its_warning() -> Non
     stopping after the planned three rounds is not reported as a failure to converge."""
     from sklearn.exceptions import ConvergenceWarning
 
-    from tdm._starts import FOREST_START, make_missforest, start_fill
+    from tdm._starts import make_missforest, start_fill
 
     X = _nonlinear(n=200)
     X_nan, mask = mcar(X, 0.3)
@@ -154,7 +156,7 @@ def test_the_forest_start_is_missforest_bit_for_bit_without_its_warning() -> Non
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        reference = make_missforest(7, **FOREST_START).fit_transform(X_nan)
+        reference = make_missforest(7, n_estimators=20, max_iter=3).fit_transform(X_nan)
     assert ours.tobytes() == np.where(mask, reference, X).tobytes()
     one_column = start_fill("forest", X[:, :1], mask[:, :1], seed=7)
     assert np.allclose(one_column[mask[:, 0], 0], X_nan[~mask[:, 0], 0].mean())
