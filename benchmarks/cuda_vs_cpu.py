@@ -140,7 +140,7 @@ def california_part(section: Section) -> None:
         def make(params: dict = params, paper: bool = paper) -> TDMImputer:
             if paper:
                 return TDMImputer.paper(device="cuda", random_state=0, **params)
-            return TDMImputer(device="cuda", random_state=0, **params)
+            return TDMImputer._configured(device="cuda", random_state=0, **params)
 
         seconds, out = timed_fit(make, X_nan)
         print(f"california {label}: {seconds:.2f} s, MAE {mae(X, out, mask):.4f}", flush=True)

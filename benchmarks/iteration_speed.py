@@ -17,7 +17,7 @@ import ot
 from scipy.optimize import linear_sum_assignment
 
 from benchmarks._timing import header, median_ms, publish, synthetic, time_steps
-from tdm import PAPER_PARAMS, OTImputer, TDMImputer
+from tdm import OTImputer, TDMImputer
 from tdm.transport import ASSIGNMENT_GRID, assignment
 
 BATCH = 512
@@ -64,7 +64,7 @@ def main() -> None:
         common = {"batch_size": BATCH, "device": args.device, "random_state": 0}
         for label, cls, params in [
             ("TDM (default)", TDMImputer, {}),
-            ("TDM (paper settings)", TDMImputer, dict(PAPER_PARAMS)),
+            ("TDM (paper settings)", TDMImputer.paper, {}),
             ("OTImputer NS", OTImputer, {"solver": "assignment"}),
         ]:
             make = partial(cls, **{**params, **common})

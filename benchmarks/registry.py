@@ -36,7 +36,7 @@ from benchmarks.baselines import (
     ModeImputer,
     SoftImputeImputer,
 )
-from tdm.imputer import PAPER_PARAMS, OTImputer, TDMImputer
+from tdm.imputer import OTImputer, TDMImputer
 
 __all__ = [
     "FIXTURES",
@@ -82,11 +82,12 @@ class Method:
 
 
 def _tdm_with(settings: Mapping[str, Any]) -> Callable[..., BaseEstimator]:
-    """A factory of TDMImputer with ``settings`` pinned (overridable by the call's params)."""
+    """A factory of TDMImputer with ``settings`` (public or private) pinned, overridable by the
+    call's params."""
     pinned = dict(settings)
 
     def build(**params: Any) -> BaseEstimator:
-        return TDMImputer(**{**pinned, **params})
+        return TDMImputer._configured(**{**pinned, **params})
 
     return build
 
@@ -106,7 +107,7 @@ def _ot_with(solver: str, name: str) -> Callable[..., BaseEstimator]:
 # network, the batches, the bounds and the precision of every version before paper mode took
 # the published code's).
 _MEAN_INIT = {
-    **PAPER_PARAMS,
+    **TDMImputer.paper()._settings(),
     "network_lr": 3e-3,
     "conditioner": "joint",
     "batch_draw": "disjoint",
@@ -223,7 +224,7 @@ _ALL = (
     Method(
         "tdm_paper",
         "transformed distribution matching (TDM), the paper's settings",
-        _tdm_with(PAPER_PARAMS),
+        TDMImputer.paper,
         batch_ot=True,
         has_max_iter=True,
     ),
@@ -257,7 +258,7 @@ def make_imputer(name: str, *, random_state: int | None = None, **params: Any) -
         Passed to the imputer (keyword-only).
     **params
         Further hyperparameters of the imputer. For ``"tdm_paper"`` they override the paper's
-        settings (:data:`tdm.PAPER_PARAMS`); ``"ot_sh"`` and ``"ot_ns"`` fix ``solver``.
+        settings (:meth:`tdm.TDMImputer.paper`); ``"ot_sh"`` and ``"ot_ns"`` fix ``solver``.
 
     Returns
     -------

@@ -50,8 +50,15 @@ from numpy.typing import NDArray
 from benchmarks.datasets import Dataset, MixedDataset, apply_mask, simulate_mixed
 from benchmarks.registry import get_method
 from tdm._optimise import FitProgress
-from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
-from tdm.mixed_metrics import categorical_error_rate, numeric_mae_sd, numeric_rmse_sd
+from tdm.metrics import (
+    categorical_error_rate,
+    mae,
+    numeric_mae_sd,
+    numeric_rmse_sd,
+    rmse,
+    svm_accuracy,
+    wasserstein2,
+)
 from tdm.simulate import simulate
 
 __all__ = [

@@ -8,22 +8,13 @@ Everyday imports live here::
 from tdm._optimise import FitProgress
 from tdm._version import __version__
 from tdm.coupling import InvertibleNetwork
-from tdm.imputer import PAPER_PARAMS, OTImputer, TDMImputer
+from tdm.imputer import OTImputer, TDMImputer
 from tdm.metrics import mae, rmse, svm_accuracy, wasserstein2
-from tdm.simulate import (
-    MECHANISMS,
-    simulate,
-    simulate_mar,
-    simulate_mcar,
-    simulate_mnar_logistic,
-    simulate_mnar_quantile,
-    simulate_mnar_quantile_published,
-)
-from tdm.transport import transport_loss
+from tdm.simulate import MECHANISMS, simulate, simulate_mar, simulate_mcar
+from tdm.transport import transport_terms
 
 __all__ = [
     "MECHANISMS",
-    "PAPER_PARAMS",
     "FitProgress",
     "InvertibleNetwork",
     "OTImputer",
@@ -34,10 +25,7 @@ __all__ = [
     "simulate",
     "simulate_mar",
     "simulate_mcar",
-    "simulate_mnar_logistic",
-    "simulate_mnar_quantile",
-    "simulate_mnar_quantile_published",
     "svm_accuracy",
-    "transport_loss",
+    "transport_terms",
     "wasserstein2",
 ]

@@ -4,8 +4,10 @@ stopping. Subclasses declare their own hyperparameters and build the network."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, fields, replace
 from numbers import Integral, Real
 from typing import Any, ClassVar, Self
 
@@ -16,8 +18,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor, nn
 
-from tdm._bounds import BOUNDS_METHODS, BoundedCells
+from tdm._bounds import BoundedCells
 from tdm._cells import MissingCells
+from tdm._config import CONFIG_CONSTRAINTS, Config
 from tdm._early_stopping import HoldoutMonitor, holdout_cells
 from tdm._inductive import impute_new_rows
 from tdm._mixed import TableEncoding
@@ -29,16 +32,22 @@ from tdm._optimise import (
     paper_batch_size,
     run_steps,
 )
-from tdm._outputs import fingerprint
 from tdm._persistence import load_imputer, save_imputer
 from tdm._safeguard import guard
 from tdm._starts import fit_start
-from tdm._tables import BoundsParam, bounds_arrays, complete_table, fitted_bounds, read_table
+from tdm._tables import (
+    BoundsParam,
+    bounds_arrays,
+    complete_table,
+    fingerprint,
+    fitted_bounds,
+    read_table,
+)
 from tdm._validation import (
     MIN_SAMPLES,
-    InvalidParameterError,
     Boolean,
     Interval,
+    InvalidParameterError,
     Options,
     column_labels,
     resolve_device,
@@ -46,43 +55,38 @@ from tdm._validation import (
     validate_params,
 )
 from tdm.scaling import fit_column_scaling
-from tdm.transport import COSTS, SOLVERS, TransportTerms, absolute_epsilon, transport_terms
+from tdm.transport import TransportTerms, absolute_epsilon, transport_terms
 
 __all__ = ["BatchOTImputer"]
 
+_UNSET = object()
+
 
 class BatchOTImputer(TransformerMixin, BaseEstimator):
-    """Base class: subclasses set their hyperparameters in ``__init__``, extend
-    :attr:`_PARAMETER_CONSTRAINTS` and build the network in :meth:`_make_network`."""
+    """Base class: subclasses set their public hyperparameters in ``__init__``, extend
+    :attr:`_PARAMETER_CONSTRAINTS` and build the network in :meth:`_make_network`; the private
+    settings are the :class:`tdm._config.Config` in ``_config``."""
 
-    #: Accepted values of every hyperparameter, checked at the start of ``fit``.
+    #: Accepted values of every setting, public or private, checked at the start of ``fit``.
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **CONFIG_CONSTRAINTS,
         "batch_size": [Interval(Integral, 1, None)],
         "max_iter": [Interval(Integral, 0, None)],
         "lr": [Interval(Real, 0, None, closed="neither")],
-        "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "init_noise": [Interval(Real, 0, None)],
         "transform_max_iter": [Interval(Integral, 1, None), None],
-        "n_iter_no_change": [Interval(Integral, 1, None)],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "cost": [Options(COSTS)],
-        "solver": [Options(SOLVERS)],
         "dtype": [Options(("float32", "float64"))],
         "callback": ["callable", None],
         "early_stopping": [Boolean()],
         "bounds": [BoundsParam()],
-        "bounds_margin": [Interval(Real, 0, None)],
-        "bounds_method": [Options(BOUNDS_METHODS)],
     }
+
+    #: The private settings (a class's default, or set by ``paper`` and ``_configured``).
+    _config: Config = Config()
 
     # Hyperparameters every subclass has (set by its ``__init__``).
     batch_size: int
     max_iter: int
     lr: float
-    cost: str
-    solver: str
-    epsilon: float
-    init_noise: float
     standardize: bool
     transform_max_iter: int | None
     dtype: str
@@ -91,11 +95,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     callback: Callable[[FitProgress], bool | None] | None
     verbose: int
     early_stopping: bool
-    validation_fraction: float
-    n_iter_no_change: int
     bounds: Any
-    bounds_margin: float
-    bounds_method: str
 
     # Fitted state, set by ``fit`` (declared for type checkers).
     mean_: np.ndarray
@@ -129,22 +129,56 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         """The start asked for: ``"mean"`` here; TDMImputer's ``init``."""
         return "mean"
 
-    def _start_options(self) -> tuple[int | None, int | None, int | None, bool, int | None]:
-        """The forest start's trees, rounds and warm-up rounds (``None``: by the table's size),
-        whether the safeguard runs, and the forest's threads: all unset here."""
-        return None, None, None, False, None
-
     def _network_lr(self) -> float:
         """RMSprop rate of the network weights: ``lr`` here; TDMImputer's ``network_lr``."""
         return self.lr
 
-    def _corrects_cell_rate(self) -> bool:
-        """Whether the cells' rate follows the share of rows drawn (:func:`cell_rate`)."""
-        return False
+    def _solver(self) -> str:
+        """The optimal-transport solver: the configuration's here; OTImputer's ``solver``."""
+        return self._config.solver
 
-    def _batch_draw(self) -> str:
-        """How each step's two batches are drawn (:func:`draw_batch_rows`): disjoint here."""
-        return "disjoint"
+    @classmethod
+    def _configured(cls, **settings: Any) -> Self:
+        """The imputer with ``settings`` by name, public parameters and fields of
+        :class:`tdm._config.Config` alike (the others at the class's defaults): the one way
+        tests and the benchmark set the private settings."""
+        public = cls._get_param_names()
+        private = {f.name for f in fields(Config)}
+        unknown = sorted(set(settings) - set(public) - private)
+        if unknown:
+            raise InvalidParameterError(
+                f"{cls.__name__}: unknown setting {unknown[0]!r}; the settings are "
+                f"{', '.join(sorted({*public, *private}))}"
+            )
+        imputer = cls(**{k: v for k, v in settings.items() if k in public})
+        imputer._config = replace(
+            cls._config, **{k: v for k, v in settings.items() if k not in public}
+        )
+        return imputer
+
+    def _settings(self) -> dict[str, Any]:
+        """Every setting by name: the private configuration's, then the public parameters (a
+        public parameter wins where both have the name, as OTImputer's ``solver``)."""
+        return {**asdict(self._config), **self.get_params(deep=False)}
+
+    def __sklearn_clone__(self) -> Self:
+        clone: Self = super().__sklearn_clone__()
+        clone._config = self._config
+        return clone
+
+    def __repr__(self, N_CHAR_MAX: int = 700) -> str:
+        if self._config == type(self)._config:
+            return super().__repr__(N_CHAR_MAX)
+        return self._call_repr("_configured", {**asdict(type(self)._config), **_defaults(self)})
+
+    def _call_repr(self, constructor: str, reference: Mapping[str, Any]) -> str:
+        """``Class.constructor(...)`` with the settings that differ from ``reference``."""
+        changed = [
+            f"{name}={value!r}"
+            for name, value in self._settings().items()
+            if repr(value) != repr(reference.get(name, _UNSET))
+        ]
+        return f"{type(self).__name__}.{constructor}({', '.join(changed)})"
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -186,7 +220,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         values = self._validate(X, reset=False)
         if fingerprint(values) == self.fit_fingerprint_:
             return self._complete(X, values, self.X_fit_)
-        return self._complete(X, values, self._transform_new(values))
+        return self._complete(X, values, impute_new_rows(self, values))
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None = None) -> Self:
@@ -223,7 +257,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
     def load(cls, path: str | os.PathLike[str], *, device: str | None = None) -> Self:
         """Read an imputer written by :meth:`save`; ``device`` overrides the saved setting.
 
-        Files saved by tdm < 0.5 are refused with a message to refit.
+        A file of another save format is refused with a message to refit.
         """
         return load_imputer(cls, path, device=device)
 
@@ -238,20 +272,18 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             X, values, filled, self.encoding_, self.mean_, self.scale_, self.bounds_
         )
 
-    def _bounded_cells(
-        self, device: torch.device, dtype: torch.dtype, method: str | None = None
-    ) -> BoundedCells:
+    def _bounded_cells(self, device: torch.device, dtype: torch.dtype) -> BoundedCells:
         """The bounds of the numeric columns in the standardised units."""
         p = len(self.encoding_.numeric)
         low, high = bounds_arrays(self.bounds_, self.encoding_)
         with np.errstate(all="ignore"):
             low = (low - self.mean_[:p]) / self.scale_[:p]
             high = (high - self.mean_[:p]) / self.scale_[:p]
-        return BoundedCells.build(method or self.bounds_method, low, high, device, dtype)
+        return BoundedCells.build(self._config.bounds_method, low, high, device, dtype)
 
     def _fit(self, X: Any) -> np.ndarray:
         owner = self._owner()
-        validate_params(owner, self.get_params(deep=False), self._PARAMETER_CONSTRAINTS)
+        validate_params(owner, self._settings(), self._PARAMETER_CONSTRAINTS)
         values = self._validate(X, reset=True)
         n_samples, width = values.shape
         if n_samples < MIN_SAMPLES:
@@ -274,7 +306,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
 
         self.mean_, self.scale_ = self._scaling(values, mask)
         Z = (values.astype(np.float64) - self.mean_) / self.scale_
-        self.bounds_ = fitted_bounds(self.bounds, self.bounds_margin, encoding, values, owner)
+        config = self._config
+        self.bounds_ = fitted_bounds(self.bounds, config.bounds_margin, encoding, values, owner)
         self.column_kinds_ = {c.name: c.kind for c in encoding.columns}
         self.categories_ = {c.name: c.labels for c in encoding.columns if c.labels is not None}
         generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
@@ -282,8 +315,8 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         self.batch_size_ = paper_batch_size(self.batch_size, n_samples)
         self.device_ = device
         self.epsilon_ = None
-        if self.solver == "sinkhorn":
-            self.epsilon_ = absolute_epsilon(Z, mask, rng, self.epsilon, self.cost)  # type: ignore[arg-type]
+        if self._solver() == "sinkhorn":
+            self.epsilon_ = absolute_epsilon(Z, mask, rng, config.epsilon, config.cost)  # type: ignore[arg-type]
         filled, history = self._optimise(Z, mask, network, rng, device, dtype)
         network.eval()
         self.network_ = network
@@ -315,23 +348,28 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         dtype: torch.dtype,
     ) -> tuple[np.ndarray, StepHistory]:
         """Fit-time loop: returns the imputed standardised data and the per-step records."""
+        config = self._config
         n_samples = Z.shape[0]
         cell_groups = self.encoding_.groups if self.encoding_.mixed else None
         holdout = (
-            holdout_cells(mask, self.validation_fraction, rng, cell_groups)
+            holdout_cells(mask, config.validation_fraction, rng, cell_groups)
             if self.early_stopping
             else None
         )
         train_mask = mask if holdout is None else mask | holdout
         train_Z = Z if holdout is None else np.where(holdout, np.nan, Z)
-        self.init_, self.start_scores_, self.forest_size_, start, probe, anchor = fit_start(
-            self._start_kind(), train_Z, train_mask, rng, cell_groups, *self._start_options()
+        start = fit_start(self._start_kind(), train_Z, train_mask, rng, cell_groups, config)
+        self.init_, self.start_scores_, self.forest_size_ = (
+            start.init,
+            start.scores,
+            start.forest_size,
         )
+        probe, anchor = start.probe, start.anchor
         if probe is not None:  # kept hidden: they score the start against the refinement
             train_mask, train_Z = train_mask | probe, np.where(probe, np.nan, train_Z)
         bounded = self._bounded_cells(device, dtype)
         cells = MissingCells.build(
-            train_Z, train_mask, self.encoding_, bounded, rng, self.init_noise, start=start
+            train_Z, train_mask, self.encoding_, bounded, rng, config.init_noise, start=start.values
         )
         initial = cells.result() if probe is not None else None
         if anchor is not None:  # as the start's cells are: within bounds, labels at points
@@ -348,7 +386,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             groups.append({"params": cells.parameters(), "lr": self._cell_lr(2 * B, n_samples)})
         optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
 
-        draw = self._batch_draw()
+        draw = config.batch_draw
 
         def step(_: int) -> TransportTerms:
             rows = torch.from_numpy(draw_batch_rows(rng, n_samples, B, draw)).to(device)
@@ -358,7 +396,7 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         monitor = None
         if holdout is not None:
             monitor = HoldoutMonitor(
-                cells, network, holdout, Z, self.n_iter_no_change, device, dtype
+                cells, network, holdout, Z, config.n_iter_no_change, device, dtype
             )
         history = self._run(
             step,
@@ -372,44 +410,26 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
         )
         self.validation_scores_ = None if monitor is None else np.asarray(monitor.scores)
         self.best_iteration_ = None if monitor is None else monitor.restore_best()
-        filled = self._guarded(cells.result(), (initial, anchor), probe, Z)
+        filled = cells.result()
+        self.refined_share_, self.safeguard_scores_ = 1.0, None
+        if probe is not None and initial is not None:  # the safeguard chooses the share
+            filled, self.refined_share_, self.safeguard_scores_ = guard(
+                filled, initial, probe, Z, len(self.encoding_.numeric), anchor
+            )
         if holdout is not None:
             filled[holdout] = Z[holdout]  # held-out cells are observed: give back their values
         return filled, history
 
-    def _guarded(
-        self,
-        refined: np.ndarray,
-        starts: tuple[np.ndarray | None, np.ndarray | None],
-        probe: np.ndarray | None,
-        Z: np.ndarray,
-    ) -> np.ndarray:
-        """The refined cells, or where the safeguard (:func:`tdm._safeguard.guard`) leaves
-        them between the anchor and the refinement, ``starts`` = (the start, the anchor); sets
-        ``refined_share_`` and ``safeguard_scores_``."""
-        self.refined_share_, self.safeguard_scores_ = 1.0, None
-        initial, anchor = starts
-        if probe is None or initial is None:
-            return refined
-        filled, self.refined_share_, self.safeguard_scores_ = guard(
-            refined, initial, probe, Z, len(self.encoding_.numeric), anchor
-        )
-        return filled
-
-    def _transform_new(self, values: np.ndarray) -> np.ndarray:
-        """The standardised completion of rows unseen in ``fit``, the network held fixed."""
-        return impute_new_rows(self, values)
-
     def _cell_lr(self, rows_per_step: int, n_rows: int) -> float:
         """RMSprop rate of the missing cells when ``rows_per_step`` of ``n_rows`` rows are drawn."""
-        return cell_rate(self.lr, rows_per_step, n_rows, correct=self._corrects_cell_rate())
+        return cell_rate(self.lr, rows_per_step, n_rows, correct=self._config.cell_lr_correction)
 
     def _loss(self, z1: Tensor, z2: Tensor) -> TransportTerms:
         return transport_terms(
             z1,
             z2,
-            cost=self.cost,  # type: ignore[arg-type]
-            solver=self.solver,  # type: ignore[arg-type]
+            cost=self._config.cost,  # type: ignore[arg-type]
+            solver=self._solver(),  # type: ignore[arg-type]
             epsilon=self.epsilon_,
         )
 
@@ -424,3 +444,9 @@ class BatchOTImputer(TransformerMixin, BaseEstimator):
             callback=self.callback,
             **kwargs,
         )
+
+
+def _defaults(estimator: BaseEstimator) -> dict[str, Any]:
+    """The defaults of the public parameters of ``estimator``'s class."""
+    signature = inspect.signature(type(estimator).__init__)
+    return {name: p.default for name, p in signature.parameters.items() if name != "self"}

@@ -50,7 +50,7 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
             rng,
             est.encoding_.groups if est.encoding_.mixed else None,
             est.forest_size_ or LIGHT_FOREST,
-            est._start_options()[4],
+            est._config.n_jobs,
         )
     cells = MissingCells.build(
         Z,
@@ -58,7 +58,7 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
         est.encoding_,
         est._bounded_cells(device, dtype),
         rng,
-        est.init_noise,
+        est._config.init_noise,
         fill=np.asarray(est.X_fit_, dtype=np.float64).mean(axis=0),
         start=start,
     )

@@ -11,26 +11,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from tdm._mixed import FLOAT, ColumnCoding, TableEncoding
-from tdm._starts import LIGHT_FOREST
+from tdm._mixed import ColumnCoding, TableEncoding
+from tdm._validation import resolve_dtype
 from tdm._version import __version__
 
 __all__ = ["FORMAT_VERSION", "SavedImputer", "load_imputer", "save_imputer"]
 
 FORMAT_VERSION = 6
-"""Layout of the saved state. Files of layouts 2 (numeric arrays only) and 3 (tdm 0.6, whose
-networks were as wide as the coordinates, refused where a categorical column made them wider
-than the columns), 4 (tdm 0.7: no forest size or safeguard recorded; read as the light
-forest and the refinement kept) and 5 (tdm 0.8: a forest size without warm-up rounds) are read
-too; files of another layout are refused."""
-_READABLE = (2, 3, 4, 5, FORMAT_VERSION)
+"""Layout of the saved state; a file of another layout is refused."""
 
 
 class SavedImputer(Protocol):
     """What saving and loading call on an imputer (:class:`tdm.TDMImputer`, ...); the fitted
     attributes they read and set are those of :class:`tdm._estimator.BatchOTImputer`."""
 
-    def __init__(self, **params: Any) -> None: ...
+    @classmethod
+    def _configured(cls, **settings: Any) -> Self: ...
+
+    def _settings(self) -> dict[str, Any]: ...
 
     def get_params(self, deep: bool = True) -> dict[str, Any]: ...
 
@@ -41,15 +39,13 @@ class SavedImputer(Protocol):
 
 Imputer = TypeVar("Imputer", bound=SavedImputer)
 
-_ARRAYS = ("mean_", "scale_", "X_fit_", "loss_history_")
-# Saved, but optional on load: files written before it was recorded lack it (NaN: not recorded).
-_RATIO = "cost_ratio_history_"
+_ARRAYS = ("mean_", "scale_", "X_fit_", "loss_history_", "cost_ratio_history_")
 
 
 def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
     """Write the fitted ``imputer`` to ``path`` atomically (``callback`` is not saved)."""
     owner = type(imputer).__name__
-    params = {k: v for k, v in imputer.get_params().items() if k != "callback"}
+    params = {k: v for k, v in imputer._settings().items() if k != "callback"}
     if not isinstance(params.get("random_state"), int | None):
         raise ValueError(
             f"{owner}.save: random_state must be an int or None to be saved; got "
@@ -63,7 +59,7 @@ def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
         "class": owner,
         "params": params,
         "network": {k: v.detach().cpu() for k, v in imputer.network_.state_dict().items()},
-        **{name: torch.from_numpy(getattr(imputer, name)) for name in (*_ARRAYS, _RATIO)},
+        **{name: torch.from_numpy(getattr(imputer, name)) for name in _ARRAYS},
         "n_iter_": imputer.n_iter_,
         "batch_size_": imputer.batch_size_,
         "n_features_in_": imputer.n_features_in_,
@@ -99,53 +95,34 @@ def load_imputer(
 ) -> Imputer:
     """Read an imputer of class ``cls`` written by :func:`save_imputer`.
 
-    ``device`` overrides the saved setting. A file of another class, or written by a library
-    version with another save layout (tdm < 0.5), is refused with a ``ValueError`` that says to
-    refit. A file without ``cost_ratio_history_`` gets one of NaN, as long as ``loss_history_``.
+    ``device`` overrides the saved setting. A file of another class, or of another save format
+    than :data:`FORMAT_VERSION`, is refused with a ``ValueError`` (the latter saying to refit).
     """
     state = torch.load(path, map_location="cpu", weights_only=True)
     if state.get("class") != cls.__name__:
         raise ValueError(f"{path}: not a saved {cls.__name__} (class {state.get('class')!r})")
-    if state.get("format_version") not in _READABLE:
-        saved_by = state.get("tdm_version", "a version before 0.5")
+    if state.get("format_version") != FORMAT_VERSION:
         raise ValueError(
-            f"{path}: saved by tdm {saved_by} in save format {state.get('format_version')!r}; "
-            f"tdm {__version__} reads format {FORMAT_VERSION} only. Refit the imputer and save "
-            "it again."
+            f"{path}: saved in format {state.get('format_version')!r} (by tdm "
+            f"{state.get('tdm_version', 'unknown')}); tdm {__version__} reads format "
+            f"{FORMAT_VERSION} only. Refit the imputer and save it again."
         )
-    est: Any = cls(**state["params"])
+    est: Any = cls._configured(**state["params"])
     if device is not None:
         est.set_params(device=device)
-    n_features = int(state["n_features_in_"])
     for name in _ARRAYS:
         setattr(est, name, state[name].numpy())
-    if "encoding_" in state:
-        est.encoding_ = load_encoding(state["encoding_"])
-        est.bounds_ = {_key(k): (float(lo), float(hi)) for k, lo, hi in state["bounds_"]}
-    else:  # layout 2: an array or a frame of numeric columns, no bounds
-        names = state["feature_names_in_"] or list(range(n_features))
-        est.encoding_ = TableEncoding(
-            [ColumnCoding(name, FLOAT, "float64") for name in names],
-            frame=state["feature_names_in_"] is not None,
-        )
-        est.bounds_ = {name: (-np.inf, np.inf) for name in names}
-    if state["format_version"] == 3 and est.encoding_.width != len(est.encoding_.columns):
-        raise ValueError(
-            f"{path}: saved by tdm {state.get('tdm_version')}, whose network for a table with "
-            f"categorical columns tdm {__version__} does not read. Refit the imputer and save it "
-            "again."
-        )
-    est.network_ = est._make_network(est.X_fit_.shape[1], None)
+    est.encoding_ = load_encoding(state["encoding_"])
+    est.bounds_ = {_key(k): (float(lo), float(hi)) for k, lo, hi in state["bounds_"]}
+    # In the fitted precision: loading float64 weights into a float32 network would round them.
+    network = est._make_network(est.X_fit_.shape[1], None)
+    est.network_ = network.to(dtype=resolve_dtype(est.dtype, cls.__name__))
     est.network_.load_state_dict(state["network"])
     est.column_kinds_ = {c.name: c.kind for c in est.encoding_.columns}
     est.categories_ = {c.name: c.labels for c in est.encoding_.columns if c.labels is not None}
-    ratio = state.get(_RATIO)
-    est.cost_ratio_history_ = (
-        np.full(est.loss_history_.shape, np.nan) if ratio is None else ratio.numpy()
-    )
     est.n_iter_ = int(state["n_iter_"])
     est.batch_size_ = int(state["batch_size_"])
-    est.n_features_in_ = n_features
+    est.n_features_in_ = int(state["n_features_in_"])
     if state["feature_names_in_"] is not None:
         est.feature_names_in_ = np.asarray(state["feature_names_in_"], dtype=object)
     est.epsilon_ = state["epsilon_"]
@@ -155,13 +132,11 @@ def load_imputer(
     est.best_iteration_ = state["best_iteration_"]
     est.init_ = state["init_"]
     est.start_scores_ = state["start_scores_"]
-    # Before format 5: the forest of the init_ that was used, and the refinement always kept.
-    size = state.get("forest_size_", LIGHT_FOREST if est.init_ == "forest" else None)
-    # Before format 6: (trees, rounds), no warm-up rounds.
-    est.forest_size_ = None if size is None else (*(int(v) for v in size[:2]), int((*size, 0)[2]))
-    scores = state.get("safeguard_scores_")
+    size = state["forest_size_"]
+    est.forest_size_ = None if size is None else tuple(int(v) for v in size)
+    scores = state["safeguard_scores_"]
     est.safeguard_scores_ = None if scores is None else {float(s): float(v) for s, v in scores}
-    est.refined_share_ = float(state.get("refined_share_", 1.0))
+    est.refined_share_ = float(state["refined_share_"])
     est.device_ = torch.device(state["device_"])
     loaded: Imputer = est
     return loaded

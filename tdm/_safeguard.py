@@ -1,6 +1,5 @@
 """The safeguard of ``init="auto"`` on large tables: where between the start and the refinement
-the missing cells end, chosen by the probe cells kept hidden through the fit (BENCHMARKS.md,
-"Forest start size": the anchor)."""
+the missing cells end, chosen by the probe cells kept hidden through the fit."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ MissForest baselines, so that a start and its baseline are the same method.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -16,38 +17,34 @@ from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enable
 from sklearn.impute import IterativeImputer, SimpleImputer
 from sklearn.linear_model import BayesianRidge
 
+from tdm._config import Config
 from tdm._early_stopping import holdout_cells
 from tdm._seeds import spawn_seeds
 
 __all__ = [
-    "FOREST_LARGE",
-    "FOREST_START",
     "LARGE_CELLS",
+    "LARGE_FOREST",
     "LIGHT_FOREST",
     "WARM_TREES",
+    "Start",
     "choose_start",
     "context_start",
     "fit_start",
-    "forest_fill",
     "forest_size",
-    "ice_fill",
     "make_ice",
     "make_missforest",
     "round_trees",
     "start_fill",
 ]
 
-#: The forest of TDM's ``init="forest"`` start on a table of fewer than :data:`LARGE_CELLS`
-#: observed cells: MissForest with 20 trees and 3 rounds (the MissForest baseline: 100 trees,
-#: up to 10 rounds).
-FOREST_START: dict[str, int] = {"n_estimators": 20, "max_iter": 3}
+#: The forest start's (trees, rounds, warm-up rounds) on a table of fewer than
+#: :data:`LARGE_CELLS` observed cells (the MissForest baseline: 100 trees, up to 10 rounds) ...
+LIGHT_FOREST = (20, 3, 0)
+#: ... and from there.
+LARGE_FOREST = (100, 2, 5)
 #: Trees of a *warm-up* round: a light forest's round that brings the cells near where the
-#: full rounds after it settle, at a fifth of a 100-tree round's cost.
+#: full rounds after it settle.
 WARM_TREES = 20
-#: :data:`FOREST_START` as (trees, rounds, warm-up rounds), the default ``size`` below.
-LIGHT_FOREST = (FOREST_START["n_estimators"], FOREST_START["max_iter"], 0)
-#: ... and on a larger table, where a stronger start pays (BENCHMARKS.md, "Forest start size").
-FOREST_LARGE: dict[str, int] = {"n_estimators": 100, "max_iter": 2, "warm_rounds": 5}
 
 PROBE_FRACTION = 0.05
 """Share of the observed cells hidden by ``init="auto"`` to score the candidate starts..."""
@@ -55,12 +52,11 @@ PROBE_MAX_CELLS = 2_000
 """... but never more cells than this."""
 LARGE_CELLS = 100_000
 """Observed cells (a categorical cell counts once) from which a table is *large*: its probe hides
-at most 2% of them. There the forest start is :data:`FOREST_LARGE`, and ``init="auto"`` takes
+at most 2% of them. There the forest start is :data:`LARGE_FOREST`, and ``init="auto"`` takes
 the chosen candidate's probe run as the start and keeps the probe cells hidden to guard the
-refinement (``TDMImputer(safeguard=True)``), the start computed again on every observed cell
-being where the guarded cells end at share 0 (:func:`fit_start`). On smaller tables the start is
-computed again on every observed cell (a run costs little there, and hiding cells costs
-accuracy: BENCHMARKS.md)."""
+refinement (the safeguard), the start computed again on every observed cell being where the
+guarded cells end at share 0 (:func:`fit_start`). On smaller tables the start is computed again
+on every observed cell."""
 FOREST_MARGIN = 0.9
 """``init="auto"`` takes the forest's start only if its probe error is below this times ICE's."""
 START_CONTEXT_ROWS = 10_000
@@ -119,17 +115,6 @@ def _forest_seeds(seed: int) -> tuple[int, int]:
     return forest, imputer
 
 
-def ice_fill(values: np.ndarray, mask: np.ndarray, seed: int) -> np.ndarray:
-    """``values`` with its ``mask`` cells replaced by ICE imputations (10 rounds at most).
-
-    scikit-learn's ``ConvergenceWarning`` (the rounds ran out before its tolerance was met) is
-    passed on as the ICE baseline passes it: silencing it here would mean changing the process's
-    warning filters, which is global state shared with other threads.
-    """
-    completed = make_ice(seed).fit_transform(np.where(mask, np.nan, values))
-    return np.where(mask, completed, values)
-
-
 def observed_cells(mask: np.ndarray, groups: np.ndarray | None = None) -> int:
     """Observed cells of ``mask``, a categorical cell (``groups``) counted once."""
     return int((~(mask if groups is None else mask[:, _firsts(groups)])).sum())
@@ -142,70 +127,19 @@ def forest_size(
     warm_rounds: int | None = None,
 ) -> tuple[int, int, int]:
     """The forest start's trees, rounds and warm-up rounds: those given, else by the table's
-    ``observed`` cells (:data:`FOREST_START` below :data:`LARGE_CELLS`, :data:`FOREST_LARGE`
+    ``observed`` cells (:data:`LIGHT_FOREST` below :data:`LARGE_CELLS`, :data:`LARGE_FOREST`
     from there)."""
-    size = FOREST_LARGE if observed >= LARGE_CELLS else FOREST_START
-    return (
-        size["n_estimators"] if trees is None else trees,
-        size["max_iter"] if rounds is None else rounds,
-        size.get("warm_rounds", 0) if warm_rounds is None else warm_rounds,
-    )
+    default = LARGE_FOREST if observed >= LARGE_CELLS else LIGHT_FOREST
+    given = (trees, rounds, warm_rounds)
+    trees, rounds, warm = (d if g is None else g for d, g in zip(default, given, strict=True))
+    return trees, rounds, warm
 
 
-def round_trees(size: tuple[int, ...]) -> list[int]:
-    """The trees of each round of a forest start of ``size`` = (trees, rounds[, warm-up
-    rounds]): :data:`WARM_TREES` for each warm-up round, then ``trees`` for each round."""
-    trees, rounds, warm = (*size, 0)[:3]
+def round_trees(size: tuple[int, int, int]) -> list[int]:
+    """The trees of each round of a forest start of ``size`` = (trees, rounds, warm-up rounds):
+    :data:`WARM_TREES` for each warm-up round, then ``trees`` for each round."""
+    trees, rounds, warm = size
     return [WARM_TREES] * warm + [trees] * rounds
-
-
-def forest_fill(
-    values: np.ndarray,
-    mask: np.ndarray,
-    seed: int,
-    groups: np.ndarray | None = None,
-    size: tuple[int, ...] = LIGHT_FOREST,
-    n_jobs: int | None = None,
-) -> np.ndarray:
-    """``values`` with its ``mask`` cells replaced by a light MissForest's, ``size`` = (trees,
-    rounds[, warm-up rounds]: :func:`round_trees`), each forest fitted on ``n_jobs`` threads
-    (scikit-learn's meaning; ``None``: 1).
-
-    The rounds of ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform``,
-    written out: the same imputations, bit for bit (tested), without scikit-learn's
-    ``ConvergenceWarning``, which a few rounds would raise on almost every fit although stopping
-    there is the design, and without fitting forests for columns that have nothing to impute.
-
-    With ``groups`` (the original column of every column, :attr:`tdm._mixed.TableEncoding.groups`),
-    the coordinates of a categorical column are one multi-output forest's targets, and as a
-    feature the column is one number, its coordinates' projection on a fixed direction (an
-    order of its labels, mixes between them): one forest per original column with one feature
-    per other column, as for a numeric table (a feature per coordinate is slower for no gain:
-    BENCHMARKS.md).
-    """
-    forest_seed = _forest_seeds(seed)[0]
-    filled = SimpleImputer(strategy="mean").fit_transform(np.where(mask, np.nan, values))
-    n_features = values.shape[1]
-    if groups is None:
-        groups = np.arange(n_features)
-    targets = [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    if len(targets) == 1:  # no other column to regress on: the mean, as IterativeImputer gives
-        return np.where(mask, filled, values)
-    directions = _label_directions(targets, forest_seed)
-    missingness = [mask[:, cols[0]].mean() for cols in targets]
-    for trees in round_trees(size):
-        for k in np.argsort(missingness, kind="mergesort"):  # ascending missingness
-            cols = targets[k]
-            rows = mask[:, cols[0]]
-            if not rows.any():
-                continue
-            features = _column_features(filled, targets, directions, skip=k)
-            forest = _forest(forest_seed, trees, n_jobs=n_jobs)
-            target = filled[~rows][:, cols[0]] if cols.size == 1 else filled[~rows][:, cols]
-            forest.fit(features[~rows], target)
-            predicted = forest.predict(features[rows])
-            filled[np.ix_(np.flatnonzero(rows), cols)] = predicted.reshape(-1, cols.size)
-    return np.where(mask, filled, values)
 
 
 def _label_directions(targets: list[np.ndarray], seed: int) -> list[np.ndarray | None]:
@@ -246,15 +180,48 @@ def start_fill(
     mask: np.ndarray,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, ...] = LIGHT_FOREST,
+    size: tuple[int, int, int] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> np.ndarray:
-    """The ``"ice"`` or ``"forest"`` starting point of the ``mask`` cells of ``values``
-    (``groups``, ``size``, ``n_jobs``: see :func:`forest_fill`; ICE regresses every coordinate
-    on its own)."""
-    if init == "forest":
-        return forest_fill(values, mask, seed, groups, size, n_jobs)
-    return ice_fill(values, mask, seed)
+    """``values`` with its ``mask`` cells replaced by the ``"ice"`` or ``"forest"`` start.
+
+    ICE: :func:`make_ice`'s imputation, every coordinate regressed on its own. Forest: a light
+    MissForest's, ``size`` = (trees, rounds, warm-up rounds: :func:`round_trees`), each
+    forest fitted on ``n_jobs`` threads (scikit-learn's meaning; ``None``: 1): the rounds of
+    ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform`` written out,
+    the same imputations bit for bit, without scikit-learn's ``ConvergenceWarning`` (stopping
+    after a few rounds is the design) and without forests for columns with nothing to impute.
+    With ``groups`` (the original column of every column, :attr:`tdm._mixed.TableEncoding.groups`),
+    the coordinates of a categorical column are one multi-output forest's targets, and as a
+    feature the column is one number, its coordinates' projection on a fixed direction: one
+    forest per original column, one feature per other column.
+    """
+    if init != "forest":  # scikit-learn's ConvergenceWarning passes on, as the ICE baseline's
+        completed = make_ice(seed).fit_transform(np.where(mask, np.nan, values))
+        return np.where(mask, completed, values)
+    forest_seed = _forest_seeds(seed)[0]
+    filled = SimpleImputer(strategy="mean").fit_transform(np.where(mask, np.nan, values))
+    n_features = values.shape[1]
+    if groups is None:
+        groups = np.arange(n_features)
+    targets = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    if len(targets) == 1:  # no other column to regress on: the mean, as IterativeImputer gives
+        return np.where(mask, filled, values)
+    directions = _label_directions(targets, forest_seed)
+    missingness = [mask[:, cols[0]].mean() for cols in targets]
+    for trees in round_trees(size):
+        for k in np.argsort(missingness, kind="mergesort"):  # ascending missingness
+            cols = targets[k]
+            rows = mask[:, cols[0]]
+            if not rows.any():
+                continue
+            features = _column_features(filled, targets, directions, skip=k)
+            forest = _forest(forest_seed, trees, n_jobs=n_jobs)
+            target = filled[~rows][:, cols[0]] if cols.size == 1 else filled[~rows][:, cols]
+            forest.fit(features[~rows], target)
+            predicted = forest.predict(features[rows])
+            filled[np.ix_(np.flatnonzero(rows), cols)] = predicted.reshape(-1, cols.size)
+    return np.where(mask, filled, values)
 
 
 def choose_start(
@@ -263,7 +230,7 @@ def choose_start(
     rng: np.random.Generator,
     seed: int,
     groups: np.ndarray | None = None,
-    size: tuple[int, ...] = LIGHT_FOREST,
+    size: tuple[int, int, int] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> tuple[str, dict[str, float], np.ndarray, np.ndarray | None]:
     """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
@@ -280,9 +247,8 @@ def choose_start(
     (:data:`LARGE_CELLS`) the start is ``Z`` with its ``mask`` *and probe* cells imputed by the
     chosen candidate in that same run, and the probe is returned, for the caller to keep hidden
     or give back: the probe cells then score the start against the refinement, neither having
-    seen them (the price: the blind run imputes the missing cells a little worse, BENCHMARKS.md,
-    "Forest start size"). On a smaller table the start imputes the ``mask`` cells in a run of
-    its own on every observed cell, and the probe is ``None``.
+    seen them. On a smaller table the start imputes the ``mask`` cells in a run of its own on
+    every observed cell, and the probe is ``None``.
     """
     observed = observed_cells(mask, groups)
     fraction = min(PROBE_FRACTION, PROBE_MAX_CELLS / max(observed, 1))
@@ -298,51 +264,71 @@ def choose_start(
     return choice, scores, start_fill(choice, Z, mask, seed, groups, size, n_jobs), None
 
 
+@dataclass(frozen=True, eq=False)
+class Start:
+    """The start of a fit (:func:`fit_start`).
+
+    Attributes
+    ----------
+    init : str
+        The start used: ``init``, or what ``"auto"`` chose.
+    scores : dict or None
+        With ``"auto"``: each candidate's mean absolute error on the probe cells.
+    forest_size : tuple of int or None
+        The forest's (trees, rounds, warm-up rounds) where a forest started the fit.
+    values : ndarray or None
+        ``Z`` with its missing cells started (``None``: the mean start).
+    probe : ndarray or None
+        The probe cells to keep hidden through the fit (the safeguard), else ``None``.
+    anchor : ndarray or None
+        With the probe: the chosen start computed again with every observed cell, where the
+        safeguard's share 0 leaves the missing cells (:func:`tdm._safeguard.guard`).
+    """
+
+    init: str
+    scores: dict[str, float] | None = None
+    forest_size: tuple[int, int, int] | None = None
+    values: np.ndarray | None = None
+    probe: np.ndarray | None = None
+    anchor: np.ndarray | None = None
+
+
 def fit_start(
     init: str,
     Z: np.ndarray,
     mask: np.ndarray,
     rng: np.random.Generator,
     groups: np.ndarray | None,
-    trees: int | None,
-    rounds: int | None,
-    warm_rounds: int | None,
-    safeguard: bool,
-    n_jobs: int | None = None,
-) -> tuple[
-    str,
-    dict[str, float] | None,
-    tuple[int, int, int] | None,
-    np.ndarray | None,
-    np.ndarray | None,
-    np.ndarray | None,
-]:
-    """The start of a fit: the start used (``init``, or what ``"auto"`` chose), the probe scores,
-    the forest's (trees, rounds, warm-up rounds) where a forest started it (:func:`forest_size`),
-    the started ``Z`` (``None`` for the mean start, which draws nothing from ``rng`` here), the
-    probe cells to keep hidden through the fit, and the anchor. The forests use ``n_jobs``
-    threads.
+    config: Config,
+) -> Start:
+    """The ``init`` start of the ``mask`` cells of ``Z``; the forest's size, the safeguard and
+    the forests' threads come from ``config``. The mean start draws nothing from ``rng``.
 
-    With ``"auto"`` on a large table and the ``safeguard``, the started ``Z`` is the probe run's
-    (blind to the probe cells, which the safeguard scores it on), and the anchor is the chosen
-    start computed again with every observed cell (the same seed): where the safeguard leaves
-    the missing cells is between the anchor and the refinement (:func:`tdm._safeguard.guard`).
-    Else the probe and the anchor are ``None`` (without the safeguard, the probe run's start
-    with its probe cells observed again)."""
+    With ``"auto"`` on a large table and the safeguard, the started values are the probe run's
+    (blind to the probe cells, which the safeguard scores them on), and the anchor is the
+    chosen start computed again with every observed cell (the same seed). Without the
+    safeguard, the probe run's start is kept with its probe cells observed again.
+    """
     if init == "mean":
-        return init, None, None, None, None, None
+        return Start(init)
     seed = int(rng.integers(2**31 - 1))
-    size = forest_size(observed_cells(mask, groups), trees, rounds, warm_rounds)
+    size = forest_size(
+        observed_cells(mask, groups),
+        config.forest_trees,
+        config.forest_rounds,
+        config.forest_warm_rounds,
+    )
+    n_jobs = config.n_jobs
     scores = probe = anchor = None
     if init == "auto":
         init, scores, start, probe = choose_start(Z, mask, rng, seed, groups, size, n_jobs)
     else:
         start = start_fill(init, Z, mask, seed, groups, size, n_jobs)
-    if probe is not None and not safeguard:
+    if probe is not None and not config.safeguard:
         start, probe = np.where(mask, start, Z), None
     if probe is not None:
         anchor = start_fill(init, Z, mask, seed, groups, size, n_jobs)
-    return init, scores, size if init == "forest" else None, start, probe, anchor
+    return Start(init, scores, size if init == "forest" else None, start, probe, anchor)
 
 
 def _firsts(groups: np.ndarray) -> np.ndarray:
@@ -357,7 +343,7 @@ def context_start(
     mask: np.ndarray,
     rng: np.random.Generator,
     groups: np.ndarray | None = None,
-    size: tuple[int, ...] = LIGHT_FOREST,
+    size: tuple[int, int, int] = LIGHT_FOREST,
     n_jobs: int | None = None,
 ) -> np.ndarray:
     """The ``init`` start of new rows ``Z``, imputed beside (at most

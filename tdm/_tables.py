@@ -6,6 +6,7 @@ its bounds.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from tdm._bounds import column_bounds
 from tdm._mixed import INTEGER, TableEncoding
 from tdm._validation import check_finite_or_nan
 
-__all__ = ["BoundsParam", "complete_table", "fitted_bounds", "read_table"]
+__all__ = ["BoundsParam", "complete_table", "fingerprint", "fitted_bounds", "read_table"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +128,13 @@ def complete_table(
         out[mask] = numeric[mask].astype(out.dtype)
         return out
     return encoding.decode(X, numeric, filled)
+
+
+def fingerprint(values: np.ndarray) -> str:
+    """A digest of ``values``' shape, dtype and bytes (equal arrays, equal digests): how
+    ``transform`` recognises the data ``fit`` saw."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(str(values.shape).encode())
+    digest.update(str(values.dtype).encode())
+    digest.update(np.ascontiguousarray(values).tobytes())
+    return digest.hexdigest()

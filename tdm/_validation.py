@@ -5,7 +5,7 @@ what came."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, Literal
@@ -23,7 +23,6 @@ __all__ = [
     "Options",
     "check_choice",
     "check_finite_or_nan",
-    "check_frame_numeric",
     "column_labels",
     "resolve_device",
     "resolve_dtype",
@@ -117,46 +116,31 @@ class Boolean:
 
 
 @dataclass(frozen=True)
-class _NoneValue:
-    def accepts(self, value: Any) -> bool:
-        return value is None
+class _Check:
+    """Values that ``test`` accepts, described by ``text``."""
 
-    def describe(self) -> str:
-        return "None"
-
-
-@dataclass(frozen=True)
-class _CallableValue:
-    def accepts(self, value: Any) -> bool:
-        return callable(value)
-
-    def describe(self) -> str:
-        return "a callable"
-
-
-@dataclass(frozen=True)
-class _InstanceOf:
-    kinds: tuple[type, ...]
+    test: Callable[[Any], bool]
+    text: str
 
     def accepts(self, value: Any) -> bool:
-        return isinstance(value, self.kinds)
+        return self.test(value)
 
     def describe(self) -> str:
-        return " or ".join(f"a {k.__name__}" for k in self.kinds)
+        return self.text
 
 
-Constraint = Interval | Options | Boolean | _NoneValue | _CallableValue | _InstanceOf | None | str
+Constraint = Interval | Options | Boolean | None | str | type
 """One accepted form of a parameter: an :class:`Interval`, :class:`Options`, :class:`Boolean`,
 ``None`` (the value ``None``), ``"callable"``, or a type (an instance of it)."""
 
 
 def _as_check(constraint: Any) -> Any:
     if constraint is None:
-        return _NoneValue()
+        return _Check(lambda value: value is None, "None")
     if constraint == "callable":
-        return _CallableValue()
+        return _Check(callable, "a callable")
     if isinstance(constraint, type):
-        return _InstanceOf((constraint,))
+        return _Check(lambda value: isinstance(value, constraint), f"a {constraint.__name__}")
     return constraint
 
 
@@ -195,17 +179,6 @@ def column_labels(X: Any, n_features: int) -> list[str]:
     if isinstance(X, pd.DataFrame):
         return [repr(str(c)) for c in X.columns]
     return [f"column {j}" for j in range(n_features)]
-
-
-def check_frame_numeric(X: pd.DataFrame, owner: str) -> None:
-    """Refuse a DataFrame with a non-numeric (or boolean) column, naming the column."""
-    for name, dtype in X.dtypes.items():
-        if pd.api.types.is_bool_dtype(dtype) or not pd.api.types.is_numeric_dtype(dtype):
-            raise ValueError(
-                f"{owner}: column {str(name)!r} is not numeric (dtype {dtype}); only numeric "
-                "columns can be imputed. Select the numeric columns before imputing, e.g. "
-                "X.select_dtypes('number')."
-            )
 
 
 def check_finite_or_nan(X: Any, owner: str) -> None:

@@ -24,6 +24,8 @@ Laurent Dinh, Jascha Sohl-Dickstein, Samy Bengio. "Density estimation using Real
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -179,38 +181,18 @@ class AffineCoupling(nn.Module):
     ----------
     n_features : int
         ``D``, the number of columns.
-    width : int
-        Hidden width of both conditioners.
-    clamp : float
-        Bound on the log-scales.
-    generator : torch.Generator, optional
-        Source of the initial weights.
-    conditioner : {"joint", "separate"}, default="joint"
-        One MLP per update, or two (:data:`CONDITIONERS`).
-    squash : {"scaled", "unscaled"}, default="scaled"
-        How the clamp squashes the raw log-scales (:data:`SQUASHES`).
+    conditioner : callable
+        ``conditioner(n_in, n_out)`` builds the :class:`Conditioner` of an update of ``n_out``
+        columns given ``n_in`` (called for the first update, then for the second).
     """
 
-    def __init__(
-        self,
-        n_features: int,
-        width: int,
-        clamp: float,
-        generator: torch.Generator | None = None,
-        conditioner: str = "joint",
-        squash: str = "scaled",
-    ) -> None:
+    def __init__(self, n_features: int, conditioner: Callable[[int, int], Conditioner]) -> None:
         super().__init__()
         d = n_features // 2
         self.split = d
-        apart = conditioner == "separate"
         # With one column the first half is empty: only the second update remains.
-        self.first = (
-            Conditioner(n_features - d, d, width, clamp, generator, apart, squash)
-            if d > 0
-            else None
-        )
-        self.second = Conditioner(d, n_features - d, width, clamp, generator, apart, squash)
+        self.first = conditioner(n_features - d, d) if d > 0 else None
+        self.second = conditioner(d, n_features - d)
 
     def forward(self, x: Tensor) -> Tensor:
         """Map ``x`` of shape ``(n, D)`` to ``y`` of the same shape."""
@@ -283,9 +265,16 @@ class InvertibleNetwork(nn.Module):
             raise ValueError(f"squash must be one of {SQUASHES}; got {squash!r}.")
         self.n_features = n_features
         width = max(width_factor * n_features if hidden_width is None else hidden_width, 1)
+        make = partial(
+            Conditioner,
+            width=width,
+            clamp=clamp,
+            generator=generator,
+            separate=conditioner == "separate",
+            squash=squash,
+        )
         self.blocks: list[AffineCoupling] = nn.ModuleList(  # type: ignore[assignment]
-            AffineCoupling(n_features, width, clamp, generator, conditioner, squash)
-            for _ in range(n_blocks)
+            AffineCoupling(n_features, make) for _ in range(n_blocks)
         )
 
     def forward(self, x: Tensor) -> Tensor:

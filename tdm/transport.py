@@ -49,7 +49,6 @@ __all__ = [
     "pairwise_cost",
     "plan_cost",
     "sinkhorn_plan",
-    "transport_loss",
     "transport_terms",
 ]
 
@@ -63,31 +62,24 @@ def pairwise_cost(z1: Tensor, z2: Tensor, cost: Cost) -> Tensor:
     """Cost matrix ``C[i, j] = c(z1[i], z2[j])``, shape ``(n, m)``.
 
     ``"sqeuclidean"`` is ``||z1[i] - z2[j]||²`` (the paper's text); ``"euclidean"`` its square root
-    (the published code). Distances are computed from differences, never by the expansion
-    ``|a|² + |b|² - 2ab``: in float32 that cancels when the points sit far from the origin
-    relative to their spread (a contracted latent space), which quantises the costs into ties
-    that make the assignment both wrong and, with LAPJV, far slower. (The exact solvers take
-    :func:`plan_cost` instead, the expansion in float64 on centred points.)
+    (the published code). Computed from differences, never by the expansion
+    ``|a|² + |b|² - 2ab``, which cancels in float32 for points far from the origin.
     """
     dist = torch.cdist(z1, z2, compute_mode="donot_use_mm_for_euclid_dist")
     return dist.square() if cost == "sqeuclidean" else dist
 
 
 DIFFERENCE_MAX_WIDTH = 16
-"""Widest points whose exact-solver costs are computed from differences: up to here they cost
-little more than the expansion on a CPU core (BENCHMARKS.md, "Cost matrix of the exact
-solvers"), and fits of narrow tables keep the results recorded before the expansion."""
+"""Widest points whose exact-solver costs are computed from differences (up to here they cost
+little more than the expansion on a CPU core)."""
 
 
 def plan_cost(z1: Tensor, z2: Tensor, cost: Cost) -> Tensor:
     """The cost matrix the exact solvers are given, without gradient.
 
-    Up to :data:`DIFFERENCE_MAX_WIDTH` columns, :func:`pairwise_cost` (differences, in the
-    points' dtype). Wider, the expansion ``|a|² + |b|² - 2ab`` (one matrix product, faster
-    there: BENCHMARKS.md) on the points in float64, centred on their joint mean: the rounding
-    error of a squared distance is then about 1e-16 times the squared spread of the two
-    batches, far below the solvers' grid (:data:`ASSIGNMENT_GRID`), even for a small cloud far
-    from the origin.
+    Up to :data:`DIFFERENCE_MAX_WIDTH` columns, :func:`pairwise_cost`. Wider, the expansion
+    ``|a|² + |b|² - 2ab`` (one matrix product) on the points in float64, centred on their joint
+    mean, so that its rounding stays far below the solvers' grid (:data:`ASSIGNMENT_GRID`).
     """
     with torch.no_grad():
         if z1.shape[1] <= DIFFERENCE_MAX_WIDTH:
@@ -118,13 +110,9 @@ def quantise(C: np.ndarray) -> np.ndarray:
     """Cost matrix rescaled to ``[0, ASSIGNMENT_GRID]`` by its largest magnitude and rounded to
     integers (float32, exactly representable below 2**24).
 
-    Why: LAPJV's augmenting row reduction moves prices by the gap between a row's two best reduced
-    costs. On the matrices a fit produces (many near-ties among clustered points) those gaps are
-    minute, and it crawls; rounded, it is several times faster (timings: BENCHMARKS.md).
-    What it costs: the permutation is optimal for the rounded costs, so its total true cost is
-    within ``n * max|C| / ASSIGNMENT_GRID`` of the optimum (n = 512: 5e-4 of the largest single
-    cost, below float32 rounding of the costs summed). Scaling alone cannot help: LAPJV's tests
-    are relative to the costs.
+    LAPJV crawls on the near-ties of a fit's cost matrices and runs several times faster on
+    the rounded ones; the permutation's true cost is within ``n * max|C| / ASSIGNMENT_GRID`` of
+    the optimum.
     """
     scale = float(np.abs(C).max()) if C.size else 0.0
     Q = np.asarray(C, dtype=np.float32) * np.float32(ASSIGNMENT_GRID / scale if scale > 0 else 1.0)
@@ -183,8 +171,6 @@ def sinkhorn_plan(
         Cap on Sinkhorn iterations at the final ``epsilon``.
     tol : float, default=1e-3
         Stop when the L1 error of the row marginal is below ``tol`` (checked every 10 iterations).
-        At 1e-3 the transport cost is within about 1e-4 (relative) of the converged one on a
-        128 x 128 problem, at about half the time of 1e-4: plenty for a stochastic gradient.
 
     Returns
     -------
@@ -224,7 +210,7 @@ class TransportTerms:
     ----------
     loss : Tensor
         Scalar: the optimal-transport cost, differentiable in the points (see
-        :func:`transport_loss`).
+        :func:`transport_terms`).
     mean_cost : Tensor
         Scalar, without gradient: the mean of ``C[i, j]`` over all ``n * m`` cross-batch pairs,
         the cost of the independent coupling (every pair equally weighted). No coupling costs
@@ -237,15 +223,16 @@ class TransportTerms:
     mean_cost: Tensor
 
 
-def transport_loss(
+def transport_terms(
     z1: Tensor,
     z2: Tensor,
     *,
     cost: Cost = "sqeuclidean",
     solver: Solver = "assignment",
     epsilon: float | None = None,
-) -> Tensor:
-    """Optimal-transport cost between the uniform measures on ``z1`` and ``z2``.
+) -> TransportTerms:
+    """Optimal-transport cost between the uniform measures on ``z1`` and ``z2``, and the mean of
+    the cost matrix it solves (at no extra solve).
 
     Parameters
     ----------
@@ -260,24 +247,9 @@ def transport_loss(
 
     Returns
     -------
-    Tensor
-        A scalar with gradients with respect to ``z1`` and ``z2`` (the plan is held fixed).
-    """
-    return transport_terms(z1, z2, cost=cost, solver=solver, epsilon=epsilon).loss
-
-
-def transport_terms(
-    z1: Tensor,
-    z2: Tensor,
-    *,
-    cost: Cost = "sqeuclidean",
-    solver: Solver = "assignment",
-    epsilon: float | None = None,
-) -> TransportTerms:
-    """:func:`transport_loss` and the mean of the cost matrix it solves, at no extra solve.
-
-    Parameters are those of :func:`transport_loss`. Returns a :class:`TransportTerms`; for
-    ``"sinkhorn"``, ``mean_cost`` is the mean of ``C(z1, z2)``.
+    TransportTerms
+        ``loss``: a scalar with gradients with respect to ``z1`` and ``z2`` (the plan is held
+        fixed); ``mean_cost``: the mean of ``C(z1, z2)``.
     """
     if solver == "assignment" and z1.shape[0] == z2.shape[0]:
         C = plan_cost(z1, z2, cost)

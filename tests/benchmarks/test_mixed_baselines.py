@@ -17,7 +17,7 @@ from benchmarks.baselines import MiceForestImputer, MissForestMixedImputer, Mode
 from benchmarks.datasets import apply_mask
 from benchmarks.registry import get_method
 from tdm.columns import column_kinds
-from tdm.mixed_metrics import categorical_error_rate, numeric_mae_sd
+from tdm.metrics import categorical_error_rate, numeric_mae_sd
 
 FAST: dict[str, dict[str, Any]] = {
     "mode": {},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.registry import FIXTURES, METHODS, REGISTRY, get_method, make_imputer
-from tdm import PAPER_PARAMS
+from tdm import TDMImputer
 
 
 def test_registry_lists_every_method_once_in_display_order_with_a_description() -> None:
@@ -64,37 +64,42 @@ def test_fixtures_are_not_public_but_the_benchmark_finds_them() -> None:
 
 def test_tdm_entries_use_the_right_settings() -> None:
     paper = make_imputer("tdm_paper", random_state=4)
-    for key, value in PAPER_PARAMS.items():
-        assert paper.get_params()[key] == value
-    assert paper.get_params()["random_state"] == 4
+    assert paper._settings() == TDMImputer.paper(random_state=4)._settings()
     assert make_imputer("tdm_paper", max_iter=7).get_params()["max_iter"] == 7
-    mean_init = get_method("tdm_mean_init").build().get_params()
-    changed = ("network_lr", "conditioner", "batch_draw", "squash", "bounds", "dtype")
-    assert {k: mean_init[k] for k in PAPER_PARAMS if k not in changed} == {
-        k: v for k, v in PAPER_PARAMS.items() if k not in changed
+    paper_settings = TDMImputer.paper()._settings()
+    mean_init = get_method("tdm_mean_init").build()._settings()
+    changed = {
+        "network_lr": (None, 3e-3),
+        "conditioner": ("separate", "joint"),
+        "batch_draw": ("independent", "disjoint"),
+        "squash": ("unscaled", "scaled"),
+        "bounds": (None, "observed"),
+        "dtype": ("float64", "float32"),
     }
-    assert mean_init["network_lr"] == 3e-3 and mean_init["init"] == "mean"
-    assert (PAPER_PARAMS["conditioner"], mean_init["conditioner"]) == ("separate", "joint")
-    assert (PAPER_PARAMS["batch_draw"], mean_init["batch_draw"]) == ("independent", "disjoint")
-    assert (PAPER_PARAMS["squash"], mean_init["squash"]) == ("unscaled", "scaled")
-    assert (PAPER_PARAMS["bounds"], mean_init["bounds"]) == (None, "observed")
-    assert (PAPER_PARAMS["dtype"], mean_init["dtype"]) == ("float64", "float32")
-    assert mean_init["max_iter"] == 10_000
-    default = make_imputer("tdm").get_params()
+    assert {k: v for k, v in mean_init.items() if k not in changed} == {
+        k: v for k, v in paper_settings.items() if k not in changed
+    }
+    assert {k: (paper_settings[k], mean_init[k]) for k in changed} == changed
+    assert (mean_init["init"], mean_init["max_iter"]) == ("mean", 10_000)
+    default = make_imputer("tdm")._settings()
     assert (default["init"], default["init_noise"], default["max_iter"]) == ("auto", 0.0, 2000)
     assert default["cell_lr_correction"] is True
-    fixed_cell_lr = get_method("tdm_fixed_cell_lr").build().get_params()
-    later = (  # since 0.3
-        "cell_lr_correction", "forest_trees", "forest_rounds", "forest_warm_rounds", "safeguard",
-    )  # fmt: skip
+    fixed_cell_lr = get_method("tdm_fixed_cell_lr").build()._settings()
+    later = (
+        "cell_lr_correction",
+        "forest_trees",
+        "forest_rounds",
+        "forest_warm_rounds",
+        "safeguard",
+    )
     assert {k: v for k, v in fixed_cell_lr.items() if k not in later} == {
         k: v for k, v in default.items() if k not in later
     }
     assert [fixed_cell_lr[k] for k in later] == [False, 20, 3, 0, False]
     assert [default[k] for k in later] == [True, None, None, None, True]
-    start = get_method("tdm_start").build().get_params()
+    start = get_method("tdm_start").build()._settings()
     assert start == {**default, "max_iter": 0}
-    ice_init = get_method("tdm_ice_init").build().get_params()
+    ice_init = get_method("tdm_ice_init").build()._settings()
     assert {k: v for k, v in ice_init.items() if k != "init"} == {
         k: v for k, v in fixed_cell_lr.items() if k != "init"
     }

@@ -18,8 +18,7 @@ from benchmarks.trial import (
     trace_mae,
 )
 from tdm.columns import column_kinds
-from tdm.metrics import mae
-from tdm.mixed_metrics import categorical_error_rate, numeric_mae_sd
+from tdm.metrics import categorical_error_rate, mae, numeric_mae_sd
 from tdm.simulate import simulate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

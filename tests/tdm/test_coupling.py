@@ -4,11 +4,12 @@ correct log-determinant and a gradient for every weight."""
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
 
-from tdm.coupling import AffineCoupling, InvertibleNetwork, bounded_log_scale
+from tdm.coupling import AffineCoupling, Conditioner, InvertibleNetwork, bounded_log_scale
 
 CONFIGS = [
     pytest.param(1, 3, "joint", "scaled", id="D1-T3"),
@@ -96,7 +97,7 @@ def test_unscaled_squash_is_freias_atan_clamp_and_an_unknown_one_is_refused() ->
     with pytest.raises(ValueError, match=r"squash must be one of .*'steep'"):
         InvertibleNetwork(3, squash="steep")
 
-    block = AffineCoupling(6, width=12, clamp=2.0).double()
+    block = AffineCoupling(6, partial(Conditioner, width=12, clamp=2.0)).double()
     with torch.no_grad():
         for p in block.parameters():
             p.mul_(1e4)  # push the conditioners far out of their usual range

@@ -3,14 +3,16 @@ clear errors, persistence and imputation of unseen rows."""
 
 from __future__ import annotations
 
+import pickle
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn.base import clone
 
-from tdm import PAPER_PARAMS, FitProgress, OTImputer, TDMImputer
+from tdm import FitProgress, OTImputer, TDMImputer
 from tdm._estimator import BatchOTImputer
 from tdm._optimise import paper_batch_size, visit_step_factor
 from tests.tdm.conftest import low_rank, mcar
@@ -36,7 +38,7 @@ def mean_imputation_mae(X: np.ndarray, X_nan: np.ndarray, mask: np.ndarray) -> f
     "make",
     [
         pytest.param(
-            lambda: TDMImputer(max_iter=300, batch_size=64, cost="euclidean", random_state=0),
+            lambda: TDMImputer(max_iter=300, batch_size=64, random_state=0),
             id="TDM",
         ),
         pytest.param(
@@ -105,9 +107,9 @@ def test_tdm_with_identity_network_is_otimputer(data) -> None:
     _, X_nan, _ = data
     start = {"init": "mean", "init_noise": 0.1}  # OTImputer's start: the column mean plus noise
     same = {"n_blocks": 0, "cost": "sqeuclidean", "cell_lr_correction": False, **start}
-    tdm = TDMImputer(**same, **FAST).fit_transform(X_nan)
-    ot_ns = OTImputer(solver="assignment", cost="sqeuclidean", **FAST).fit_transform(X_nan)
-    assert OTImputer().init_noise == start["init_noise"]
+    tdm = TDMImputer._configured(**same, **FAST).fit_transform(X_nan)
+    ot_ns = OTImputer(solver="assignment", **FAST).fit_transform(X_nan)
+    assert OTImputer()._config.init_noise == start["init_noise"]
     assert tdm.tobytes() == ot_ns.tobytes()
 
 
@@ -224,7 +226,7 @@ def test_a_column_of_a_type_that_cannot_be_imputed_is_refused_naming_it(data) ->
 def test_bad_hyperparameters_are_named(params, match, data) -> None:
     _, X_nan, _ = data
     with pytest.raises(ValueError, match=match):
-        TDMImputer(**{**FAST, **params}).fit(X_nan)
+        TDMImputer._configured(**{**FAST, **params}).fit(X_nan)
 
 
 @pytest.mark.skipif(
@@ -263,7 +265,7 @@ def test_transform_imputes_unseen_rows_better_than_the_mean() -> None:
     fitted_mean = np.where(test_mask, np.nanmean(train_nan, axis=0), test)
     assert mae(test, out, test_mask) < 0.8 * mae(test, fitted_mean, test_mask)
 
-    tdm = TDMImputer(max_iter=100, batch_size=64, cost="euclidean", random_state=0).fit(train_nan)
+    tdm = TDMImputer(max_iter=100, batch_size=64, random_state=0).fit(train_nan)
     out = tdm.transform(test_nan)
     assert not np.isnan(out).any()
     assert out[~test_mask].tobytes() == test_nan[~test_mask].tobytes()
@@ -316,7 +318,7 @@ def test_subclasses_share_one_base() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_fit_and_transform(data) -> None:
     X, X_nan, mask = data
-    est = TDMImputer(max_iter=300, batch_size=64, cost="euclidean", device="cuda", random_state=0)
+    est = TDMImputer(max_iter=300, batch_size=64, device="cuda", random_state=0)
     out = est.fit_transform(X_nan)
     assert est.device_.type == "cuda"
     assert out[~mask].tobytes() == X_nan[~mask].tobytes()
@@ -329,7 +331,7 @@ def test_early_stopping_stops_when_held_out_error_stalls(data) -> None:
     """With a learning rate too small to move anything, the held-out error cannot improve: the
     rule must stop after its patience, long before max_iter, and keep the initial iterate."""
     _, X_nan, _ = data
-    est = TDMImputer(
+    est = TDMImputer._configured(
         max_iter=5000,
         batch_size=32,
         lr=1e-12,
@@ -344,7 +346,7 @@ def test_early_stopping_stops_when_held_out_error_stalls(data) -> None:
 
 def test_early_stopping_keeps_the_best_iterate_and_all_observed_cells(data) -> None:
     X, X_nan, mask = data
-    est = OTImputer(
+    est = OTImputer._configured(
         solver="assignment",
         max_iter=600,
         early_stopping=True,
@@ -367,37 +369,85 @@ def test_early_stopping_parameters_are_checked(data) -> None:
     with pytest.raises(
         ValueError, match=r"validation_fraction must be a number in the open interval \(0, 1\)"
     ):
-        TDMImputer(**FAST, early_stopping=True, validation_fraction=1.5).fit(X_nan)
+        TDMImputer._configured(**FAST, early_stopping=True, validation_fraction=1.5).fit(X_nan)
 
 
-def test_paper_preset_pins_every_setting_of_the_published_configuration() -> None:
-    est = TDMImputer.paper(random_state=3, max_iter=7)
-    params = est.get_params()
-    assert params["max_iter"] == 7 and params["random_state"] == 3  # overrides win
-    assert {k: params[k] for k in PAPER_PARAMS if k != "max_iter"} == {
-        k: v for k, v in PAPER_PARAMS.items() if k != "max_iter"
-    }
-    assert PAPER_PARAMS["max_iter"] == 10_000 and PAPER_PARAMS["batch_size"] == 512
-    assert PAPER_PARAMS["lr"] == 1e-2 and PAPER_PARAMS["n_blocks"] == 3
-    assert PAPER_PARAMS["width_factor"] == 2 and PAPER_PARAMS["early_stopping"] is False
-    assert PAPER_PARAMS["init"] == "mean" and PAPER_PARAMS["init_noise"] == 0.1
-    with pytest.raises(TypeError):
-        PAPER_PARAMS["lr"] = 1.0  # type: ignore[index]
+# The paper's configuration spelt out: Zhao et al. (2023), §5, and the published code.
+PAPER_SETTINGS = {
+    "n_blocks": 3,
+    "width_factor": 2,
+    "clamp": 2.0,
+    "squash": "unscaled",
+    "conditioner": "separate",
+    "batch_size": 512,
+    "batch_draw": "independent",
+    "max_iter": 10_000,
+    "lr": 1e-2,
+    "network_lr": None,
+    "cell_lr_correction": False,
+    "cost": "euclidean",
+    "solver": "assignment",
+    "init": "mean",
+    "forest_trees": 20,
+    "forest_rounds": 3,
+    "forest_warm_rounds": 0,
+    "safeguard": False,
+    "init_noise": 0.1,
+    "standardize": True,
+    "bounds": None,
+    "dtype": "float64",
+    "early_stopping": False,
+}
+
+
+def test_paper_mode_is_the_published_configuration_spelt_out(data) -> None:
+    """TDMImputer.paper() is the paper's settings set one by one, fit for fit; public
+    overrides win, and its repr says it is paper mode."""
+    _, X_nan, _ = data
+    paper = TDMImputer.paper(random_state=3, max_iter=7)
+    explicit = TDMImputer._configured(**{**PAPER_SETTINGS, "random_state": 3, "max_iter": 7})
+    assert paper._settings() == explicit._settings()
+    assert paper.fit_transform(X_nan).tobytes() == explicit.fit_transform(X_nan).tobytes()
+    assert paper.loss_history_.tobytes() == explicit.loss_history_.tobytes()
+    assert repr(paper) == repr(explicit) == "TDMImputer.paper(max_iter=7, random_state=3)"
+    assert repr(TDMImputer(max_iter=7)) == "TDMImputer(max_iter=7)"
+    with pytest.raises(TypeError, match="squash"):
+        TDMImputer.paper(squash="scaled")  # paper mode takes public overrides only
+
+
+def test_paper_mode_survives_clone_pickle_and_set_params() -> None:
+    paper = TDMImputer.paper(random_state=0)
+    copies = [clone(paper), pickle.loads(pickle.dumps(paper)), clone(paper).set_params(lr=0.1)]
+    assert all(c._config == paper._config for c in copies)
+    assert repr(copies[2]) == "TDMImputer.paper(lr=0.1, random_state=0)"
+    assert clone(TDMImputer())._config == TDMImputer()._config != paper._config
+
+
+def test_private_settings_are_set_by_name_and_unknown_names_refused() -> None:
+    est = TDMImputer._configured(squash="unscaled", max_iter=3)
+    assert (est._config.squash, est.max_iter) == ("unscaled", 3)
+    assert repr(est) == "TDMImputer._configured(squash='unscaled', max_iter=3)"
+    assert "squash" not in est.get_params()
+    assert len(TDMImputer().get_params()) <= 16
+    with pytest.raises(ValueError, match="unknown setting 'squish'"):
+        TDMImputer._configured(squish="unscaled")
+    with pytest.raises(ValueError, match="unknown setting 'squash'"):
+        TDMImputer.from_settings({"squash": "unscaled"})  # public settings only
 
 
 def test_paper_mode_runs_in_float64_with_unbounded_cells_as_the_published_code(data) -> None:
     """Paper mode pins the published code's precision, clamp and unbounded cells: a start far
     outside the observed range stays there (the default projects it onto the range)."""
     _, X_nan, mask = data
-    far = {"max_iter": 0, "init_noise": 50.0, "random_state": 0}
-    paper = TDMImputer.paper(**far)
+    far = {**PAPER_SETTINGS, "max_iter": 0, "init_noise": 50.0, "random_state": 0}
+    paper = TDMImputer._configured(**far)
     filled = paper.fit_transform(X_nan)
     assert {p.dtype for p in paper.network_.parameters()} == {torch.float64}
-    assert paper.get_params()["squash"] == "unscaled"
+    assert TDMImputer.paper()._config.squash == "unscaled"
     low, high = np.nanmin(X_nan, axis=0), np.nanmax(X_nan, axis=0)
     outside = (filled < low) | (filled > high)
     assert outside[mask].mean() > 0.5 and not outside[~mask].any()
-    bounded = TDMImputer.paper(**far, bounds="observed").fit_transform(X_nan)
+    bounded = TDMImputer._configured(**{**far, "bounds": "observed"}).fit_transform(X_nan)
     assert not ((bounded < low) | (bounded > high)).any()
 
 
@@ -419,18 +469,18 @@ def test_cell_lr_correction_changes_only_rarely_drawn_rows(data) -> None:
     _, X_nan, mask = data
     n = X_nan.shape[0]  # 256
     half = {**FAST, "batch_size": 64}  # 128 of 256 rows per step
-    on = TDMImputer(**half, cell_lr_correction=True).fit(X_nan)
-    off = TDMImputer(**half, cell_lr_correction=False).fit(X_nan)
+    on = TDMImputer._configured(**half, cell_lr_correction=True).fit(X_nan)
+    off = TDMImputer._configured(**half, cell_lr_correction=False).fit(X_nan)
     np.testing.assert_array_equal(on.X_fit_, off.X_fit_)
     assert on._cell_lr(128, n) == on.lr
     rare = {**FAST, "batch_size": 8}  # 16 of 256 rows per step
-    on = TDMImputer(**rare, cell_lr_correction=True).fit(X_nan)
-    off = TDMImputer(**rare, cell_lr_correction=False).fit(X_nan)
+    on = TDMImputer._configured(**rare, cell_lr_correction=True).fit(X_nan)
+    off = TDMImputer._configured(**rare, cell_lr_correction=False).fit(X_nan)
     assert not np.array_equal(on.X_fit_[mask], off.X_fit_[mask])
     expected = on.lr * visit_step_factor(0.5) / visit_step_factor(16 / n)
     assert on._cell_lr(16, n) == pytest.approx(expected, rel=1e-12)
     assert expected < on.lr / 2
     assert off._cell_lr(16, n) == off.lr
-    assert TDMImputer.paper().get_params()["cell_lr_correction"] is False
+    assert TDMImputer.paper()._config.cell_lr_correction is False
     with pytest.raises(ValueError, match="cell_lr_correction must be True or False"):
-        TDMImputer(**FAST, cell_lr_correction="yes").fit(X_nan)
+        TDMImputer._configured(**FAST, cell_lr_correction="yes").fit(X_nan)

@@ -49,7 +49,7 @@ def random_mixed_frame(seed: int, n: int = 80) -> tuple[pd.DataFrame, pd.DataFra
 @pytest.mark.parametrize("method", ["transform", "project", "clip"])
 def test_random_mixed_frames_keep_types_labels_integers_and_bounds(seed: int, method: str) -> None:
     _, holes = random_mixed_frame(seed)
-    imputer = TDMImputer(**FAST, bounds_method=method, random_state=seed)
+    imputer = TDMImputer._configured(**FAST, bounds_method=method, random_state=seed)
     out = imputer.fit_transform(holes)
     assert list(out.columns) == list(holes.columns)
     assert out.index.equals(holes.index)
@@ -90,7 +90,7 @@ def test_category_dtype_keeps_its_categories_and_never_imputes_an_unobserved_one
 )
 def test_bounds_given_per_column_or_switched_off(bounds, margin, expect) -> None:
     _, holes = random_mixed_frame(2)
-    imputer = TDMImputer(**FAST, bounds=bounds, bounds_margin=margin, random_state=0)
+    imputer = TDMImputer._configured(**FAST, bounds=bounds, bounds_margin=margin, random_state=0)
     out = imputer.fit_transform(holes)
     assert imputer.bounds_["f64"] == expect
     imputed = out["f64"][holes["f64"].isna()].to_numpy()
@@ -99,7 +99,7 @@ def test_bounds_given_per_column_or_switched_off(bounds, margin, expect) -> None
 
 def test_the_margin_widens_the_observed_range() -> None:
     _, holes = random_mixed_frame(3)
-    imputer = TDMImputer(**FAST, bounds_margin=0.5, random_state=0).fit(holes)
+    imputer = TDMImputer._configured(**FAST, bounds_margin=0.5, random_state=0).fit(holes)
     low, high = holes["f64"].min(), holes["f64"].max()
     span = high - low
     np.testing.assert_allclose(imputer.bounds_["f64"], (low - 0.5 * span, high + 0.5 * span))
@@ -180,7 +180,7 @@ def test_a_frame_of_another_column_kind_is_refused_in_transform() -> None:
 
 def test_early_stopping_and_otimputer_take_mixed_frames() -> None:
     _, holes = random_mixed_frame(1, n=120)
-    tdm = TDMImputer(**FAST, early_stopping=True, n_iter_no_change=25, random_state=0)
+    tdm = TDMImputer._configured(**FAST, early_stopping=True, n_iter_no_change=25, random_state=0)
     for imputer in (tdm, OTImputer(**FAST, random_state=0)):
         out = imputer.fit_transform(holes)
         assert out.dtypes.to_dict() == holes.dtypes.to_dict()

@@ -80,11 +80,11 @@ def test_independent_batches_leave_rows_out_where_disjoint_ones_take_every_row(d
     start = TDMImputer(**one, max_iter=0).fit(X_nan).X_fit_
     unmoved = {}
     for draw in ("disjoint", "independent"):
-        fitted = TDMImputer(**one, max_iter=1, batch_draw=draw).fit(X_nan).X_fit_
+        fitted = TDMImputer._configured(**one, max_iter=1, batch_draw=draw).fit(X_nan).X_fit_
         unmoved[draw] = np.mean(fitted[mask] == start[mask])
     assert unmoved["disjoint"] == 0.0
     assert 0.35 < unmoved["independent"] < 0.6
-    assert TDMImputer.paper().get_params()["batch_draw"] == "independent"
+    assert TDMImputer.paper()._config.batch_draw == "independent"
 
 
 @pytest.mark.parametrize("share", [1.0, 0.5, 0.1])

@@ -1,5 +1,5 @@
-"""Saving and loading fitted imputers: round trips, refusals of other classes and of files from
-an older save layout, and pickling."""
+"""Saving and loading fitted imputers: round trips (private settings included), refusals of
+other classes and of files of another save format, and pickling."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import pickle
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
@@ -57,62 +56,34 @@ def test_pickle_round_trip(data) -> None:
     assert clone.transform(row).tobytes() == est.transform(row).tobytes()
 
 
-def test_files_from_an_older_save_layout_are_refused_with_a_message_to_refit(
-    data, tmp_path: Path
+@pytest.mark.parametrize("old", [2, 5])
+def test_a_file_of_another_save_format_is_refused_naming_both_formats_and_saying_to_refit(
+    old: int, data, tmp_path: Path
 ) -> None:
-    """A file written by tdm < 0.5 (save format 1, no library version) is refused: its settings
-    cannot be trusted to mean what they mean now, so the user is told to refit."""
     _, X_nan, _ = data
     path = tmp_path / "imputer.pt"
     TDMImputer(**FAST).fit(X_nan).save(path)
     state = torch.load(path, weights_only=True)
     assert state["format_version"] == FORMAT_VERSION and state["tdm_version"]
-    state["format_version"] = 1
-    del state["tdm_version"]
+    state["format_version"], state["tdm_version"] = old, "0.8.0"
     torch.save(state, path)
-    with pytest.raises(ValueError, match=r"saved by tdm a version before 0\.5.*Refit"):
+    expected = (
+        rf"saved in format {old} \(by tdm 0\.8\.0\).* reads format {FORMAT_VERSION} only\. Refit"
+    )
+    with pytest.raises(ValueError, match=expected):
         TDMImputer.load(path)
 
 
-def test_a_file_without_the_cost_ratio_history_loads_with_nan_in_its_place(
-    data, tmp_path: Path
-) -> None:
-    """Files saved before the ratio was recorded load, with a history of NaN (not recorded) as
-    long as the loss history, and impute as before."""
+def test_private_settings_and_paper_mode_survive_save_and_load(data, tmp_path: Path) -> None:
+    """Regression: a float64 imputer's network was loaded in float32 (its weights rounded)."""
     _, X_nan, _ = data
-    path = tmp_path / "imputer.pt"
-    est = TDMImputer(**FAST).fit(X_nan)
-    est.save(path)
-    state = torch.load(path, weights_only=True)
-    del state["cost_ratio_history_"]
-    torch.save(state, path)
-    loaded = TDMImputer.load(path)
-    assert loaded.cost_ratio_history_.shape == est.loss_history_.shape
-    assert np.isnan(loaded.cost_ratio_history_).all()
-    assert loaded.transform(X_nan).tobytes() == est.transform(X_nan).tobytes()
-
-
-def test_a_numeric_file_of_tdm_0_6_loads_and_a_mixed_one_is_refused_with_a_refit(
-    data, tmp_path: Path
-) -> None:
-    """Save format 3 (tdm 0.6) sized the network by coordinates: a numeric table's file reads
-    the same now; a file with a categorical column (a wider network) is refused, saying to
-    refit, rather than failing deep inside torch."""
-    _, X_nan, _ = data
-    path = tmp_path / "imputer.pt"
-    est = TDMImputer(**FAST).fit(X_nan)
-    est.save(path)
-    state = torch.load(path, weights_only=True)
-    state["format_version"], state["tdm_version"] = 3, "0.6.0"
-    torch.save(state, path)
-    assert TDMImputer.load(path).transform(X_nan).tobytes() == est.transform(X_nan).tobytes()
-
-    frame = pd.DataFrame(X_nan[:, :2], columns=["a", "b"])
-    frame["label"] = np.array(["x", "y", "z"], dtype=object)[np.arange(len(frame)) % 3]
-    frame.loc[::5, "label"] = None
-    TDMImputer(**FAST).fit(frame).save(path)
-    state = torch.load(path, weights_only=True)
-    state["format_version"], state["tdm_version"] = 3, "0.6.0"
-    torch.save(state, path)
-    with pytest.raises(ValueError, match=r"saved by tdm 0\.6\.0.*categorical.*Refit"):
-        TDMImputer.load(path)
+    for est in (
+        TDMImputer.paper(**FAST),
+        TDMImputer._configured(**FAST, bounds_method="transform", init_noise=0.2),
+        OTImputer._configured(**FAST, solver="assignment", cost="euclidean"),
+    ):
+        path = tmp_path / "imputer.pt"
+        est.fit(X_nan).save(path)
+        loaded = type(est).load(path)
+        assert loaded._config == est._config and repr(loaded) == repr(est)
+        assert loaded.transform(X_nan[:9]).tobytes() == est.transform(X_nan[:9]).tobytes()

@@ -65,7 +65,9 @@ def test_a_refinement_that_loses_on_the_probe_cells_gives_back_the_start(large) 
     full = TDMImputer(max_iter=0, **{**params, "init": est.init_}).fit_transform(X_nan)
     assert out.tobytes() == full.tobytes()
     assert out[~mask].tobytes() == X_nan[~mask].tobytes()
-    unguarded = TDMImputer(max_iter=200, lr=1.0, network_lr=1e-3, safeguard=False, **params)
+    unguarded = TDMImputer._configured(
+        max_iter=200, lr=1.0, network_lr=1e-3, safeguard=False, **params
+    )
     assert _mae(X, out, mask) < _mae(X, unguarded.fit_transform(X_nan), mask)
     assert unguarded.refined_share_ == 1.0 and unguarded.safeguard_scores_ is None
     new, _ = mcar(low_rank(n=400, d=6, rank=1)[:40], 0.2, seed=5)
@@ -110,7 +112,7 @@ def test_large_tables_get_the_larger_forest(large, monkeypatch) -> None:
     holes = int(mask.any(axis=0).sum())
     assert trees == [20] * (5 * holes) + [100] * (2 * holes)
     trees.clear()
-    cold = TDMImputer(init="forest", forest_rounds=4, forest_warm_rounds=0, max_iter=0)
+    cold = TDMImputer._configured(init="forest", forest_rounds=4, forest_warm_rounds=0, max_iter=0)
     assert cold.fit(X_nan).forest_size_ == (100, 4, 0)
     assert trees == [100] * (4 * holes)
 
@@ -144,10 +146,12 @@ def test_no_step_returns_the_anchor_with_labels_and_held_out_cells(large) -> Non
     bit for bit as that start fitted on its own; observed cells unchanged."""
     _, holes = random_mixed_frame(0, n=160)
     params = {"max_iter": 0, "early_stopping": True, "forest_trees": 10, "random_state": 0}
-    est = TDMImputer(**params)
+    est = TDMImputer._configured(**params)
     out = est.fit_transform(holes)
     assert est.safeguard_scores_ is not None and est.refined_share_ == 0.0
-    pd.testing.assert_frame_equal(out, TDMImputer(init=est.init_, **params).fit_transform(holes))
+    pd.testing.assert_frame_equal(
+        out, TDMImputer._configured(init=est.init_, **params).fit_transform(holes)
+    )
     observed = holes.notna()
     pd.testing.assert_frame_equal(out.where(observed), holes.where(observed))
 
@@ -157,9 +161,11 @@ def test_small_tables_have_no_safeguard_and_the_light_forest() -> None:
     est = TDMImputer(init="auto", max_iter=5, batch_size=32, random_state=0).fit(X_nan)
     assert est.refined_share_ == 1.0 and est.safeguard_scores_ is None
     assert est.forest_size_ in (None, (20, 3, 0))
-    sized = TDMImputer(init="forest", forest_trees=7, forest_rounds=2, max_iter=0).fit(X_nan)
+    sized = TDMImputer._configured(init="forest", forest_trees=7, forest_rounds=2, max_iter=0).fit(
+        X_nan
+    )
     assert sized.forest_size_ == (7, 2, 0)
-    warm = TDMImputer(init="forest", forest_warm_rounds=1, max_iter=0).fit(X_nan)
+    warm = TDMImputer._configured(init="forest", forest_warm_rounds=1, max_iter=0).fit(X_nan)
     assert warm.forest_size_ == (20, 3, 1)
 
 

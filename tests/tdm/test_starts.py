@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks.registry import make_imputer
 from tdm import TDMImputer
+from tdm._starts import LIGHT_FOREST
 from tests.tdm.conftest import low_rank, mcar
 
 FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}
@@ -32,15 +33,13 @@ def test_ice_start_is_the_ice_imputation(data) -> None:
     standardised data."""
 
     _, X_nan, mask = data
-    est = TDMImputer(init="ice", init_noise=0.0, max_iter=0, bounds=None, random_state=0)
+    est = TDMImputer(init="ice", max_iter=0, bounds=None, random_state=0)
     start = est.fit_transform(X_nan)
     Z = (X_nan - est.mean_) / est.scale_
     ice = make_imputer("ice", random_state=0).fit_transform(Z) * est.scale_ + est.mean_
     np.testing.assert_allclose(start[mask], ice[mask], rtol=0, atol=1e-5)
     assert start[~mask].tobytes() == X_nan[~mask].tobytes()
-    mean_start = TDMImputer(init="mean", init_noise=0.0, max_iter=0, bounds=None).fit_transform(
-        X_nan
-    )
+    mean_start = TDMImputer(init="mean", max_iter=0, bounds=None).fit_transform(X_nan)
     np.testing.assert_allclose(
         mean_start, np.where(mask, np.nanmean(X_nan, axis=0), X_nan), rtol=0, atol=1e-5
     )
@@ -96,8 +95,7 @@ def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> 
 
 def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> None:
     """With no step, init="forest" returns the MissForest baseline's imputation of the
-    standardised data, with 20 trees and 3 rounds (FOREST_START)."""
-    from tdm._starts import FOREST_START
+    standardised data, with 20 trees and 3 rounds (LIGHT_FOREST)."""
 
     _, X_nan, mask = data
     seeds: list[int] = []
@@ -105,9 +103,11 @@ def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> Non
     est = TDMImputer(init="forest", max_iter=0, random_state=0)
     start = est.fit_transform(X_nan)
     assert est.init_ == "forest" and est.start_scores_ is None
-    assert FOREST_START == {"n_estimators": 20, "max_iter": 3} and est.forest_size_ == (20, 3, 0)
+    assert LIGHT_FOREST == (20, 3, 0) and est.forest_size_ == LIGHT_FOREST
     Z = (X_nan - est.mean_) / est.scale_
-    forest = make_imputer("missforest", random_state=seeds[0], **FOREST_START).fit_transform(Z)
+    forest = make_imputer(
+        "missforest", random_state=seeds[0], n_estimators=20, max_iter=3
+    ).fit_transform(Z)
     np.testing.assert_allclose(start[mask], (forest * est.scale_ + est.mean_)[mask], atol=1e-5)
     assert start[~mask].tobytes() == X_nan[~mask].tobytes()
 
@@ -129,20 +129,22 @@ def test_forest_start_on_several_threads_is_the_same_start(data, monkeypatch) ->
     one = TDMImputer(init="forest", max_iter=0, random_state=0).fit_transform(X_nan)
     assert set(asked) == {None}
     asked.clear()
-    two = TDMImputer(init="forest", max_iter=0, n_jobs=2, random_state=0).fit_transform(X_nan)
+    two = TDMImputer._configured(init="forest", max_iter=0, n_jobs=2, random_state=0).fit_transform(
+        X_nan
+    )
     assert asked and set(asked) == {2}
     np.testing.assert_allclose(two[mask], one[mask], rtol=0, atol=1e-9)
     assert two[~mask].tobytes() == X_nan[~mask].tobytes()
     with pytest.raises(ValueError, match="n_jobs"):
-        TDMImputer(n_jobs="all").fit(X_nan)  # type: ignore[arg-type]
+        TDMImputer._configured(n_jobs="all").fit(X_nan)  # type: ignore[arg-type]
 
 
-def test_forest_fill_is_missforest_bit_for_bit_without_its_warning() -> None:
+def test_the_forest_start_is_missforest_bit_for_bit_without_its_warning() -> None:
     """The written-out rounds equal scikit-learn's IterativeImputer with the same forest, and
     stopping after the planned three rounds is not reported as a failure to converge."""
     from sklearn.exceptions import ConvergenceWarning
 
-    from tdm._starts import FOREST_START, forest_fill, make_missforest
+    from tdm._starts import make_missforest, start_fill
 
     X = _nonlinear(n=200)
     X_nan, mask = mcar(X, 0.3)
@@ -150,13 +152,13 @@ def test_forest_fill_is_missforest_bit_for_bit_without_its_warning() -> None:
     X_nan[:, 3] = X[:, 3]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ours = forest_fill(X, mask, seed=7)
+        ours = start_fill("forest", X, mask, seed=7)
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        reference = make_missforest(7, **FOREST_START).fit_transform(X_nan)
+        reference = make_missforest(7, n_estimators=20, max_iter=3).fit_transform(X_nan)
     assert ours.tobytes() == np.where(mask, reference, X).tobytes()
-    one_column = forest_fill(X[:, :1], mask[:, :1], seed=7)
+    one_column = start_fill("forest", X[:, :1], mask[:, :1], seed=7)
     assert np.allclose(one_column[mask[:, 0], 0], X_nan[~mask[:, 0], 0].mean())
 
 

@@ -14,7 +14,6 @@ from tdm.transport import (
     pairwise_cost,
     plan_cost,
     sinkhorn_plan,
-    transport_loss,
     transport_terms,
 )
 
@@ -74,7 +73,7 @@ def test_contracted_cloud_far_from_origin_is_matched_exactly(cost: str, width: i
     offset = 300.0
     z1 = (offset + 1e-2 * torch.randn(64, width, generator=g)).float()
     z2 = (offset + 1e-2 * torch.randn(64, width, generator=g)).float()
-    ours = float(transport_loss(z1, z2, cost=cost, solver="assignment"))  # type: ignore[arg-type]
+    ours = float(transport_terms(z1, z2, cost=cost, solver="assignment").loss)  # type: ignore[arg-type]
     M = pairwise_cost(z1.double(), z2.double(), cost).numpy()  # type: ignore[arg-type]
     uniform = np.full(64, 1 / 64)
     assert ours == pytest.approx(ot.emd2(uniform, uniform, M), rel=1e-3)
@@ -110,7 +109,7 @@ def _clouds(n: int, m: int, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, to
 )
 def test_exact_loss_and_gradient_equal_pot(cost: str, n: int, m: int, solver: str) -> None:
     z1, z2 = _clouds(n, m)
-    ours = transport_loss(z1, z2, cost=cost, solver=solver)  # type: ignore[arg-type]
+    ours = transport_terms(z1, z2, cost=cost, solver=solver).loss  # type: ignore[arg-type]
     (g1, g2) = torch.autograd.grad(ours, (z1, z2))
 
     M = pairwise_cost(z1, z2, cost)  # type: ignore[arg-type]
@@ -135,8 +134,8 @@ def test_sinkhorn_plan_matches_pot() -> None:
 
 def test_sinkhorn_divergence_is_zero_on_identical_clouds_and_positive_otherwise() -> None:
     z1, z2 = _clouds(30, 30, seed=6)
-    same = transport_loss(z1, z1.detach().clone(), solver="sinkhorn", epsilon=0.1)
-    other = transport_loss(z1, z2, solver="sinkhorn", epsilon=0.1)
+    same = transport_terms(z1, z1.detach().clone(), solver="sinkhorn", epsilon=0.1).loss
+    other = transport_terms(z1, z2, solver="sinkhorn", epsilon=0.1).loss
     assert abs(same.item()) < 1e-6
     assert other.item() > 0.1
     (grad,) = torch.autograd.grad(other, z1)
@@ -146,20 +145,18 @@ def test_sinkhorn_divergence_is_zero_on_identical_clouds_and_positive_otherwise(
 def test_sinkhorn_needs_epsilon_and_unknown_solver_is_refused() -> None:
     z1, z2 = _clouds(5, 5)
     with pytest.raises(ValueError, match="epsilon"):
-        transport_loss(z1, z2, solver="sinkhorn")
+        transport_terms(z1, z2, solver="sinkhorn")
     with pytest.raises(ValueError, match="solver must be one of"):
-        transport_loss(z1, z2, solver="magic")  # type: ignore[arg-type]
+        transport_terms(z1, z2, solver="magic")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("solver", ["assignment", "emd", "sinkhorn"])
 def test_transport_terms_give_the_loss_and_the_mean_pair_cost(solver: str) -> None:
-    """The loss is `transport_loss`'s, the mean cost that of every cross pair; for the exact
-    solvers their ratio is 0 for identical batches and 1 when every pairing costs the same."""
+    """The mean cost is that of every cross pair, without gradient; for the exact solvers the
+    loss over it is 0 for identical batches and 1 when every pairing costs the same."""
     gen = torch.Generator().manual_seed(0)
     z1, z2 = torch.randn(16, 3, generator=gen), torch.randn(16, 3, generator=gen)
     terms = transport_terms(z1, z2, solver=solver, epsilon=0.1)  # type: ignore[arg-type]
-    same = transport_loss(z1, z2, solver=solver, epsilon=0.1)  # type: ignore[arg-type]
-    torch.testing.assert_close(terms.loss, same)
     torch.testing.assert_close(terms.mean_cost, pairwise_cost(z1, z2, "sqeuclidean").mean())
     assert not terms.mean_cost.requires_grad
     if solver != "sinkhorn":
