@@ -62,8 +62,8 @@ def test_values_keep_the_library_s_meaning(monkeypatch: pytest.MonkeyPatch) -> N
     assert none == {"network_lr": None}
     off = parser.parse_args(["impute", "--table", "t", "--no-early-stopping"])
     assert imputer_flags(off) == {"early_stopping": False}
-    monkeypatch.setenv("TDM_CELL_LR_CORRECTION", "false")
-    assert settings_from_env() == {"cell_lr_correction": False}
+    monkeypatch.setenv("TDM_EARLY_STOPPING", "true")
+    assert settings_from_env() == {"early_stopping": True}
 
 
 def test_help_and_missing_command_exit_codes() -> None:

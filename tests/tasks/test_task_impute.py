@@ -48,7 +48,7 @@ def test_unset_settings_are_the_library_defaults_and_init_passes_through() -> No
     start "auto" chose."""
     frame = _standardised()
     used = impute.fn(frame, {"max_iter": 3}, seed=0, table="t").hyperparameters
-    assert (used["init"], used["init_noise"]) == ("auto", 0.0)
+    assert (used["init"], used["max_iter"], used["network_lr"]) == ("auto", 3, 3e-3)
     assert used["start_used"] in ("ice", "forest")
     assert set(used["start_scores"]) == {"ice", "forest"}
     assert used["refined_share"] == 1.0 and used["safeguard_scores"] is None  # a small table
