@@ -1,11 +1,5 @@
-"""What the speed and scaling benchmarks share: their seeded synthetic tables, the timing of
-optimisation steps, the description of the machine, Prefect's start, and the BENCHMARKS.md
-section each one writes.
-
-Each benchmark module is a command, ``python -m benchmarks.<name> [--write]``: it prints its
-markdown section, and ``--write`` also replaces that section of BENCHMARKS.md, leaving the others
-as they are.
-"""
+"""What the speed benchmarks share: seeded synthetic tables, step timing, the machine's
+description, Prefect's start, and the BENCHMARKS.md section each one writes."""
 
 from __future__ import annotations
 

@@ -1,25 +1,9 @@
-"""TDM on a CUDA device against the CPU of the same machine, in one run.
-
-Measures, on the machine it runs on:
-
-- the time of one optimisation step at B = 512 for D = 8, 41 and 128 on CUDA and on the CPU,
-  and how much of it the exact assignment (solved on the CPU in both cases) takes;
-- a default fit of california (20,640 x 8, 30% MCAR, mask seed 0) on CUDA end to end, start
-  included, with the start's time alone, and with the forest start on every core (``n_jobs=-1``);
-- a paper-mode fit (10,000 steps) of the same table on CUDA;
-- the MAE of the default fit on CUDA against the CPU on the benchmark masks (MCAR, seed 0) of
-  the small tables and california (float32 on both);
-- whether CUDA repeats itself: the same default fit twice, and ``transform`` of rows unseen in
-  ``fit`` twice with one fitted imputer, compared bit for bit, then again with PyTorch's
-  deterministic algorithms switched on for that comparison alone (which names the operation that
-  has no deterministic CUDA kernel, if any).
+"""TDM on a CUDA device against the CPU of the same machine: step times, a california fit,
+the MAE on both devices, and whether CUDA repeats itself bit for bit.
 
 Run: ``python -m benchmarks.cuda_vs_cpu [--parts steps,california,agreement,repeat]
-[--tables a,b] [--out FILE] [--write]``; ``--write`` replaces the "GPU" section of BENCHMARKS.md,
-``--out``
-writes the section's text to a file (to carry it off a GPU machine), rewritten after every
-measured line so that a run stopped at a device's time limit keeps what it measured. Parts run in
-the order given.
+[--tables a,b] [--out FILE] [--write]``; ``--out`` rewrites the section's text after every
+measured line, so a run stopped early keeps what it measured.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The benchmark report's figures: MAE bars per mechanism (the paper's Figure 3 layout), MAE
-(or loss) over iterations, and the mixed-type tables' numeric MAE and categorical error rate.
-Pure pandas and matplotlib (Agg backend), no ``tdm`` import."""
+"""The report's figures: MAE bars per mechanism, MAE (or loss) over iterations, and the
+mixed-type tables' bars."""
 
 from __future__ import annotations
 

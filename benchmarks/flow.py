@@ -1,10 +1,7 @@
 """The `benchmark` flow: the paper's grid (datasets x mechanisms x seeds x methods), resumable.
 
-Every trial is a task; each result is written to the DuckDB results table as soon as it
-finishes, and trials whose key (dataset, mechanism, seed, method, p, the hash of the overrides
-asked for, library version) is already there are skipped. An interrupted run therefore resumes
-where it stopped, and several runs over parts of the grid add up to the whole. The flow then
-writes the report (tables and figures) and publishes it as Prefect artifacts.
+Each trial is recorded as it finishes and trials already recorded are skipped; the report is
+written at the end.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Per-iteration speed of TDM at B = 512, against one POT ``ot.emd`` solve measured in the same run.
+"""Time of one TDM iteration at B = 512 against one POT ``ot.emd`` solve in the same run.
 
-The figure is the ratio (machines here are shared and noisy): target, a whole TDM iteration at
-D = 8 costs less than 0.6x one exact ``ot.emd`` solve on a 512 x 512 cost matrix.
-
-Run: ``python -m benchmarks.iteration_speed [--device cpu|cuda] [--write]``; ``--write`` replaces
-the "Speed" section of BENCHMARKS.md.
+Run: ``python -m benchmarks.iteration_speed [--device cpu|cuda] [--write]``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""The one registry of imputation methods: every name :func:`make_imputer` and the benchmark
-know, with how to build it, what it is and how the benchmark treats it.
+"""Every imputation method by name: how to build it and how the benchmark treats it.
 
-The order of :data:`REGISTRY` is the display order of tables and figures: the baselines, the OT
-imputers, then TDM. Benchmark fixtures (pinned earlier default configurations of TDM, kept so
-that stored results can be compared with the current default) are registered too but are not
-public methods: :data:`METHODS` and :func:`make_imputer` leave them out, :func:`get_method`
-finds them.
-
-Examples
---------
->>> from benchmarks.registry import make_imputer
->>> imputer = make_imputer("softimpute", random_state=0)
+The order of :data:`REGISTRY` is the display order of tables and figures. Benchmark fixtures
+(pinned earlier configurations of TDM) are registered but not public: :data:`METHODS` and
+:func:`make_imputer` leave them out, :func:`get_method` finds them.
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
-"""The benchmark report: markdown tables of mean ± std and the paper-style figures.
-
-Pure pandas and matplotlib over the results tables (no `tdm` import, no Prefect): the flow reads
-the tables, calls `write_report` with the method registry's display order and fixtures, and
-publishes what comes back as Prefect artifacts.
-
-Trials fall into two grids: the paper's numeric tables, and the mixed-type tables (every trial
-of a dataset where one has a categorical error rate, `cat_error`). Each grid gets the same
-section in `tables.md`, over its own metrics (`PAPER`, `MIXED`):
-
-- one table per metric: rows dataset x mechanism, columns methods, cells mean ± std over seeds
-  (with the count when it is below the most seen), the best mean of each row in bold;
-- `tdm`'s rank among all methods by MAE (and among them without the benchmark fixtures);
-- `tdm_paper` and `tdm` against the best other method (not a TDM variant) per dataset,
-  mechanism and metric, with a count of the cells where each is no worse.
-
-Besides `tables.md`: `benchmark.csv`, every trial (without its loss trace), the committed form
-of the results; and the figures (`benchmarks.figures`): `figures/bars_<mechanism>.png` (MAE per
-dataset, the paper's Figure 3 layout), `figures/mae_over_iterations.png` when MAE traces were
-recorded, else `figures/loss_over_iterations.png`, and for the mixed grid `figures/mixed.png`.
-"""
+"""The benchmark report: ``tables.md`` (mean ± std per metric, tdm's rank, the TDM variants
+against the best other method), ``benchmark.csv`` and the figures, one section per grid (the
+paper's numeric tables and the mixed-type tables)."""
 
 from __future__ import annotations
 
@@ -255,7 +237,7 @@ def rank_table(
 
 
 def _section(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout, grid: Grid) -> str:
-    """One grid's part of `tables.md` (see the module notes)."""
+    """One grid's part of `tables.md`."""
     seeds = sorted(int(s) for s in results["seed"].unique())
     parts = [
         f"# {grid.title}",

@@ -1,8 +1,6 @@
-"""Benchmark tasks: run one trial, read which trials are done, and record results in DuckDB.
+"""Benchmark tasks: run one trial, read which trials are done, record results in DuckDB.
 
-Only the flow's own process writes the results file (DuckDB allows one writing process): the
-trial task computes and returns, `record_result` inserts. Each insert is its own transaction, so
-an interrupted run loses at most the trials still running.
+Only the flow's own thread writes the results file; each insert is its own transaction.
 """
 
 from __future__ import annotations
@@ -165,9 +163,9 @@ def run_trial_task(spec: TrialSpec, svm_repeats: int, data_dir: str | None = Non
 
 def _cell(spec: TrialSpec, data_dir: str | None) -> tuple[Any, str, int, str]:
     """(dataset, mechanism, seed, method) of ``spec``, the dataset loaded from ``data_dir``."""
-    from benchmarks.datasets import is_mixed_dataset, load_dataset, load_mixed_dataset
+    from benchmarks.datasets import MIXED_DATASETS, load_dataset, load_mixed_dataset
 
-    load = load_mixed_dataset if is_mixed_dataset(spec.dataset) else load_dataset
+    load = load_mixed_dataset if spec.dataset in MIXED_DATASETS else load_dataset
     return load(spec.dataset, data_dir=data_dir), spec.mechanism, spec.seed, spec.method
 
 
