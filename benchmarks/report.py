@@ -146,13 +146,8 @@ def metric_table(summary: pd.DataFrame, metric: str, order: Sequence[str] = ()) 
 def versus_best(
     summary: pd.DataFrame, method: str = "tdm_paper", metrics: Sequence[Metric] = PAPER.metrics
 ) -> str:
-    """Markdown: `method` against the best other method per dataset/mechanism and metric.
-
-    The best other method is the one with the best mean over seeds among the methods that are
-    not a TDM variant; the difference is `method` minus best (negative is better for errors,
-    positive is better for accuracy). Only groups where `method` ran are listed. A last line
-    counts, per metric and mechanism, the datasets where `method` is no worse (a tie counts).
-    """
+    """Markdown: ``method`` against the best non-TDM method per dataset, mechanism and metric,
+    and per metric and mechanism the count of datasets where it is no worse."""
     mine = summary[summary["method"] == method]
     others = summary[~summary["method"].str.startswith("tdm")]
     lines = [
@@ -197,9 +192,8 @@ def rank_table(
     *,
     leave_out: tuple[str, ...] = (),
 ) -> str:
-    """Markdown: `method`'s rank among all methods but `leave_out` (TDM variants included) per
-    dataset and mechanism, the best of the others, and per mechanism on how many datasets it is
-    the best."""
+    """Markdown: ``method``'s rank among all methods but ``leave_out`` per dataset and
+    mechanism, and on how many datasets per mechanism it is the best."""
     summary = summary[~summary["method"].isin(leave_out)]
     lower = _LOWER_IS_BETTER[metric]
     column = f"{metric}_mean"
@@ -270,12 +264,8 @@ def _section(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout,
 
 
 def label_configurations(results: pd.DataFrame) -> pd.DataFrame:
-    """Results whose method names tell apart configurations run under one name.
-
-    A method recorded under more than one settings hash (say, before and after a change of a
-    library default) would otherwise be averaged across configurations; each of its
-    configurations becomes its own column, ``<method>@<first 6 hex digits of the hash>``.
-    """
+    """``results`` with a method recorded under several settings hashes split into
+    ``<method>@<first 6 hex digits of the hash>``, one column per configuration."""
     counts = results.groupby("method")["params_hash"].nunique()
     mixed = set(counts[counts > 1].index)
     if not mixed:
@@ -287,8 +277,7 @@ def label_configurations(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def latest_per_trial(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per trial asked for: where a trial was run under several library versions (a new
-    version runs its trials anew), the row of the newest version."""
+    """One row per trial asked for: the row of its newest library version."""
     if results.empty or "tdm_version" not in results:
         return results
     version = results["tdm_version"].map(lambda v: tuple(int(x) for x in str(v).split(".")))
@@ -312,11 +301,8 @@ def write_report(
     out_dir: str | Path,
     layout: MethodLayout = MethodLayout(),
 ) -> Report:
-    """Write `tables.md` and `figures/*.png` under `out_dir`; returns the paths and markdown.
-
-    The tables and figures use the newest result of each trial (:func:`latest_per_trial`);
-    `benchmark.csv` keeps every recorded row.
-    """
+    """Write ``tables.md`` (newest row of each trial) and the figures under ``out_dir``, and
+    ``benchmark.csv`` with every recorded row but the loss traces."""
     out = Path(out_dir)
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)

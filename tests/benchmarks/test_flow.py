@@ -15,8 +15,7 @@ import pandas as pd
 import pytest
 
 import benchmarks.trial
-from benchmarks.cli import grid_settings, parse_seeds
-from benchmarks.cli import main as bench_main
+from benchmarks.cli import add_bench_command, grid_settings, parse_seeds
 from benchmarks.datasets import default_data_dir
 from benchmarks.flow import benchmark
 from benchmarks.schemas import BenchmarkResultsSchema
@@ -26,6 +25,14 @@ pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
 DATASETS = ["seeds", "concrete_slump"]
 METHODS = ["mean", "ot_ns", "tdm"]
+
+
+def bench_main(argv: list[str]) -> int:
+    """`tdm bench ARGV` through its own parser and handler; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="tdm")
+    add_bench_command(parser.add_subparsers())
+    args = parser.parse_args(["bench", *argv])
+    return int(args.handler(args))
 
 
 @pytest.fixture(scope="module")
