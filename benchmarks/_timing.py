@@ -18,7 +18,11 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "BATCH",
     "BENCHMARKS",
+    "MEASURED",
+    "N_ROWS",
+    "WARMUP",
     "StepTiming",
     "command",
     "events",
@@ -32,6 +36,11 @@ __all__ = [
     "write_events",
 ]
 
+#: The step benchmarks' table rows, batch size, and warm-up and measured steps.
+N_ROWS = 4096
+BATCH = 512
+WARMUP = 20
+MEASURED = 200
 BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
 _HEADER = (
     "# Benchmarks\n\n"
@@ -176,8 +185,8 @@ def time_steps(
     make: Callable[..., Any],
     X: np.ndarray,
     *,
-    warmup: int = 20,
-    measured: int = 200,
+    warmup: int = WARMUP,
+    measured: int = MEASURED,
     keep_every: int = 20,
 ) -> StepTiming:
     """Fit ``make(max_iter=warmup + measured, callback=...)`` on ``X``, timing each step.

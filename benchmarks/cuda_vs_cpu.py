@@ -18,22 +18,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks._timing import header, publish, synthetic, time_steps
-from benchmarks.datasets import load_dataset
+from benchmarks._timing import (
+    BATCH,
+    MEASURED,
+    N_ROWS,
+    WARMUP,
+    header,
+    publish,
+    synthetic,
+    time_steps,
+)
+from benchmarks.datasets import DATASETS, load_dataset
 from tdm import TDMImputer, mae, simulate_mcar
 
-BATCH = 512
-N_ROWS = 4096
-WARMUP = 20
-MEASURED = 200
-AGREEMENT_TABLES = (
-    "concrete_slump",
-    "parkinsons",
-    "seeds",
-    "glass",
-    "blood_transfusion",
-    "california",
-)
+AGREEMENT_TABLES = (*DATASETS[:5], "california")  # the small tables and california
 PARTS = ("steps", "california", "agreement", "repeat")
 REPEAT_TABLE = "seeds"
 REPEAT_STEPS = 300  # enough steps for the two runs to part, if they part at all
@@ -43,7 +41,7 @@ def step_times(d: int, device: str) -> tuple[float, float]:
     """Median ms between consecutive steps after a warm-up, and the median ms of the assignment
     solve inside them (the mean start: the step does not depend on the start)."""
     make = partial(TDMImputer, init="mean", batch_size=BATCH, device=device, random_state=0)
-    timing = time_steps(make, synthetic(N_ROWS, d, seed=d), warmup=WARMUP, measured=MEASURED)
+    timing = time_steps(make, synthetic(N_ROWS, d, seed=d))
     return timing.step_ms, timing.solve_ms
 
 

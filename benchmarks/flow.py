@@ -6,7 +6,6 @@ written at the end.
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from benchmarks.report import MethodLayout, Report, write_report
@@ -130,11 +129,6 @@ def build_report(db_path: str, report_dir: str) -> Report:
                 figure.read_bytes(), figure.stem.replace("_", " "), f"`{path}`"
             ),
             description=f"Benchmark figure {figure.name}",
-        )
-    if not report.summary.empty:
-        rows = json.loads(report.summary.round(4).to_json(orient="records"))
-        create_table_artifact(
-            key="benchmark-summary", table=rows, description="Mean/std/count per trial group"
         )
     return report
 

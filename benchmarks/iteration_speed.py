@@ -12,14 +12,19 @@ import numpy as np
 import ot
 from scipy.optimize import linear_sum_assignment
 
-from benchmarks._timing import header, median_ms, publish, synthetic, time_steps
+from benchmarks._timing import (
+    BATCH,
+    MEASURED,
+    N_ROWS,
+    WARMUP,
+    header,
+    median_ms,
+    publish,
+    synthetic,
+    time_steps,
+)
 from tdm import PAPER_PARAMS, OTImputer, TDMImputer
 from tdm.transport import ASSIGNMENT_GRID, assignment
-
-BATCH = 512
-N_ROWS = 4096
-WARMUP = 20
-MEASURED = 200
 
 
 def solver_times(matrices: list[np.ndarray]) -> list[tuple[float, float, float, float]]:
@@ -64,7 +69,7 @@ def main() -> None:
             ("OTImputer NS", OTImputer, {"solver": "assignment"}),
         ]:
             make = partial(cls, **{**params, **common})
-            timing = time_steps(make, X, warmup=WARMUP, measured=MEASURED)
+            timing = time_steps(make, X)
             matrices += timing.matrices
             emd_own_ms = float(
                 np.median(

@@ -319,7 +319,7 @@ def write_report(
             paths.append(mixed_figure(summary, figures, layout.order))
             continue
         paths += bar_figures(summary, figures, layout.order)
-        trace_path = trace_figure(rows, traces, figures, layout.order)
+        trace_path = trace_figure(traces, figures, layout.order)
         if trace_path is not None:
             paths.append(trace_path)
     markdown = "\n".join(sections)
