@@ -129,11 +129,9 @@ def events(
     missing_rate: float = 0.2,
     dates_and_flags: bool = False,
 ) -> pd.DataFrame:
-    """Rows ``start .. start + count - 1`` of the seeded table ``events``: a key ``event_id``,
-    ``n_numeric`` correlated numeric columns (3 latent factors, ``missing_rate`` of the cells
-    missing at random), a text column ``region`` and, with ``dates_and_flags``, a date ``day``
-    and a boolean ``flagged``, all passing through. The loadings come from ``seed`` alone, so
-    later batches follow the distribution of the first."""
+    """Rows ``start .. start + count - 1`` of the seeded table ``events``: a key, ``n_numeric``
+    correlated numeric columns (``missing_rate`` missing), a text column and, with
+    ``dates_and_flags``, a date and a boolean; later batches follow the first's distribution."""
     loadings = np.random.default_rng(seed).normal(size=(3, n_numeric))
     rng = np.random.default_rng([seed, start])
     numeric = rng.normal(size=(count, 3)) @ loadings + 0.3 * rng.normal(size=(count, n_numeric))
@@ -189,12 +187,8 @@ def time_steps(
     measured: int = MEASURED,
     keep_every: int = 20,
 ) -> StepTiming:
-    """Fit ``make(max_iter=warmup + measured, callback=...)`` on ``X``, timing each step.
-
-    The library's assignment solver (``tdm.transport.assignment``) is wrapped for the fit to
-    time it and keep a copy of its inputs (every ``keep_every``-th measured step; the copy is
-    inside the timed steps), and restored afterwards.
-    """
+    """Fit ``make(max_iter=warmup + measured, callback=...)`` on ``X``, timing each step and the
+    assignment solve inside it (wrapped for the fit, keeping every ``keep_every``-th matrix)."""
     from tdm import transport
 
     stamps: list[float] = []

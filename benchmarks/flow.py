@@ -173,7 +173,6 @@ def benchmark(
     workers: int = 1,
     data_dir: str | None = None,
     trace_dataset: str | None = None,
-    trace_mechanism: str = "mcar",
     trace_seeds: list[int] = [0],  # noqa: B006
     trace_checkpoints: list[int] | None = None,
 ) -> BenchmarkOutcome:
@@ -221,7 +220,6 @@ def benchmark(
     if trace_dataset is not None:
         _run_traces(
             trace_dataset,
-            trace_mechanism,
             trace_seeds,
             methods,
             p,
@@ -256,7 +254,6 @@ def _state_of(future: Any) -> Any:
 
 def _run_traces(
     dataset: str,
-    mechanism: str,
     seeds: Sequence[int],
     methods: Sequence[str],
     p: float,
@@ -265,7 +262,8 @@ def _run_traces(
     db_path: str,
     data_dir: str | None,
 ) -> None:
-    """MAE-over-iterations traces for the batch-OT methods of the run, skipping recorded ones."""
+    """MCAR MAE-over-iterations traces of the run's batch-OT methods, skipping recorded ones."""
+    mechanism = "mcar"
     from benchmarks.registry import get_method
     from benchmarks.trial import log_spaced_checkpoints
 

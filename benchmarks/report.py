@@ -222,10 +222,8 @@ def rank_table(
             f"{float(others[best]):.3f} | {ours - float(others[best]):+.3f} |"
         )
     counts = ", ".join(
-        f"{mechanism}: {wins} of {total}"
-        for mechanism, (wins, total) in sorted(
-            firsts.items(), key=lambda kv: ordered(list(firsts), MECHANISM_ORDER).index(kv[0])
-        )
+        f"{mechanism}: {firsts[mechanism][0]} of {firsts[mechanism][1]}"
+        for mechanism in ordered(list(firsts), MECHANISM_ORDER)
     )
     return "\n".join([*lines, "", f"Datasets where {method} is the best of all: {counts}."])
 

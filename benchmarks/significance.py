@@ -87,12 +87,9 @@ class Cell:
 
 
 def load(paths: Sequence[Path]) -> pd.DataFrame:
-    """The trials of ``paths`` by the default and the baselines, with the methods' own settings
-    (no override) at 30% missing, each trial in its newest library version.
-
-    A trial recorded twice in one version (a copy) counts once; two different results for one
-    dataset, mechanism, seed, method and version are refused.
-    """
+    """The default's and the baselines' trials of ``paths`` with their own settings at 30%
+    missing, each in its newest library version; two different results for one trial and
+    version are refused."""
     frames = []
     for path in paths:
         trials = read_trials(path)
