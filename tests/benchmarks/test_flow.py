@@ -178,10 +178,8 @@ def test_cli_runs_a_grid_then_the_report_only(tmp_path: Path, data_dir: str) -> 
     """`tdm bench` exits 0 and writes the report; --report-only runs no trial."""
     db = tmp_path / "cli" / "bench.duckdb"
     flags = ["--db", str(db), "--data-dir", data_dir, "--svm-repeats", "0"]
-    code = bench_main(
-        ["bench", "--datasets", "seeds", "--mechanisms", "mar", "--seeds", "1",
-         "--methods", "mean", *flags]
-    )  # fmt: skip
+    grid = ["--datasets", "seeds", "--mechanisms", "mar", "--seeds", "1", "--methods", "mean"]
+    code = bench_main([*grid, *flags])
     assert code == 0
     assert len(read_results(db)) == 1
     (db.parent / "tables.md").unlink()
