@@ -1,11 +1,5 @@
-"""What the speed and scaling benchmarks share: their seeded synthetic tables, the timing of
-optimisation steps, the description of the machine, Prefect's start, and the BENCHMARKS.md
-section each one writes.
-
-Each benchmark module is a command, ``python -m benchmarks.<name> [--write]``: it prints its
-markdown section, and ``--write`` also replaces that section of BENCHMARKS.md, leaving the others
-as they are.
-"""
+"""What the speed benchmarks share: seeded synthetic tables, step timing, the machine's
+description, Prefect's start, and the BENCHMARKS.md section each one writes."""
 
 from __future__ import annotations
 
@@ -24,7 +18,11 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "BATCH",
     "BENCHMARKS",
+    "MEASURED",
+    "N_ROWS",
+    "WARMUP",
     "StepTiming",
     "command",
     "events",
@@ -38,6 +36,11 @@ __all__ = [
     "write_events",
 ]
 
+#: The step benchmarks' table rows, batch size, and warm-up and measured steps.
+N_ROWS = 4096
+BATCH = 512
+WARMUP = 20
+MEASURED = 200
 BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
 _HEADER = (
     "# Benchmarks\n\n"
@@ -126,11 +129,9 @@ def events(
     missing_rate: float = 0.2,
     dates_and_flags: bool = False,
 ) -> pd.DataFrame:
-    """Rows ``start .. start + count - 1`` of the seeded table ``events``: a key ``event_id``,
-    ``n_numeric`` correlated numeric columns (3 latent factors, ``missing_rate`` of the cells
-    missing at random), a text column ``region`` and, with ``dates_and_flags``, a date ``day``
-    and a boolean ``flagged``, all passing through. The loadings come from ``seed`` alone, so
-    later batches follow the distribution of the first."""
+    """Rows ``start .. start + count - 1`` of the seeded table ``events``: a key, ``n_numeric``
+    correlated numeric columns (``missing_rate`` missing), a text column and, with
+    ``dates_and_flags``, a date and a boolean; later batches follow the first's distribution."""
     loadings = np.random.default_rng(seed).normal(size=(3, n_numeric))
     rng = np.random.default_rng([seed, start])
     numeric = rng.normal(size=(count, 3)) @ loadings + 0.3 * rng.normal(size=(count, n_numeric))
@@ -182,16 +183,12 @@ def time_steps(
     make: Callable[..., Any],
     X: np.ndarray,
     *,
-    warmup: int = 20,
-    measured: int = 200,
+    warmup: int = WARMUP,
+    measured: int = MEASURED,
     keep_every: int = 20,
 ) -> StepTiming:
-    """Fit ``make(max_iter=warmup + measured, callback=...)`` on ``X``, timing each step.
-
-    The library's assignment solver (``tdm.transport.assignment``) is wrapped for the fit to
-    time it and keep a copy of its inputs (every ``keep_every``-th measured step; the copy is
-    inside the timed steps), and restored afterwards.
-    """
+    """Fit ``make(max_iter=warmup + measured, callback=...)`` on ``X``, timing each step and the
+    assignment solve inside it (wrapped for the fit, keeping every ``keep_every``-th matrix)."""
     from tdm import transport
 
     stamps: list[float] = []

@@ -1,7 +1,6 @@
 """`tdm bench`: run (or resume) the benchmark grid and write the report.
 
-`add_bench_command(subparsers)` registers the sub-command on the `tdm` parser (`cli.main`);
-`python -m benchmarks.cli ...` runs it standalone with the same flags.
+`add_bench_command(subparsers)` registers the sub-command on the `tdm` parser (`cli.main`).
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ import argparse
 import inspect
 import os
 import sys
-from collections.abc import Sequence
 
 from cli.arguments import (
     EXIT_USAGE,
@@ -20,7 +18,7 @@ from cli.arguments import (
     torch_threads_setting,
 )
 
-__all__ = ["add_bench_command", "grid_settings", "main", "parse_seeds", "run_bench"]
+__all__ = ["add_bench_command", "grid_settings", "parse_seeds", "run_bench"]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -204,27 +202,3 @@ def run_bench(args: argparse.Namespace) -> int:
         f"\nReport: {outcome.tables_path}; figures: {', '.join(outcome.figure_paths)}"
     )
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point: `python -m benchmarks.cli [bench flags]`."""
-    # Before Prefect is imported (it reads its settings once): no telemetry, and a patient wait
-    # for the ephemeral server, which takes 15-25 s to start on a busy 2-core machine (20 s).
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    parser = argparse.ArgumentParser(prog="tdm")
-    commands = parser.add_subparsers(dest="command")
-    add_bench_command(commands)
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if not arguments or arguments[0] != "bench":
-        arguments = ["bench", *arguments]
-    args = parser.parse_args(arguments)
-    try:
-        return int(args.handler(args))
-    except RuntimeError as error:  # failed trials: the others are recorded
-        print(f"tdm bench: error: {error}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

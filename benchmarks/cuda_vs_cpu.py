@@ -1,25 +1,9 @@
-"""TDM on a CUDA device against the CPU of the same machine, in one run.
-
-Measures, on the machine it runs on:
-
-- the time of one optimisation step at B = 512 for D = 8, 41 and 128 on CUDA and on the CPU,
-  and how much of it the exact assignment (solved on the CPU in both cases) takes;
-- a default fit of california (20,640 x 8, 30% MCAR, mask seed 0) on CUDA end to end, start
-  included, with the start's time alone, and with the forest start on every core (``n_jobs=-1``);
-- a paper-mode fit (10,000 steps) of the same table on CUDA;
-- the MAE of the default fit on CUDA against the CPU on the benchmark masks (MCAR, seed 0) of
-  the small tables and california (float32 on both);
-- whether CUDA repeats itself: the same default fit twice, and ``transform`` of rows unseen in
-  ``fit`` twice with one fitted imputer, compared bit for bit, then again with PyTorch's
-  deterministic algorithms switched on for that comparison alone (which names the operation that
-  has no deterministic CUDA kernel, if any).
+"""TDM on a CUDA device against the CPU of the same machine: step times, a california fit,
+the MAE on both devices, and whether CUDA repeats itself bit for bit.
 
 Run: ``python -m benchmarks.cuda_vs_cpu [--parts steps,california,agreement,repeat]
-[--tables a,b] [--out FILE] [--write]``; ``--write`` replaces the "GPU" section of BENCHMARKS.md,
-``--out``
-writes the section's text to a file (to carry it off a GPU machine), rewritten after every
-measured line so that a run stopped at a device's time limit keeps what it measured. Parts run in
-the order given.
+[--tables a,b] [--out FILE] [--write]``; ``--out`` rewrites the section's text after every
+measured line, so a run stopped early keeps what it measured.
 """
 
 from __future__ import annotations
@@ -34,22 +18,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks._timing import header, publish, synthetic, time_steps
-from benchmarks.datasets import load_dataset
+from benchmarks._timing import (
+    BATCH,
+    MEASURED,
+    N_ROWS,
+    WARMUP,
+    header,
+    publish,
+    synthetic,
+    time_steps,
+)
+from benchmarks.datasets import DATASETS, load_dataset
 from tdm import TDMImputer, mae, simulate_mcar
 
-BATCH = 512
-N_ROWS = 4096
-WARMUP = 20
-MEASURED = 200
-AGREEMENT_TABLES = (
-    "concrete_slump",
-    "parkinsons",
-    "seeds",
-    "glass",
-    "blood_transfusion",
-    "california",
-)
+AGREEMENT_TABLES = (*DATASETS[:5], "california")  # the small tables and california
 PARTS = ("steps", "california", "agreement", "repeat")
 REPEAT_TABLE = "seeds"
 REPEAT_STEPS = 300  # enough steps for the two runs to part, if they part at all
@@ -59,7 +41,7 @@ def step_times(d: int, device: str) -> tuple[float, float]:
     """Median ms between consecutive steps after a warm-up, and the median ms of the assignment
     solve inside them (the mean start: the step does not depend on the start)."""
     make = partial(TDMImputer, init="mean", batch_size=BATCH, device=device, random_state=0)
-    timing = time_steps(make, synthetic(N_ROWS, d, seed=d), warmup=WARMUP, measured=MEASURED)
+    timing = time_steps(make, synthetic(N_ROWS, d, seed=d))
     return timing.step_ms, timing.solve_ms
 
 

@@ -1,40 +1,10 @@
-"""The benchmark's tables, read from the shared CSV files: the TDM paper's numeric UCI datasets,
-standardised as in the paper, and the mixed-type tables, with the dtypes the imputers work with.
+"""The benchmark's tables: the paper's numeric datasets, standardised per column, and the
+mixed-type tables with the dtypes the imputers work with.
 
-The paper's datasets
---------------------
-Every CSV has a header row; the features are all columns but the last, and the last column is
-``label`` (a class: classification) or ``target`` (a continuous output: regression). The features
-are z-scored per column (``sklearn.preprocessing.scale``: mean 0, population standard deviation
-1, ``ddof=0``) before any mask is drawn, as in Zhao et al. (2023), Section 5.
-
-The mixed-type tables
----------------------
-The six tables of ``<data_dir>/mixed/`` (see the README there) are complete tables with float,
-integer and categorical columns. :func:`load_mixed_dataset` reads one with integer columns as
-pandas nullable ``Int64`` (so that a masked cell is ``pd.NA`` and an imputer returns integers),
-text columns as ``category`` with the labels of the table as categories, and float columns as
-``float64``; column kinds are :func:`tdm.columns.column_kinds`. The data are not standardised:
-the metrics divide each numeric error by its column's standard deviation. ``diamonds`` has
-53,940 rows; the benchmark uses a seeded sample of :data:`MIXED_SAMPLE_ROWS` of them (the same
-sample for every mask seed).
-
-Masks over a mixed table (:func:`simulate_mixed`) are boolean, ``True`` = missing, over every
-column: MCAR draws each cell independently; MAR uses :func:`tdm.simulate.simulate_mar` on a
-numeric encoding of the table (numeric columns as they are, categorical and boolean columns as
-label codes), so the fully observed driver columns may be categorical too.
-
-Where the files are
--------------------
-``load_dataset(name, data_dir=...)`` reads ``<data_dir>/<name>.csv`` and
-``load_mixed_dataset(name, data_dir=...)`` reads ``<data_dir>/mixed/<name>.csv``. Without
-``data_dir`` the directory is the environment variable ``TDM_DATASETS_DIR`` if set, else
-``../shared/datasets`` next to the repository root, if that exists.
-
-References
-----------
-H. Zhao, K. Sun, A. Dezfouli and E. V. Bonilla. Transformed distribution matching for missing
-value imputation. ICML 2023.
+``load_dataset(name)`` reads ``<data_dir>/<name>.csv`` (features, then ``label`` or
+``target``); ``load_mixed_dataset(name)`` reads ``<data_dir>/mixed/<name>.csv``. Without
+``data_dir`` the directory is ``$TDM_DATASETS_DIR``, else ``../shared/datasets`` next to the
+repository root.
 """
 
 from __future__ import annotations
@@ -63,7 +33,6 @@ __all__ = [
     "apply_mask",
     "default_data_dir",
     "encode_numeric",
-    "is_mixed_dataset",
     "load_dataset",
     "load_mixed_dataset",
     "simulate_mixed",
@@ -93,25 +62,9 @@ Task = Literal["classification", "regression"]
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
-    """A complete, standardised dataset of the paper.
-
-    Attributes
-    ----------
-    name : str
-        File stem, one of :data:`DATASETS` (or any other CSV of the same layout).
-    X : ndarray of shape (n_samples, n_features), float64
-        Features z-scored per column (``ddof=0``); the ground truth that masks are drawn on.
-    y : ndarray of shape (n_samples,) or None
-        Class labels for a classification dataset; ``None`` for a regression one (the paper
-        scores downstream accuracy on labelled datasets only).
-    task : {"classification", "regression"}
-        ``"classification"`` when the last column is ``label``, ``"regression"`` for ``target``.
-    feature_names : tuple of str
-        Names of the columns of ``X``, in file order.
-    classifier_features : tuple of int
-        Columns of ``X`` the downstream classifier uses: all of them except features that copy
-        the label (parkinsons' ``status``).
-    """
+    """A complete dataset of the paper: standardised features ``X``, the labels ``y`` (``None``
+    for a regression target), and the columns the downstream classifier uses (all but those
+    that copy the label)."""
 
     name: str
     X: NDArray[np.float64]
@@ -147,19 +100,8 @@ MIXED_MECHANISMS: tuple[str, ...] = ("mcar", "mar")
 
 @dataclass(frozen=True, eq=False)
 class MixedDataset:
-    """A complete mixed-type table.
-
-    Attributes
-    ----------
-    name : str
-        File stem, one of :data:`MIXED_DATASETS`.
-    frame : pandas.DataFrame of shape (n_samples, n_features)
-        The ground truth: ``float64``, ``Int64`` and ``category`` columns, no missing value.
-    kinds : dict of str to {"float", "integer", "boolean", "categorical"}
-        Kind of each column (:func:`tdm.columns.column_kinds`).
-    n_rows_file : int
-        Rows in the file (more than ``frame`` has when the table was sampled).
-    """
+    """A complete mixed-type table: ``frame`` (``float64``, ``Int64``, ``boolean`` and
+    ``category`` columns), each column's kind, and the rows of the file before sampling."""
 
     name: str
     frame: pd.DataFrame
@@ -184,8 +126,7 @@ def default_data_dir() -> Path | None:
 
 
 def _csv_path(name: str, data_dir: str | os.PathLike[str] | None, *, mixed: bool) -> Path:
-    """``<data_dir>/<name>.csv`` (``<data_dir>/mixed/<name>.csv`` for a mixed-type table); a
-    missing directory or file names the file and ``TDM_DATASETS_DIR``."""
+    """``<data_dir>/[mixed/]<name>.csv``; a missing file's error names ``TDM_DATASETS_DIR``."""
     where = (
         f"the folder whose mixed/ holds {name}.csv" if mixed else f"the folder holding {name}.csv"
     )
@@ -206,29 +147,11 @@ def _csv_path(name: str, data_dir: str | os.PathLike[str] | None, *, mixed: bool
 
 
 def load_dataset(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> Dataset:
-    """Read ``<data_dir>/<name>.csv`` and standardise its features.
+    """Read ``<data_dir>/<name>.csv`` and z-score its features per column (``ddof=0``).
 
-    Parameters
-    ----------
-    name : str
-        Dataset name (the file stem), e.g. ``"seeds"``; see :data:`DATASETS`.
-    data_dir : path-like or None, default=None
-        Directory of the CSV files (keyword-only). ``None``: ``$TDM_DATASETS_DIR``, else
-        ``../shared/datasets`` relative to the repository root.
-
-    Returns
-    -------
-    Dataset
-        Standardised features, labels (classification) or ``None`` (regression).
-
-    Raises
-    ------
-    FileNotFoundError
-        If the directory or file does not exist; the message names the file and
-        ``TDM_DATASETS_DIR``.
-    ValueError
-        If ``name`` is not a plain file stem, the file has fewer than 2 columns, its last
-        column is neither ``label`` nor ``target``, or a feature is not numeric or not finite.
+    Raises ``FileNotFoundError`` (naming ``TDM_DATASETS_DIR``) when the directory or file does
+    not exist, and ``ValueError`` when ``name`` is not a file stem, the last column is neither
+    ``label`` nor ``target``, or a feature is not numeric or not finite.
     """
     if not isinstance(name, str) or not name or Path(name).name != name or name.startswith("."):
         raise ValueError(f"name must be a dataset file stem such as 'seeds'; got {name!r}")
@@ -261,11 +184,6 @@ def load_dataset(name: str, *, data_dir: str | os.PathLike[str] | None = None) -
     )
 
 
-def is_mixed_dataset(name: str) -> bool:
-    """Whether ``name`` is one of the mixed-type tables (:data:`MIXED_DATASETS`)."""
-    return name in MIXED_DATASETS
-
-
 def encode_numeric(frame: pd.DataFrame) -> NDArray[np.float64]:
     """``frame`` as a float matrix: numeric columns as floats, the others as label codes.
 
@@ -286,29 +204,11 @@ def encode_numeric(frame: pd.DataFrame) -> NDArray[np.float64]:
 def load_mixed_dataset(
     name: str, *, data_dir: str | os.PathLike[str] | None = None
 ) -> MixedDataset:
-    """Read ``<data_dir>/mixed/<name>.csv`` with the benchmark's dtypes.
+    """Read ``<data_dir>/mixed/<name>.csv``: integers as ``Int64``, text as ``category``, floats
+    as ``float64``; tables in :data:`MIXED_SAMPLE_ROWS` are sampled with :data:`SAMPLE_SEED`.
 
-    Parameters
-    ----------
-    name : str
-        One of :data:`MIXED_DATASETS`.
-    data_dir : path-like or None, default=None
-        The datasets directory (keyword-only); the tables are in its ``mixed/`` folder.
-        ``None``: as :func:`load_dataset` (``$TDM_DATASETS_DIR``, else
-        ``../shared/datasets`` next to the repository).
-
-    Returns
-    -------
-    MixedDataset
-        Integer columns as ``Int64``, text columns as ``category``, floats as ``float64``;
-        ``diamonds`` sampled to :data:`MIXED_SAMPLE_ROWS` rows with seed 0.
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is not a mixed-type table, or the file has a missing value.
-    FileNotFoundError
-        If the file does not exist; the message names it and ``TDM_DATASETS_DIR``.
+    Raises ``ValueError`` for a name not in :data:`MIXED_DATASETS` or a file with a missing
+    value, and ``FileNotFoundError`` (naming ``TDM_DATASETS_DIR``) for a missing file.
     """
     if name not in MIXED_DATASETS:
         raise ValueError(
@@ -344,24 +244,11 @@ def simulate_mixed(
     *,
     random_state: int | np.random.Generator | None = None,
 ) -> NDArray[np.bool_]:
-    """A missing-value mask over every column of a mixed-type table.
+    """A mask (``True`` = missing) over every column of a mixed-type table.
 
-    Parameters
-    ----------
-    frame : pandas.DataFrame
-        The complete table.
-    mechanism : {"mcar", "mar"}
-        :func:`tdm.simulate.simulate_mcar`, or :func:`tdm.simulate.simulate_mar` on the
-        numeric encoding (:func:`encode_numeric`: categorical drivers enter as label codes).
-    p : float
-        Expected share of missing cells in the whole table, in (0, 1).
-    random_state : int, numpy.random.Generator or None, default=None
-        Seed or generator (keyword-only).
-
-    Returns
-    -------
-    ndarray of bool, shape (n_samples, n_features)
-        ``True`` where the cell is missing; no column is entirely missing.
+    ``"mcar"`` draws each cell independently; ``"mar"`` runs :func:`tdm.simulate.simulate_mar`
+    on :func:`encode_numeric`'s matrix, so label columns may drive the missingness. ``p`` is
+    the expected share of missing cells.
     """
     if mechanism not in MIXED_MECHANISMS:
         raise ValueError(f"mechanism must be one of {MIXED_MECHANISMS}; got {mechanism!r}")
@@ -372,11 +259,7 @@ def simulate_mixed(
 
 
 def apply_mask(frame: pd.DataFrame, mask: NDArray[np.bool_]) -> pd.DataFrame:
-    """A copy of ``frame`` with the cells at ``mask`` missing, every dtype kept.
-
-    Missing is ``NaN`` in float columns, ``pd.NA`` in nullable integer and boolean columns and
-    ``NaN`` in ``category`` columns.
-    """
+    """A copy of ``frame`` with the cells at ``mask`` missing, every dtype kept."""
     if mask.shape != frame.shape:
         raise ValueError(f"mask must have the frame's shape {frame.shape}; got {mask.shape}")
     out = frame.copy()

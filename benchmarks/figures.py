@@ -1,10 +1,8 @@
-"""The benchmark report's figures: MAE bars per mechanism (the paper's Figure 3 layout), MAE
-(or loss) over iterations, and the mixed-type tables' numeric MAE and categorical error rate.
-Pure pandas and matplotlib (Agg backend), no ``tdm`` import."""
+"""The report's figures: MAE bars per mechanism, MAE over iterations, and the mixed-type
+tables' bars."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,14 @@ def _pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _save(plt: Any, fig: Any, path: Path, rect: tuple[float, ...] = (0, 0, 1, 1)) -> Path:
+    """Lay out ``fig``, write it to ``path`` at 120 dpi and close it."""
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def _colours(plt: Any, methods: Sequence[str]) -> dict[str, Any]:
@@ -87,79 +93,39 @@ def bar_figures(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> l
             bbox_to_anchor=(0.5, -0.22),
             frameon=False,
         )
-        fig.tight_layout()
-        path = out_dir / f"bars_{mechanism}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(plt, fig, out_dir / f"bars_{mechanism}.png"))
     return paths
 
 
-def trace_figure(
-    results: pd.DataFrame, traces: pd.DataFrame, out_dir: Path, order: Sequence[str]
-) -> Path | None:
-    """MAE over iterations (traces table) or, failing that, loss over iterations (trials)."""
-    plt = _pyplot()
-    if not traces.empty:
-        # One panel per (dataset, mechanism); one colour per method across panels.
-        panels = sorted(traces.groupby(["dataset", "mechanism"]).groups)
-        colours = _colours(plt, ordered(traces["method"].tolist(), order))
-        fig, axes = plt.subplots(
-            1, len(panels), figsize=(4.2 * len(panels) + 1, 3.8), squeeze=False
-        )
-        for ax, (dataset, mechanism) in zip(axes[0], panels, strict=True):
-            part = traces[(traces["dataset"] == dataset) & (traces["mechanism"] == mechanism)]
-            for method, rows in part.groupby("method"):
-                mean = rows.groupby("iteration")["mae"].agg(["mean", "count"])
-                steps = np.maximum(mean.index.to_numpy(), 1)  # log axis: step 0 drawn at 1
-                n_seeds = int(mean["count"].max())
-                ax.plot(
-                    steps,
-                    mean["mean"],
-                    marker="o",
-                    ms=3,
-                    color=colours[str(method)],
-                    label=f"{method} (seeds: {n_seeds})",
-                )
-            ax.set_xscale("log")
-            ax.set_xlabel("iterations (0, the initialisation, at 1)")
-            ax.set_title(f"{dataset}, {mechanism.upper()}", fontsize=9)
-            ax.legend(fontsize=7)
-        axes[0][0].set_ylabel("MAE on the masked cells")
-        fig.suptitle("MAE over iterations: TDM vs OTImputer (one refit per checkpoint)")
-        fig.tight_layout()
-        path = out_dir / "mae_over_iterations.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        (out_dir / "loss_over_iterations.png").unlink(missing_ok=True)  # superseded
-        return path
-    with_trace = results[results["loss_trace"].str.len() > 2]
-    if with_trace.empty:
+def trace_figure(traces: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> Path | None:
+    """``mae_over_iterations.png`` from the MAE traces; None when there are none."""
+    if traces.empty:
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    first = with_trace.sort_values(["dataset", "mechanism", "seed"]).iloc[0]
-    chosen = with_trace[
-        (with_trace["dataset"] == first["dataset"])
-        & (with_trace["mechanism"] == first["mechanism"])
-        & (with_trace["seed"] == first["seed"])
-    ]
-    for row in chosen.itertuples(index=False):
-        points = np.asarray(json.loads(str(row.loss_trace)), dtype=float)
-        ax.plot(points[:, 0], points[:, 1], label=str(row.method))
-    ax.set_yscale("log")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("transport loss (window mean)")
-    ax.set_title(
-        f"Loss over iterations ({first['dataset']}, {first['mechanism']}, seed "
-        f"{first['seed']}); losses of different methods live in different spaces"
-    )
-    ax.title.set_fontsize(8)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out_dir / "loss_over_iterations.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    plt = _pyplot()
+    panels = sorted(traces.groupby(["dataset", "mechanism"]).groups)
+    colours = _colours(plt, ordered(traces["method"].tolist(), order))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1, 3.8), squeeze=False)
+    for ax, (dataset, mechanism) in zip(axes[0], panels, strict=True):
+        part = traces[(traces["dataset"] == dataset) & (traces["mechanism"] == mechanism)]
+        for method, rows in part.groupby("method"):
+            mean = rows.groupby("iteration")["mae"].agg(["mean", "count"])
+            steps = np.maximum(mean.index.to_numpy(), 1)  # log axis: step 0 drawn at 1
+            n_seeds = int(mean["count"].max())
+            ax.plot(
+                steps,
+                mean["mean"],
+                marker="o",
+                ms=3,
+                color=colours[str(method)],
+                label=f"{method} (seeds: {n_seeds})",
+            )
+        ax.set_xscale("log")
+        ax.set_xlabel("iterations (0, the initialisation, at 1)")
+        ax.set_title(f"{dataset}, {mechanism.upper()}", fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("MAE on the masked cells")
+    fig.suptitle("MAE over iterations: TDM vs OTImputer (one refit per checkpoint)")
+    return _save(plt, fig, out_dir / "mae_over_iterations.png")
 
 
 def mixed_figure(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> Path:
@@ -188,8 +154,4 @@ def mixed_figure(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> 
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(methods), frameon=False, fontsize=8)
     fig.suptitle("Mixed-type tables, 30% missing (mean ± std over seeds)")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    path = out_dir / "mixed.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out_dir / "mixed.png", rect=(0, 0.05, 1, 1))

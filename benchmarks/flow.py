@@ -1,15 +1,11 @@
 """The `benchmark` flow: the paper's grid (datasets x mechanisms x seeds x methods), resumable.
 
-Every trial is a task; each result is written to the DuckDB results table as soon as it
-finishes, and trials whose key (dataset, mechanism, seed, method, p, the hash of the overrides
-asked for, library version) is already there are skipped. An interrupted run therefore resumes
-where it stopped, and several runs over parts of the grid add up to the whole. The flow then
-writes the report (tables and figures) and publishes it as Prefect artifacts.
+Each trial is recorded as it finishes and trials already recorded are skipped; the report is
+written at the end.
 """
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from benchmarks.report import MethodLayout, Report, write_report
@@ -134,11 +130,6 @@ def build_report(db_path: str, report_dir: str) -> Report:
             ),
             description=f"Benchmark figure {figure.name}",
         )
-    if not report.summary.empty:
-        rows = json.loads(report.summary.round(4).to_json(orient="records"))
-        create_table_artifact(
-            key="benchmark-summary", table=rows, description="Mean/std/count per trial group"
-        )
     return report
 
 
@@ -182,7 +173,6 @@ def benchmark(
     workers: int = 1,
     data_dir: str | None = None,
     trace_dataset: str | None = None,
-    trace_mechanism: str = "mcar",
     trace_seeds: list[int] = [0],  # noqa: B006
     trace_checkpoints: list[int] | None = None,
 ) -> BenchmarkOutcome:
@@ -230,7 +220,6 @@ def benchmark(
     if trace_dataset is not None:
         _run_traces(
             trace_dataset,
-            trace_mechanism,
             trace_seeds,
             methods,
             p,
@@ -265,7 +254,6 @@ def _state_of(future: Any) -> Any:
 
 def _run_traces(
     dataset: str,
-    mechanism: str,
     seeds: Sequence[int],
     methods: Sequence[str],
     p: float,
@@ -274,7 +262,8 @@ def _run_traces(
     db_path: str,
     data_dir: str | None,
 ) -> None:
-    """MAE-over-iterations traces for the batch-OT methods of the run, skipping recorded ones."""
+    """MCAR MAE-over-iterations traces of the run's batch-OT methods, skipping recorded ones."""
+    mechanism = "mcar"
     from benchmarks.registry import get_method
     from benchmarks.trial import log_spaced_checkpoints
 

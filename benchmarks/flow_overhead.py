@@ -1,14 +1,6 @@
-"""Wall time of the impute-table flow on a 20,000-row table: the model fit against the rest.
+"""Wall time of the impute-table flow: the model fit against the rest, per task.
 
-Run from the repository root; prints a markdown section (`--write` also puts it in BENCHMARKS.md):
-
-    python -m benchmarks.flow_overhead --rows 20000 --max-iter 10000 --torch-threads 1
-
-The table is synthetic and seeded (`benchmarks._timing.events`): `--numeric-columns` correlated
-numeric columns (20% of cells missing at random), a key, and a text, a date and a boolean column
-that pass through. A no-op flow runs first so that starting Prefect's temporary server is not
-timed; imports made inside the tasks (torch, Great Expectations) are timed, as they would be in
-a fresh worker process.
+Run: ``python -m benchmarks.flow_overhead --rows 20000 --max-iter 10000 --torch-threads 1``.
 """
 
 from __future__ import annotations

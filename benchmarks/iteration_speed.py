@@ -1,10 +1,6 @@
-"""Per-iteration speed of TDM at B = 512, against one POT ``ot.emd`` solve measured in the same run.
+"""Time of one TDM iteration at B = 512 against one POT ``ot.emd`` solve in the same run.
 
-The figure is the ratio (machines here are shared and noisy): target, a whole TDM iteration at
-D = 8 costs less than 0.6x one exact ``ot.emd`` solve on a 512 x 512 cost matrix.
-
-Run: ``python -m benchmarks.iteration_speed [--device cpu|cuda] [--write]``; ``--write`` replaces
-the "Speed" section of BENCHMARKS.md.
+Run: ``python -m benchmarks.iteration_speed [--device cpu|cuda] [--write]``.
 """
 
 from __future__ import annotations
@@ -16,14 +12,19 @@ import numpy as np
 import ot
 from scipy.optimize import linear_sum_assignment
 
-from benchmarks._timing import header, median_ms, publish, synthetic, time_steps
+from benchmarks._timing import (
+    BATCH,
+    MEASURED,
+    N_ROWS,
+    WARMUP,
+    header,
+    median_ms,
+    publish,
+    synthetic,
+    time_steps,
+)
 from tdm import OTImputer, TDMImputer
 from tdm.transport import ASSIGNMENT_GRID, assignment
-
-BATCH = 512
-N_ROWS = 4096
-WARMUP = 20
-MEASURED = 200
 
 
 def solver_times(matrices: list[np.ndarray]) -> list[tuple[float, float, float, float]]:
@@ -68,7 +69,7 @@ def main() -> None:
             ("OTImputer NS", OTImputer, {"solver": "assignment"}),
         ]:
             make = partial(cls, **{**params, **common})
-            timing = time_steps(make, X, warmup=WARMUP, measured=MEASURED)
+            timing = time_steps(make, X)
             matrices += timing.matrices
             emd_own_ms = float(
                 np.median(

@@ -1,19 +1,7 @@
-"""Nightly cost against table size: a full refit (today's non-incremental run) against an
-incremental run, when 1% new rows arrive on a table of 10^5 to 10^6 rows.
+"""Nightly cost against table size: a full refit against an incremental run, when 1% new rows
+arrive.
 
-Run from the repository root; prints a markdown section (`--write` also puts it in BENCHMARKS.md):
-
-    python -m benchmarks.nightly_cost --rows 100000,1000000 --torch-threads 1
-
-For each size, in a fresh DuckDB file: a seeded table `events` (`benchmarks._timing.events`: a
-key, `--numeric-columns` correlated numeric columns with 20% of cells missing at random, and a
-text column that passes through); a first incremental run (it fits and stores model version 1);
-then 1% new rows from the same distribution are appended and the night is timed both ways: the
-incremental run (stored model, new rows only) and a full run into a second target (fit and impute
-every row, as a non-incremental schedule does each night). Each run's wall time is taken from the
-call to the flow to its return, with Prefect's server already up. `--init` picks the start of the
-fits (ICE by default here: the default's forest start on 10^5 rows costs minutes per fit on one
-core, and is the same in both columns).
+Run: ``python -m benchmarks.nightly_cost --rows 100000,1000000 --torch-threads 1 [--write]``.
 """
 
 from __future__ import annotations

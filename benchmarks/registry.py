@@ -1,16 +1,8 @@
-"""The one registry of imputation methods: every name :func:`make_imputer` and the benchmark
-know, with how to build it, what it is and how the benchmark treats it.
+"""Every imputation method by name: how to build it and how the benchmark treats it.
 
-The order of :data:`REGISTRY` is the display order of tables and figures: the baselines, the OT
-imputers, then TDM. Benchmark fixtures (pinned earlier default configurations of TDM, kept so
-that stored results can be compared with the current default) are registered too but are not
-public methods: :data:`METHODS` and :func:`make_imputer` leave them out, :func:`get_method`
-finds them.
-
-Examples
---------
->>> from benchmarks.registry import make_imputer
->>> imputer = make_imputer("softimpute", random_state=0)
+The order of :data:`REGISTRY` is the display order of tables and figures. Benchmark fixtures
+(pinned earlier configurations of TDM) are registered but not public: :data:`METHODS` and
+:func:`make_imputer` leave them out, :func:`get_method` finds them.
 """
 
 from __future__ import annotations
@@ -50,24 +42,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Method:
-    """One imputation method.
-
-    Attributes
-    ----------
-    name : str
-        The registry key.
-    description : str
-        One line: what the method is.
-    factory : callable
-        ``factory(random_state=..., **params)`` builds an unfitted imputer.
-    batch_ot : bool
-        Fitted by batch optimal transport: takes ``max_iter`` and a per-step ``callback``, and
-        its loss trace is recorded by the benchmark.
-    has_max_iter : bool
-        Takes a ``max_iter`` hyperparameter (the benchmark's step-count override applies).
-    fixture : bool
-        A pinned earlier default configuration, for the benchmark only (not public).
-    """
+    """One imputation method: ``factory(random_state=..., **params)`` builds it unfitted;
+    ``batch_ot`` methods take ``max_iter`` and a per-step ``callback`` (their loss trace is
+    recorded), ``has_max_iter`` ones take the benchmark's step-count override, and a
+    ``fixture`` is a pinned earlier configuration, not public."""
 
     name: str
     description: str
@@ -248,29 +226,11 @@ def get_method(name: str) -> Method:
 
 
 def make_imputer(name: str, *, random_state: int | None = None, **params: Any) -> BaseEstimator:
-    """Build a public imputation method by name.
+    """An unfitted public imputation method ``name`` (one of :data:`METHODS`) with
+    ``random_state`` and ``params`` on top of its own settings.
 
-    Parameters
-    ----------
-    name : str
-        One of :data:`METHODS`.
-    random_state : int or None, default=None
-        Passed to the imputer (keyword-only).
-    **params
-        Further hyperparameters of the imputer. For ``"tdm_paper"`` they override the paper's
-        settings (:meth:`tdm.TDMImputer.paper`); ``"ot_sh"`` and ``"ot_ns"`` fix ``solver``.
-
-    Returns
-    -------
-    sklearn.base.BaseEstimator
-        An unfitted imputer with ``fit``, ``transform`` and ``fit_transform``.
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is not a public method, or ``solver`` is given for ``"ot_sh"``/``"ot_ns"``.
-    TypeError
-        If a hyperparameter is not accepted by the imputer.
+    ``ValueError`` for an unknown name, or ``solver`` given to ``"ot_sh"``/``"ot_ns"``;
+    ``TypeError`` for a hyperparameter the imputer does not take.
     """
     if name not in METHODS:
         raise ValueError(f"name must be one of {METHODS}; got {name!r}")

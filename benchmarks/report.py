@@ -1,24 +1,6 @@
-"""The benchmark report: markdown tables of mean ± std and the paper-style figures.
-
-Pure pandas and matplotlib over the results tables (no `tdm` import, no Prefect): the flow reads
-the tables, calls `write_report` with the method registry's display order and fixtures, and
-publishes what comes back as Prefect artifacts.
-
-Trials fall into two grids: the paper's numeric tables, and the mixed-type tables (every trial
-of a dataset where one has a categorical error rate, `cat_error`). Each grid gets the same
-section in `tables.md`, over its own metrics (`PAPER`, `MIXED`):
-
-- one table per metric: rows dataset x mechanism, columns methods, cells mean ± std over seeds
-  (with the count when it is below the most seen), the best mean of each row in bold;
-- `tdm`'s rank among all methods by MAE (and among them without the benchmark fixtures);
-- `tdm_paper` and `tdm` against the best other method (not a TDM variant) per dataset,
-  mechanism and metric, with a count of the cells where each is no worse.
-
-Besides `tables.md`: `benchmark.csv`, every trial (without its loss trace), the committed form
-of the results; and the figures (`benchmarks.figures`): `figures/bars_<mechanism>.png` (MAE per
-dataset, the paper's Figure 3 layout), `figures/mae_over_iterations.png` when MAE traces were
-recorded, else `figures/loss_over_iterations.png`, and for the mixed grid `figures/mixed.png`.
-"""
+"""The benchmark report: ``tables.md`` (mean ± std per metric, tdm's rank, the TDM variants
+against the best other method), ``benchmark.csv`` and the figures, one section per grid (the
+paper's numeric tables and the mixed-type tables)."""
 
 from __future__ import annotations
 
@@ -164,13 +146,8 @@ def metric_table(summary: pd.DataFrame, metric: str, order: Sequence[str] = ()) 
 def versus_best(
     summary: pd.DataFrame, method: str = "tdm_paper", metrics: Sequence[Metric] = PAPER.metrics
 ) -> str:
-    """Markdown: `method` against the best other method per dataset/mechanism and metric.
-
-    The best other method is the one with the best mean over seeds among the methods that are
-    not a TDM variant; the difference is `method` minus best (negative is better for errors,
-    positive is better for accuracy). Only groups where `method` ran are listed. A last line
-    counts, per metric and mechanism, the datasets where `method` is no worse (a tie counts).
-    """
+    """Markdown: ``method`` against the best non-TDM method per dataset, mechanism and metric,
+    and per metric and mechanism the count of datasets where it is no worse."""
     mine = summary[summary["method"] == method]
     others = summary[~summary["method"].str.startswith("tdm")]
     lines = [
@@ -215,9 +192,8 @@ def rank_table(
     *,
     leave_out: tuple[str, ...] = (),
 ) -> str:
-    """Markdown: `method`'s rank among all methods but `leave_out` (TDM variants included) per
-    dataset and mechanism, the best of the others, and per mechanism on how many datasets it is
-    the best."""
+    """Markdown: ``method``'s rank among all methods but ``leave_out`` per dataset and
+    mechanism, and on how many datasets per mechanism it is the best."""
     summary = summary[~summary["method"].isin(leave_out)]
     lower = _LOWER_IS_BETTER[metric]
     column = f"{metric}_mean"
@@ -246,16 +222,14 @@ def rank_table(
             f"{float(others[best]):.3f} | {ours - float(others[best]):+.3f} |"
         )
     counts = ", ".join(
-        f"{mechanism}: {wins} of {total}"
-        for mechanism, (wins, total) in sorted(
-            firsts.items(), key=lambda kv: ordered(list(firsts), MECHANISM_ORDER).index(kv[0])
-        )
+        f"{mechanism}: {firsts[mechanism][0]} of {firsts[mechanism][1]}"
+        for mechanism in ordered(list(firsts), MECHANISM_ORDER)
     )
     return "\n".join([*lines, "", f"Datasets where {method} is the best of all: {counts}."])
 
 
 def _section(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout, grid: Grid) -> str:
-    """One grid's part of `tables.md` (see the module notes)."""
+    """One grid's part of `tables.md`."""
     seeds = sorted(int(s) for s in results["seed"].unique())
     parts = [
         f"# {grid.title}",
@@ -288,12 +262,8 @@ def _section(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout,
 
 
 def label_configurations(results: pd.DataFrame) -> pd.DataFrame:
-    """Results whose method names tell apart configurations run under one name.
-
-    A method recorded under more than one settings hash (say, before and after a change of a
-    library default) would otherwise be averaged across configurations; each of its
-    configurations becomes its own column, ``<method>@<first 6 hex digits of the hash>``.
-    """
+    """``results`` with a method recorded under several settings hashes split into
+    ``<method>@<first 6 hex digits of the hash>``, one column per configuration."""
     counts = results.groupby("method")["params_hash"].nunique()
     mixed = set(counts[counts > 1].index)
     if not mixed:
@@ -305,8 +275,7 @@ def label_configurations(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def latest_per_trial(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per trial asked for: where a trial was run under several library versions (a new
-    version runs its trials anew), the row of the newest version."""
+    """One row per trial asked for: the row of its newest library version."""
     if results.empty or "tdm_version" not in results:
         return results
     version = results["tdm_version"].map(lambda v: tuple(int(x) for x in str(v).split(".")))
@@ -330,11 +299,8 @@ def write_report(
     out_dir: str | Path,
     layout: MethodLayout = MethodLayout(),
 ) -> Report:
-    """Write `tables.md` and `figures/*.png` under `out_dir`; returns the paths and markdown.
-
-    The tables and figures use the newest result of each trial (:func:`latest_per_trial`);
-    `benchmark.csv` keeps every recorded row.
-    """
+    """Write ``tables.md`` (newest row of each trial) and the figures under ``out_dir``, and
+    ``benchmark.csv`` with every recorded row but the loss traces."""
     out = Path(out_dir)
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -351,7 +317,7 @@ def write_report(
             paths.append(mixed_figure(summary, figures, layout.order))
             continue
         paths += bar_figures(summary, figures, layout.order)
-        trace_path = trace_figure(rows, traces, figures, layout.order)
+        trace_path = trace_figure(traces, figures, layout.order)
         if trace_path is not None:
             paths.append(trace_path)
     markdown = "\n".join(sections)

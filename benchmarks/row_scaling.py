@@ -1,13 +1,7 @@
-"""Scaling of the impute-table flow with the table's size: threads against a local Dask cluster.
+"""Wall time and peak memory of the impute-table flow against the table's rows, with threads
+and with a local Dask cluster, each run in a fresh process.
 
-Rows 10^4 -> 3 x 10^6 of a synthetic table (8 correlated numeric columns, 20% of cells missing, a
-key and three pass-through columns). Tables over `--max-fit-rows` are fitted on a sample of that
-many rows and imputed in partitions of `--partition-rows` (`flows.partitioned`); smaller ones in
-one fit. Each run is a fresh process; the table shows the flow's wall time (a no-op flow first, so
-starting Prefect's temporary server is not timed) and the peak resident memory of the flow's
-process and of its largest child (a Dask worker). Run from the repository root:
-
-    OMP_NUM_THREADS=1 python -m benchmarks.row_scaling --write
+Run: ``OMP_NUM_THREADS=1 python -m benchmarks.row_scaling --write``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""The benchmark results tables: one row per finished trial, one row per MAE-trace checkpoint.
-
-A trial's key is (dataset, mechanism, seed, method, p, params_hash, tdm_version), where
-``params_hash`` hashes the hyperparameters asked for on top of the method's own: the flow skips
-keys already present, which is how an interrupted run resumes and how several runs add up to the
-full grid.
-"""
+"""The benchmark results tables: one row per finished trial, one row per MAE-trace checkpoint."""
 
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
 """Is the default's lead over the best other method significant? One row per dataset and
 mechanism of the held-out grid.
 
-Run: ``python -m benchmarks.significance [--results FILE ...] [--out FILE]`` (defaults:
-``results/heldout/benchmark.csv``, ``results/heldout/significance.md``).
-
-- Each trial counts once, in its newest library version (as in the report:
-  :func:`benchmarks.report.latest_per_trial`), so the default's rows are the current
-  default's wherever it was run again.
-- The *best other method* of a cell is the non-TDM method (:data:`BASELINES`) with the lowest
-  mean MAE on the seeds 3-5 that every method ran (the held-out table's masks).
-- The default and that method are then paired on every seed both ran (seeds 3-7 where
-  recorded), and a paired t-test on the per-seed MAE differences (scipy ``ttest_rel``) decides:
-  *significant lead* when the default's mean is lower and the one-sided p-value (H1: the
-  default's MAE is lower) is below 0.05, *significantly behind* for the mirror case, otherwise
-  *not significant*. A cell with fewer than 5 pairs says so.
-- Over the whole grid (:func:`grid_means`): per mechanism, the mean over its datasets of each
-  method's mean MAE on seeds 3-5, for the methods that ran every cell, and their median fit
-  seconds on the small tables (fewer than 1,000 rows) and on the others.
+Run: ``python -m benchmarks.significance [--results FILE ...] [--out FILE]``. The best other
+method of a cell is the non-TDM method with the lowest mean MAE on seeds 3-5; the default and
+it are compared by a one-sided paired t-test over every seed both ran.
 """
 
 from __future__ import annotations
@@ -100,12 +87,9 @@ class Cell:
 
 
 def load(paths: Sequence[Path]) -> pd.DataFrame:
-    """The trials of ``paths`` by the default and the baselines, with the methods' own settings
-    (no override) at 30% missing, each trial in its newest library version.
-
-    A trial recorded twice in one version (a copy) counts once; two different results for one
-    dataset, mechanism, seed, method and version are refused.
-    """
+    """The default's and the baselines' trials of ``paths`` with their own settings at 30%
+    missing, each in its newest library version; two different results for one trial and
+    version are refused."""
     frames = []
     for path in paths:
         trials = read_trials(path)

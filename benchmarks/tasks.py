@@ -1,8 +1,6 @@
-"""Benchmark tasks: run one trial, read which trials are done, and record results in DuckDB.
+"""Benchmark tasks: run one trial, read which trials are done, record results in DuckDB.
 
-Only the flow's own process writes the results file (DuckDB allows one writing process): the
-trial task computes and returns, `record_result` inserts. Each insert is its own transaction, so
-an interrupted run loses at most the trials still running.
+Only the flow's own thread writes the results file; each insert is its own transaction.
 """
 
 from __future__ import annotations
@@ -87,29 +85,9 @@ class TrialSpec:
         return f"{self.dataset}/{self.mechanism}/seed{self.seed}/{self.method}"
 
 
-def _ensure_tables(con: duckdb.DuckDBPyConnection, source: str | Path) -> None:
+def _ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(RESULTS_DDL)
     con.execute(TRACES_DDL)
-    _check_layout(con, source)
-    # Files written before the mixed-type benchmark lack its column; it is NULL for their rows.
-    con.execute(
-        f"ALTER TABLE {quote_identifier(RESULTS_TABLE)} ADD COLUMN IF NOT EXISTS cat_error DOUBLE"
-    )
-
-
-def _check_layout(con: duckdb.DuckDBPyConnection, source: str | Path) -> None:
-    """Refuse a results file whose trial key lacks the library version (written by tdm < 0.5)."""
-    for table in (RESULTS_TABLE, TRACES_TABLE):
-        keys = con.execute(
-            "SELECT constraint_column_names FROM duckdb_constraints() "
-            "WHERE table_name = ? AND constraint_type = 'PRIMARY KEY'",
-            [table],
-        ).fetchall()
-        if keys and "tdm_version" not in keys[0][0]:
-            raise ValueError(
-                f"{source}: table {table} was written by tdm < 0.5, whose trials are keyed "
-                "without the library version; write new results to another file (--db)."
-            )
 
 
 def _read_table(db_path: str | Path, table: str) -> pd.DataFrame | None:
@@ -122,7 +100,6 @@ def _read_table(db_path: str | Path, table: str) -> pd.DataFrame | None:
         ).fetchall()[0][0]
         if not found:
             return None
-        _check_layout(con, db_path)
         return con.execute(f"SELECT * FROM {quote_identifier(table)}").df()
 
 
@@ -131,8 +108,6 @@ def read_results(db_path: str | Path) -> pd.DataFrame:
     frame = _read_table(db_path, RESULTS_TABLE)
     if frame is None:
         return pd.DataFrame(columns=list(BenchmarkResultsSchema.to_schema().columns))
-    if "cat_error" not in frame:  # a file written before the mixed-type benchmark
-        frame["cat_error"] = float("nan")
     return BenchmarkResultsSchema.validate(frame)
 
 
@@ -165,9 +140,9 @@ def run_trial_task(spec: TrialSpec, svm_repeats: int, data_dir: str | None = Non
 
 def _cell(spec: TrialSpec, data_dir: str | None) -> tuple[Any, str, int, str]:
     """(dataset, mechanism, seed, method) of ``spec``, the dataset loaded from ``data_dir``."""
-    from benchmarks.datasets import is_mixed_dataset, load_dataset, load_mixed_dataset
+    from benchmarks.datasets import MIXED_DATASETS, load_dataset, load_mixed_dataset
 
-    load = load_mixed_dataset if is_mixed_dataset(spec.dataset) else load_dataset
+    load = load_mixed_dataset if spec.dataset in MIXED_DATASETS else load_dataset
     return load(spec.dataset, data_dir=data_dir), spec.mechanism, spec.seed, spec.method
 
 
@@ -203,7 +178,7 @@ def record_result(db_path: str, spec: TrialSpec, result: Any, svm_repeats: int) 
     columns = ", ".join(quote_identifier(name) for name in row)
     marks = ", ".join("?" for _ in row)
     with duckdb.connect(db_path) as con:
-        _ensure_tables(con, db_path)
+        _ensure_tables(con)
         con.execute(
             f"INSERT INTO {quote_identifier(RESULTS_TABLE)} ({columns}) VALUES ({marks})",
             list(row.values()),
@@ -225,7 +200,7 @@ def record_trace(db_path: str, spec: TrialSpec, trace: Any) -> None:
     Path(db_path).parent.mkdir(parents=True, exist_ok=True)
     table = quote_identifier(TRACES_TABLE)
     with duckdb.connect(db_path) as con:
-        _ensure_tables(con, db_path)
+        _ensure_tables(con)
         con.execute("BEGIN TRANSACTION")
         con.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         con.execute("COMMIT")
@@ -245,16 +220,6 @@ def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
     return int(con.execute(f"SELECT count(*) FROM {quote_identifier(table)}").fetchall()[0][0])
 
 
-def _source_columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
-    """Columns of `table` in the attached merge source (older files lack newer columns)."""
-    rows = con.execute(
-        "SELECT column_name FROM duckdb_columns() "
-        "WHERE database_name = 'merge_source' AND table_name = ?",
-        [table],
-    ).fetchall()
-    return {str(row[0]) for row in rows}
-
-
 def _read_report_csv(path: Path) -> pd.DataFrame:
     """The trials of a report's ``benchmark.csv``; it has no loss traces, so they become ``[]``."""
     try:
@@ -264,8 +229,6 @@ def _read_report_csv(path: Path) -> pd.DataFrame:
         raise ValueError(f"merge: {path} is not a readable report CSV: {error}") from None
     if "loss_trace" not in frame:
         frame["loss_trace"] = "[]"
-    if "cat_error" not in frame:
-        frame["cat_error"] = float("nan")
     columns = list(BenchmarkResultsSchema.to_schema().columns)
     missing = [c for c in columns if c not in frame]
     if missing:
@@ -275,14 +238,9 @@ def _read_report_csv(path: Path) -> pd.DataFrame:
 
 @task(name="merge-results", cache_policy=NO_CACHE)
 def merge_results(db_path: str, source: str) -> MergeCount:
-    """Add the trials and MAE traces of another results file (another run, another machine).
-
-    The source is a DuckDB results file or a report's ``benchmark.csv`` (the committed record
-    of a grid: its trials, without loss traces or MAE traces). It is validated by the same
-    schemas first. A trial whose key is already in `db_path` keeps the row already there.
-    Everything is copied in one transaction: a failure leaves `db_path` as it was. The source
-    file is opened read-only and never changed.
-    """
+    """Add the trials and MAE traces of another DuckDB results file or a report's
+    ``benchmark.csv``, validated by the same schemas, in one transaction; trials already in
+    ``db_path`` keep their row and the source is never changed."""
     here, there = Path(db_path), Path(source)
     if not there.is_file():
         raise FileNotFoundError(f"merge: results file {source} does not exist")
@@ -302,7 +260,7 @@ def merge_results(db_path: str, source: str) -> MergeCount:
     here.parent.mkdir(parents=True, exist_ok=True)
     literal = str(there).replace("'", "''")
     with duckdb.connect(str(here)) as con:
-        _ensure_tables(con, db_path)
+        _ensure_tables(con)
         if from_csv:
             con.register("merge_rows", incoming)
         else:
@@ -313,10 +271,7 @@ def merge_results(db_path: str, source: str) -> MergeCount:
             for table, frame in ((RESULTS_TABLE, incoming), (TRACES_TABLE, traces)):
                 if frame.empty:
                     continue
-                there_columns = set(frame.columns) if from_csv else _source_columns(con, table)
-                columns = ", ".join(
-                    quote_identifier(c) for c in frame.columns if c in there_columns
-                )
+                columns = ", ".join(quote_identifier(c) for c in frame.columns)
                 name = quote_identifier(table)
                 origin = "merge_rows" if from_csv else f"merge_source.{name}"
                 con.execute(

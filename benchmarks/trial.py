@@ -1,36 +1,8 @@
-"""One benchmark trial of the paper's protocol: mask, impute, score. Pure maths, no orchestration.
+"""One trial of the paper's protocol: mask a complete table, impute it with a method, score it.
 
-A *trial* is one (dataset, mechanism, seed, method) cell of the paper's grid (Zhao et al., 2023,
-Section 5): draw a mask with ``p = 0.3`` missing, impute it with the method, and score the
-imputation on the masked cells.
-
-- On the paper's numeric tables (:class:`benchmarks.datasets.Dataset`, standardised): MAE and
-  RMSE, ``W2²/2`` over the rows with a missing cell (the published "OT" number) and, for
-  labelled datasets, the 5-fold accuracy of an RBF SVM on the imputed features.
-- On the mixed-type tables (:class:`benchmarks.datasets.MixedDataset`): the imputer gets the
-  masked DataFrame (integer columns ``Int64``, labels ``category``); ``mae`` and ``rmse`` are the
-  numeric errors in column standard deviations, ``cat_error`` the categorical error rate
-  (categorical and boolean cells); W2 and the SVM accuracy are not computed (NaN and ``None``).
-  The imputer must return a DataFrame with the same columns, index and dtypes, no missing cell,
-  the observed cells unchanged and, in label columns, only labels observed in its input; a
-  result that breaks this contract is refused with a ``ValueError`` naming the method and the
-  column (:func:`check_imputed_frame`).
-
-Seeds: the mask is drawn with ``random_state=seed`` and the imputer gets ``random_state=seed`` as
-well; the SVM's fold shuffles use ``seed`` too. No global random state is read or written.
-
-Iteration traces
-----------------
-For the batch-OT methods (:attr:`benchmarks.registry.Method.batch_ot`) :func:`run_trial` records
-the *loss* trace through the imputer's ``callback``: the mean transport loss over each window of
-``record_every`` steps. The callback sees only the step's loss, not the current imputation, so
-MAE cannot be recorded during the fit without reaching into private state. :func:`trace_mae`
-computes the MAE trace instead by refitting with ``max_iter = k`` for each checkpoint ``k``. With a
-fixed ``random_state`` the imputers draw their initialisation and batches from one seeded stream
-whose first ``k`` draws do not depend on ``max_iter``, so within one process a fit stopped at
-``k`` steps is bit for bit the longer fit's state at step ``k`` (``tests/benchmarks/test_trial.py``
-checks the loss histories agree; a fresh process with the same library reproduces it too). The
-trace costs the sum of the checkpoints, so it is run for one dataset and seed at a time.
+Numeric tables are scored by MAE, RMSE, ``W2²/2`` and the SVM accuracy; mixed-type tables by the
+numeric errors in column standard deviations and the categorical error rate. The mask, the
+imputer and the SVM folds are all seeded with the trial's seed.
 """
 
 from __future__ import annotations
@@ -93,37 +65,11 @@ class TrialCell:
 class TrialResult(TrialCell):
     """What one trial measured.
 
-    Attributes
-    ----------
-    dataset, mechanism, method : str
-        The grid cell.
-    seed : int
-        Seed of the mask, the imputer and the SVM folds.
-    p : float
-        Requested missing rate.
-    params : dict
-        Hyperparameters passed to the method's factory on top of its own settings.
-    missing_rate : float
-        Share of cells actually masked.
-    mae, rmse : float
-        Errors on the masked cells: in standardised units on the paper's tables, in column
-        standard deviations over the numeric cells on the mixed-type tables.
-    w2sq_half : float
-        ``W2² / 2`` between the true and imputed rows that had a missing cell (the paper's "OT"
-        column; :func:`tdm.metrics.wasserstein2` with ``half=True``); NaN above
-        :data:`W2_MAX_ROWS` rows and on the mixed-type tables.
-    accuracy : float or None
-        Mean 5-fold accuracy of an RBF SVM on the imputed features (classification datasets;
-        ``None`` for regression datasets, mixed-type tables or when ``svm_repeats=0``).
-    fit_seconds : float
-        Wall time of ``fit_transform``.
-    n_iter : int or None
-        Optimisation steps run (batch-OT methods only).
-    loss_trace : tuple of (int, float)
-        ``(iteration, mean loss over the last record_every steps)``; empty for other methods.
-    cat_error : float or None
-        Share of the masked categorical cells imputed with the wrong label (mixed-type tables);
-        ``None`` for the paper's tables.
+    ``mae`` and ``rmse`` are in standardised units on the numeric tables and in column standard
+    deviations on the mixed-type tables, which also set ``cat_error`` (and leave ``w2sq_half``
+    NaN, ``accuracy`` None). ``w2sq_half`` is NaN above :data:`W2_MAX_ROWS` rows; ``accuracy``
+    is None without labels or SVM repeats; ``n_iter`` and ``loss_trace`` (iteration, window
+    mean loss) are set for the batch-OT methods only.
     """
 
     missing_rate: float
@@ -168,12 +114,7 @@ class LossRecorder:
 
 
 def params_hash(params: Mapping[str, Any] | None) -> str:
-    """A short stable hash of the hyperparameters asked for (canonical JSON).
-
-    A trial is keyed on its method, the hash of its explicit overrides and the library version:
-    what was asked for, not every effective setting, so that adding a hyperparameter does not
-    orphan stored results, while a new library version runs its trials anew.
-    """
+    """A short stable hash of the hyperparameters asked for (canonical JSON)."""
     canonical = json.dumps(dict(params or {}), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -186,8 +127,7 @@ def _cell(
     p: float,
     params: dict[str, Any],
 ) -> tuple[str, str, int, str, float, dict[str, Any]]:
-    """The fields naming a trial, in the order :class:`TrialResult` and :class:`MaeTrace` start
-    with: dataset, mechanism, seed, method, p, params."""
+    """The fields naming a trial, in :class:`TrialCell`'s order."""
     return dataset.name, mechanism, seed, method, p, params
 
 
@@ -206,11 +146,9 @@ def _masked(
 def check_imputed_frame(
     method: str, masked: pd.DataFrame, imputed: Any, mask: NDArray[np.bool_]
 ) -> pd.DataFrame:
-    """Refuse an imputation of a mixed-type table that breaks the contract (module notes).
-
-    Returns ``imputed`` when it holds; otherwise raises ``ValueError`` naming ``method`` and the
-    first column at fault.
-    """
+    """``imputed`` if it is a DataFrame with the columns, index and dtypes of ``masked``, no
+    missing cell, the observed cells unchanged and only observed labels; else ``ValueError``
+    naming ``method`` and the first column at fault."""
     if not isinstance(imputed, pd.DataFrame):
         raise ValueError(f"{method}: returned {type(imputed).__name__}, not a DataFrame")
     if list(imputed.columns) != list(masked.columns) or not imputed.index.equals(masked.index):
@@ -289,35 +227,31 @@ def run_trial(
     Parameters
     ----------
     dataset : Dataset or MixedDataset
-        A complete table (:func:`benchmarks.datasets.load_dataset`, standardised, or
-        :func:`benchmarks.datasets.load_mixed_dataset`).
-    mechanism : {"mcar", "mar", "mnarl", "mnarq", "mnarq_published"}
-        Missing-data mechanism (:func:`tdm.simulate.simulate`; mixed-type tables:
-        :func:`benchmarks.datasets.simulate_mixed`, MCAR or MAR).
+        A complete table.
+    mechanism : str
+        Missing-data mechanism (mixed-type tables: ``"mcar"`` or ``"mar"``).
     seed : int
         Seed of the mask, the imputer and the SVM fold shuffles.
     method : str
-        A registered method (:data:`benchmarks.registry.REGISTRY`, benchmark fixtures included);
-        for a mixed-type table, one that takes mixed-type DataFrames.
+        A registered method, fixtures included.
     p : float, default=0.3
-        Missing rate (paper: 30%).
+        Missing rate.
     params : mapping or None, default=None
-        Extra hyperparameters of the method (e.g. ``{"max_iter": 20}``).
+        Hyperparameters of the method on top of its own.
     svm_repeats : int, default=3
-        Repeats of the shuffled 5-fold SVM cross-validation (paper: 10); 0 skips accuracy.
+        Repeats of the shuffled 5-fold SVM cross-validation; 0 skips the accuracy.
     record_every : int, default=100
-        Window of the loss trace of the batch-OT methods, in steps.
+        Window of the batch-OT methods' loss trace, in steps.
 
     Returns
     -------
     TrialResult
-        On a mixed-type table with ``cat_error`` set, ``w2sq_half`` NaN and ``accuracy`` None.
 
     Raises
     ------
     ValueError
         If ``method`` or ``mechanism`` is unknown, a parameter is invalid, or an imputation of a
-        mixed-type table breaks the contract.
+        mixed-type table breaks the contract of :func:`check_imputed_frame`.
     """
     spec = get_method(method)
     if isinstance(svm_repeats, bool) or not isinstance(svm_repeats, int) or svm_repeats < 0:
@@ -357,24 +291,11 @@ def trace_mae(
     p: float = 0.3,
     params: Mapping[str, Any] | None = None,
 ) -> MaeTrace:
-    """MAE after ``k`` optimisation steps, for every ``k`` in ``checkpoints``, by refitting.
+    """MAE after ``k`` optimisation steps for every ``k`` in ``checkpoints``, one refit each.
 
-    Each checkpoint is a fresh fit with ``max_iter=k`` and the same seed, which equals the state
-    of one long fit after ``k`` steps (see the module notes); ``k = 0`` scores the
-    initialisation (column means plus noise). Cost: the sum of the checkpoints in steps.
-
-    Parameters
-    ----------
-    dataset, mechanism, seed, p, params
-        As in :func:`run_trial` (``params`` must not hold ``max_iter``).
-    method : str
-        A batch-OT method (:attr:`benchmarks.registry.Method.batch_ot`).
-    checkpoints : sequence of int
-        Step counts, each ``>= 0``; sorted and deduplicated.
-
-    Returns
-    -------
-    MaeTrace
+    A fit stopped at ``k`` steps with the same seed is the longer fit's state at step ``k``;
+    ``k = 0`` scores the start. ``method`` must be batch-OT and ``params`` must not hold
+    ``max_iter``; the other arguments are as in :func:`run_trial`.
     """
     spec = get_method(method)
     if not spec.batch_ot:

@@ -18,11 +18,7 @@ RandomState = int | np.random.RandomState | None
 
 
 def resolve_seed(random_state: RandomState) -> int:
-    """An integer seed from ``random_state``, without touching NumPy's global random state.
-
-    ``None`` draws fresh OS entropy; an int is returned unchanged; a ``RandomState`` instance is
-    advanced by one draw (scikit-learn's convention for shared generators).
-    """
+    """An integer seed from ``random_state`` (``None``: fresh entropy), never NumPy's global."""
     if random_state is None:
         return int(np.random.default_rng().integers(2**31 - 1))
     if isinstance(random_state, np.random.RandomState):
@@ -36,32 +32,14 @@ def resolve_seed(random_state: RandomState) -> int:
 
 
 class BaseImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
-    """Validation and the observed-cells guarantee around a model-specific ``_fit``/``_impute``.
-
-    Subclasses store their keyword-only hyperparameters unchanged in ``__init__`` and implement
-    :meth:`_fit` (learn from a float64 matrix with NaN for missing values) and :meth:`_impute`
-    (return a completed copy). :meth:`transform` then copies only the missing cells from that
-    copy, so observed cells are returned bit for bit. Subclasses state the accepted values of
-    their hyperparameters in :attr:`_PARAMETER_CONSTRAINTS`, checked at the start of ``fit``.
-    """
+    """Validation and the observed-cells guarantee around a model-specific ``_fit``/``_impute``;
+    subclasses state their hyperparameters' accepted values in ``_PARAMETER_CONSTRAINTS``."""
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {}
 
     def fit(self, X: ArrayLike, y: Any = None) -> Self:
-        """Fit the imputer on ``X``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Data with NaN for missing values; no inf; every column needs an observed value.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self
-            The fitted imputer.
-        """
+        """Fit the imputer on ``X`` (NaN for missing values; every column needs an observed
+        value); returns ``self``."""
         owner = type(self).__name__
         validate_params(owner, self.get_params(deep=False), self._PARAMETER_CONSTRAINTS)
         data = self._validate(X, reset=True)
@@ -79,18 +57,7 @@ class BaseImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Impute the missing values of ``X`` with the fitted model.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Data with NaN for missing values, same columns as in :meth:`fit`.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_features), float64
-            ``X`` with every NaN replaced; observed cells unchanged.
-        """
+        """``X`` with every NaN imputed by the fitted model; observed cells unchanged."""
         check_is_fitted(self)
         data = self._validate(X, reset=False)
         mask = np.isnan(data)

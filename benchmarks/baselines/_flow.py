@@ -1,9 +1,4 @@
-"""What the flow baselines share: a seeded RealNVP flow, its log-density, the flow's settings.
-
-MCFlow and EMFlow both model the (standardised) rows with a normalizing flow ``z = f(x)``, here
-:class:`tdm.coupling.InvertibleNetwork` (affine couplings with bounded log-scales), and fit it
-by maximum likelihood, ``log p(x) = log p_Z(f(x)) + log |det ∂f/∂x|``.
-"""
+"""What the flow baselines share: a seeded RealNVP flow, its log-density, the flow's settings."""
 
 from __future__ import annotations
 
@@ -52,25 +47,8 @@ def flow_log_density(
     mean: Tensor | None = None,
     precision_chol: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Per-row ``log p(x)`` under the flow and the rows' latents ``z = f(x)``.
-
-    Parameters
-    ----------
-    flow : InvertibleNetwork
-        The flow ``f``.
-    x : Tensor of shape (n, D)
-        Complete rows.
-    mean : Tensor of shape (D,), optional
-        Mean of the Gaussian base density (default 0).
-    precision_chol : Tensor of shape (D, D), optional
-        Lower Cholesky factor ``L`` of the base density's precision, ``Σ⁻¹ = L Lᵀ`` (default
-        the identity).
-
-    Returns
-    -------
-    log_density : Tensor of shape (n,)
-    z : Tensor of shape (n, D)
-    """
+    """Per-row ``log p(x)`` under the flow with base ``N(mean, (L Lᵀ)⁻¹)`` (default
+    ``N(0, I)``; ``L = precision_chol``), and the latents ``z = f(x)``."""
     log_det = x.new_zeros(x.shape[0])
     z = x
     for block in flow.blocks:

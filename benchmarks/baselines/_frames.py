@@ -1,10 +1,6 @@
-"""The scikit-learn skeleton of the mixed-type baselines: a DataFrame's columns coded as one
-float matrix for the model, and the model's output decoded back into the DataFrame's dtypes.
-
-Coding: float and integer columns as floats; categorical and boolean columns as the index of the
-label among the labels observed in ``fit`` (sorted), as a float; a missing cell is NaN. A NumPy
-array is a table of float columns.
-"""
+"""The skeleton of the mixed-type baselines: a DataFrame coded as one float matrix (label
+columns as the index of the label among those observed in fit; NaN missing) and decoded back
+into its dtypes."""
 
 from __future__ import annotations
 
@@ -38,15 +34,9 @@ def start_values(Z: NDArray[np.float64], categorical: NDArray[np.bool_]) -> NDAr
 class MixedBaseImputer(TransformerMixin, BaseEstimator):
     """Validation, coding and decoding around a model-specific ``_fit_coded``/``_impute_coded``.
 
-    ``fit`` learns the columns, their kinds and observed labels, codes the table and calls
-    :meth:`_fit_coded`, which returns the imputed coded training table (what ``fit_transform``
-    decodes). ``transform`` codes new rows and decodes :meth:`_impute_coded`. Only missing cells
-    are written: observed cells come back unchanged, every column in its dtype; integer columns
-    are rounded to the nearest integer, categorical cells take an observed label.
-
-    Fitted attributes: ``column_kinds_`` (column -> kind), ``categories_`` (column -> labels
-    observed in fit, categorical and boolean columns), ``n_features_in_``,
-    ``feature_names_in_`` (DataFrames with string column names).
+    Only missing cells are written: observed cells come back unchanged, every column in its
+    dtype, integer columns rounded, categorical cells an observed label. Fitted:
+    ``column_kinds_``, ``categories_`` (labels observed in fit), ``n_features_in_``.
     """
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {}

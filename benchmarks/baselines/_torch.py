@@ -1,13 +1,7 @@
 """What the neural baselines share: seeded networks, column scaling, the training skeleton.
 
-Nothing here touches global state: modules are built without their default (global-RNG)
-initialisation and initialised from a local :class:`torch.Generator`, and every draw of a fit
-(batches, noise) comes from generators seeded by the imputer's ``random_state``.
-
-- :class:`TorchImputer`: the device and the seeds of a fit, its mini-batches of rows and its
-  optimiser steps (GAIN, MIWAE, and the three below).
-- :class:`RefiningImputer`: rows standardised per column and started at the column means, whose
-  missing cells fitted networks replace round after round (MCFlow, EMFlow, MIRACLE).
+Networks are built without their global-RNG initialisation and initialised from local
+generators; :class:`RefiningImputer` is the skeleton of MCFlow, EMFlow and MIRACLE.
 """
 
 from __future__ import annotations
@@ -70,24 +64,9 @@ def mlp(
     *,
     xavier: bool = False,
 ) -> nn.Sequential:
-    """Fully connected layers ``sizes[0] -> ... -> sizes[-1]`` with ``activation`` between them.
-
-    Parameters
-    ----------
-    sizes : list of int
-        Layer widths, input first; at least two entries.
-    activation : type of torch.nn.Module
-        Activation class placed after every layer but the last.
-    generator : torch.Generator
-        CPU generator for the initial weights.
-    xavier : bool, default=False
-        Xavier-normal weights and zero biases instead of torch's default uniform scheme.
-
-    Returns
-    -------
-    torch.nn.Sequential
-        The network, on CPU.
-    """
+    """Fully connected layers ``sizes[0] -> ... -> sizes[-1]`` on the CPU, ``activation``
+    between them, weights drawn from ``generator`` (Xavier-normal with zero biases if
+    ``xavier``)."""
     layers: list[nn.Module] = []
     for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         layer = _linear(n_in, n_out, generator)
@@ -148,26 +127,10 @@ class TorchImputer(BaseImputer):
     """The training skeleton of the neural baselines: the fit's device and seeds, mini-batches of
     rows and optimiser steps.
 
-    Parameters every subclass has
-    -----------------------------
-    device : str or torch.device, default="auto"
-        ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-    random_state : int, numpy.random.RandomState or None, default=None
-        Seed (keyword-only). Weights, batches and every draw of the fit and of ``transform``
-        come from local :class:`torch.Generator` objects seeded from it; global random states
-        are never used.
-    batch_size : int
-        Rows per mini-batch (capped at ``n_samples``).
-
-    Attributes
-    ----------
-    device_ : torch.device
-        Device used.
-    seed_ : int
-        The integer seed used; the draws of :meth:`transform` are derived from it, so a fitted
-        imputer gives the same output for the same input.
-    n_features_in_ : int
-        Number of columns seen in :meth:`fit`.
+    Every subclass takes ``device`` (``"auto"``: CUDA when available, else CPU) and
+    ``random_state``; weights and every draw of ``fit`` and ``transform`` come from local
+    generators seeded from ``seed_``, so a fitted imputer gives the same output for the same
+    input.
     """
 
     device: str | torch.device

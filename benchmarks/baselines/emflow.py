@@ -34,69 +34,41 @@ _JITTER = 1e-4
 
 
 class EMFlowImputer(FlowImputer):
-    """EMFlow (Ma & Ghosh, 2021): a flow maps rows to a latent space where a Gaussian is fitted
-    by online EM and the missing coordinates are conditional expectations.
+    """EMFlow (Ma & Ghosh, 2021): a flow maps rows to a latent space where a Gaussian
+    ``N(μ, Σ)`` is fitted by online EM and the missing coordinates are conditional expectations.
 
-    The rows are standardised with each column's observed mean and standard deviation. A RealNVP
-    flow ``z = f(x)`` (:class:`tdm.coupling.InvertibleNetwork`) maps a completed row to a
-    latent with density ``N(μ, Σ)``. The fit alternates, for ``max_iter`` rounds, the flow's
-    update and one online EM step of ``(μ, Σ)`` (the paper's alternation):
-
-    1. the flow: ``steps_per_round`` Adam steps on mini-batches of the current completion,
-       minimising the negative log-likelihood ``-log N(f(x); μ, Σ) - log |det ∂f/∂x|`` (per
-       coordinate) plus ``reconstruction_weight`` times the mean squared error, on the observed
-       cells, of the row decoded from its latent conditioned as in the E-step below (the flow
-       learns a latent space in which that conditioning keeps the observed cells);
-    2. E-step, on every row: with ``z = f(x)`` and ``o`` the row's observed columns, the latent
-       coordinates at the row's missing columns ``m`` take their conditional expectation
-       ``μ_m + Σ_mo Σ_oo⁻¹ (z_o - μ_o)`` (conditional covariance
-       ``Σ_mm - Σ_mo Σ_oo⁻¹ Σ_om``); the decoded row ``f⁻¹(ẑ)``, clipped to each column's
-       observed range, gives the missing cells their new values;
-    3. M-step, online (Cappé & Moulines): ``μ`` and ``Σ`` move a step ``r^-0.6`` (round
-       ``r`` from 1, so the first step replaces them) toward the E-step's mean and covariance,
-       conditional covariances included.
-
-    The completion starts from the column means, ``(μ, Σ) = (0, I)``. :meth:`transform` runs
-    ``max_iter`` E-steps with the fitted flow and Gaussian from the column means, so it imputes
-    new rows as it does the training rows.
+    On standardised rows started at the column means with ``(μ, Σ) = (0, I)``, each of
+    ``max_iter`` rounds fits the flow (negative log-likelihood plus ``reconstruction_weight``
+    times the observed cells' error after conditioning), then runs an E-step (the missing latent
+    coordinates take their conditional mean, the decoded row, clipped, gives the missing cells)
+    and an online M-step of step ``r^-0.6``. :meth:`transform` runs ``max_iter`` E-steps from
+    the column means.
 
     Parameters
     ----------
     n_blocks : int, default=3
-        Affine-coupling blocks of the flow.
+        Coupling blocks of the flow.
     hidden_dim : int or None, default=None
-        Hidden width of the flow's conditioners; ``None`` means ``max(2 * n_features, 16)``.
+        Hidden width of the flow; ``None``: ``max(2 * n_features, 16)``.
     max_iter : int, default=10
-        Rounds of the alternation.
+        Rounds.
     steps_per_round : int, default=50
         Flow mini-batch steps per round.
     batch_size : int, default=256
-        Rows per mini-batch (capped at ``n_samples``).
+        Rows per mini-batch.
     lr : float, default=1e-4
-        Adam learning rate of the flow.
+        Adam learning rate.
     reconstruction_weight : float, default=10.0
         Weight of the observed cells' reconstruction error in the flow's loss.
     device, random_state
-        The device (``"auto"``: CUDA when available) and the seed (keyword-only), as for every
-        neural baseline (:class:`~benchmarks.baselines._torch.TorchImputer`).
+        As in :class:`~benchmarks.baselines._torch.TorchImputer`.
 
     Attributes
     ----------
-    flow_ : tdm.coupling.InvertibleNetwork
-        The fitted flow.
-    latent_mean_ : Tensor of shape (n_features,)
-        ``μ``.
-    latent_cov_ : Tensor of shape (n_features, n_features)
-        ``Σ``.
-    scaling_ : ColumnScaling
-        Observed mean and scale of each column.
+    flow_, latent_mean_, latent_cov_
+        The fitted flow, ``μ`` and ``Σ``.
     loss_history_ : ndarray of shape (max_iter,)
-        The flow's mean loss per round: negative log-likelihood per coordinate plus the
-        weighted reconstruction error.
-    n_iter_ : int
-        Rounds run (``max_iter``).
-    device_, seed_, n_features_in_
-        See :class:`~benchmarks.baselines._torch.TorchImputer`.
+        The flow's mean loss per round.
     """
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {

@@ -36,49 +36,34 @@ _EPS = 1e-8
 class GAINImputer(TorchImputer):
     """GAIN (Yoon et al., 2018): a generator imputes, a discriminator guesses which cells were.
 
-    Data are min-max scaled per column to [0, 1] with the observed values. With ``m`` the
-    observed indicator (1 = observed) of a row ``x``:
-
-    - generator ``G(x_tilde, m)``, where ``x_tilde = m * x + (1 - m) * z`` and ``z ~ U(0, 0.01)``;
-      the imputed row is ``x_hat = m * x + (1 - m) * G(x_tilde, m)``;
-    - hint ``h = b * m + 0.5 * (1 - b)`` with ``b ~ Bernoulli(hint_rate)`` per cell (Section 4
-      of the paper): the discriminator is told the truth about the cells with ``b = 1``;
-    - discriminator ``D(x_hat, h)`` outputs, per cell, the probability that it was observed; its
-      loss is the cross-entropy against ``m`` on the cells with ``b = 0``;
-    - generator loss: ``-mean_{b=0, m=0} log D`` (fool the discriminator on imputed cells) plus
-      ``alpha`` times the mean squared reconstruction error on observed cells.
-
-    Both networks are 3 fully connected layers of width ``n_features`` (ReLU, sigmoid output),
-    trained alternately with Adam for ``max_iter`` mini-batch steps.
+    Data are min-max scaled per column with the observed values. The generator fills the
+    missing cells from the row, its mask and ``U(0, 0.01)`` noise; the discriminator sees the
+    imputed row and a hint that reveals each cell's indicator with probability ``hint_rate``,
+    and is scored on the hidden ones. The generator's loss is the adversarial term plus
+    ``alpha`` times the squared error on observed cells. Both networks are 3 layers of width
+    ``n_features``, trained alternately with Adam for ``max_iter`` mini-batch steps.
 
     Parameters
     ----------
     max_iter : int, default=10000
-        Training iterations (one discriminator and one generator step each).
+        Training iterations (one step of each network).
     batch_size : int, default=128
-        Rows per mini-batch (capped at ``n_samples``).
+        Rows per mini-batch.
     alpha : float, default=100.0
         Weight of the reconstruction loss.
     hint_rate : float, default=0.9
         Probability that a cell's indicator is revealed to the discriminator.
     lr : float, default=1e-3
-        Adam learning rate of both networks.
+        Adam learning rate.
     device, random_state
-        The device (``"auto"``: CUDA when available) and the seed (keyword-only), as for every
-        neural baseline (:class:`~benchmarks.baselines._torch.TorchImputer`).
+        As in :class:`~benchmarks.baselines._torch.TorchImputer`.
 
     Attributes
     ----------
     generator_ : torch.nn.Sequential
         The trained generator.
-    data_min_, data_range_ : ndarray of shape (n_features,)
-        Observed minimum and range of each column (range 1 for a constant column).
     loss_history_ : ndarray of shape (max_iter, 2)
         Discriminator and generator losses per iteration.
-    n_iter_ : int
-        Training iterations run (``max_iter``; there is no early stopping).
-    device_, seed_, n_features_in_
-        See :class:`~benchmarks.baselines._torch.TorchImputer`.
     """
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {

@@ -1,16 +1,4 @@
-"""Chained-equation baselines built on scikit-learn's ``IterativeImputer``: ICE and MissForest.
-
-Both start from column means and then, for ``max_iter`` rounds, regress each column on all the
-others (fitted on the rows where it is observed) and re-predict its missing cells.
-
-References
-----------
-S. van Buuren and K. Groothuis-Oudshoorn. mice: Multivariate imputation by chained equations in
-R. Journal of Statistical Software, 2011.
-
-D. J. Stekhoven and P. Buehlmann. MissForest: non-parametric missing value imputation for
-mixed-type data. Bioinformatics, 2012.
-"""
+"""Chained-equation baselines on scikit-learn's ``IterativeImputer``: ICE and MissForest."""
 
 from __future__ import annotations
 
@@ -48,12 +36,8 @@ class _IterativeBase(BaseImputer):
 
 
 class ICEImputer(_IterativeBase):
-    """ICE: iterative chained equations with a Bayesian linear regression per column.
-
-    The paper's "ICE (iterative, linear)" baseline: every feature is continuous here, so each
-    column is modelled by :class:`~sklearn.linear_model.BayesianRidge` on all the others, and the
-    imputation is its posterior mean (``sample_posterior=False``). Columns are visited in
-    ascending order of missingness.
+    """ICE: iterative chained equations with a Bayesian linear regression per column, imputing
+    the posterior mean.
 
     Parameters
     ----------
@@ -61,19 +45,9 @@ class ICEImputer(_IterativeBase):
         Maximum number of rounds over all columns.
     tol : float, default=1e-3
         Stop when the largest change of an imputed value, relative to the largest observed
-        absolute value, falls below ``tol`` (scikit-learn's rule); otherwise scikit-learn warns
-        with ``ConvergenceWarning``.
+        absolute value, falls below ``tol``.
     random_state : int, numpy.random.RandomState or None, default=None
-        Seed of ``IterativeImputer`` (keyword-only).
-
-    Attributes
-    ----------
-    imputer_ : sklearn.impute.IterativeImputer
-        The fitted imputer.
-    n_iter_ : int
-        Rounds run.
-    n_features_in_ : int
-        Number of columns seen in :meth:`fit`.
+        Seed of ``IterativeImputer``.
     """
 
     def __init__(
@@ -86,37 +60,23 @@ class ICEImputer(_IterativeBase):
 
 
 class MissForestImputer(_IterativeBase):
-    """MissForest: iterative imputation with a random forest per column.
-
-    Each column is regressed on all the others by a
-    :class:`~sklearn.ensemble.RandomForestRegressor` (bootstrap, ``n_estimators`` trees,
-    ``max_features="sqrt"`` candidate features per split, as ``mtry = floor(sqrt(p))`` in
-    Stekhoven & Buehlmann), starting from the column means and visiting columns in ascending
-    order of missingness.
-
-    Differences from the original MissForest, both documented choices: the stopping rule is
-    scikit-learn's (relative change below ``tol``, at most ``max_iter`` rounds) instead of "stop
-    as soon as the change grows", and the last round's imputation is returned.
+    """MissForest (Stekhoven & Buehlmann, 2012): iterative imputation with a random forest per
+    column, stopped by scikit-learn's rule (relative change below ``tol``).
 
     Parameters
     ----------
     n_estimators : int, default=100
-        Trees per forest (MissForest's default).
+        Trees per forest.
     max_features : {"sqrt", "log2"}, int, float or None, default="sqrt"
-        Candidate features per split (``None``: all of them).
+        Candidate features per split.
     max_iter : int, default=10
-        Maximum number of rounds over all columns (MissForest's default).
+        Maximum number of rounds over all columns.
     tol : float, default=1e-3
         See :class:`ICEImputer`.
     n_jobs : int or None, default=1
         Parallel jobs of each forest.
     random_state : int, numpy.random.RandomState or None, default=None
-        Seed of the imputer and of the forests (keyword-only).
-
-    Attributes
-    ----------
-    imputer_, n_iter_, n_features_in_
-        As in :class:`ICEImputer`.
+        Seed of the imputer and of the forests.
     """
 
     def __init__(

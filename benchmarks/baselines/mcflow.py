@@ -31,69 +31,40 @@ _CHUNK = 4096
 class MCFlowImputer(FlowImputer):
     """MCFlow (Richardson et al., 2020): alternate density estimation and imputation.
 
-    The rows are standardised with each column's observed mean and standard deviation. A RealNVP
-    flow ``z = f(x)`` (affine couplings, :class:`tdm.coupling.InvertibleNetwork`) with a
-    standard normal base density models the completed rows, and a network ``g`` maps a row's
-    latent ``z`` to ``z + g(z)``, a latent whose decoding ``f⁻¹(z + g(z))`` should reproduce the
-    row's observed cells while being likely under the base density. The fit alternates, for
-    ``max_iter`` rounds (the paper's iterative scheme, which breaks the circularity of learning
-    a density from data that it must complete):
-
-    1. the flow: ``steps_per_round`` Adam steps on mini-batches of the current completion, its
-       missing cells jittered by Gaussian noise (``noise``), maximising
-       ``log p(x) = log N(f(x); 0, I) + log |det ∂f/∂x|``;
-    2. the latent network, the flow held fixed: ``steps_per_round`` Adam steps minimising the
-       mean squared error of the decoding ``x̂ = f⁻¹(z + g(z))`` on the observed cells plus
-       ``likelihood_weight`` times its negative log-likelihood under the flow, per coordinate;
-    3. the completion: every missing cell takes the value of ``f⁻¹(z + g(z))``, clipped to its
-       column's observed range.
-
-    The completion starts from the column means, and the flow gets one round of fitting on
-    them before the first update. The paper starts instead from a Monte Carlo search (the
-    decoded base-density draw nearest to each row on its observed cells); with a flow fitted on
-    a few hundred rows that start was worse than the column means. :meth:`transform` repeats
-    the ``max_iter`` completion updates from the column means with the fitted networks, so it
-    imputes new rows as it does the training rows.
+    On standardised rows started at the column means, each of ``max_iter`` rounds fits a RealNVP
+    flow ``z = f(x)`` to the completion (missing cells jittered by ``noise``), then a latent
+    network ``g`` so that ``f⁻¹(z + g(z))`` reproduces the observed cells and is likely under
+    the flow (weight ``likelihood_weight``), then replaces the missing cells by that decoding,
+    clipped to each column's observed range. :meth:`transform` repeats the ``max_iter``
+    replacements from the column means.
 
     Parameters
     ----------
     n_blocks : int, default=3
-        Affine-coupling blocks of the flow.
+        Coupling blocks of the flow.
     hidden_dim : int or None, default=None
-        Hidden width of the flow's conditioners and of ``g`` (two hidden ReLU layers);
-        ``None`` means ``max(2 * n_features, 16)``.
+        Hidden width of the flow and of ``g``; ``None``: ``max(2 * n_features, 16)``.
     max_iter : int, default=10
-        Rounds of the alternation.
+        Rounds.
     steps_per_round : int, default=50
         Mini-batch steps of each network per round.
     batch_size : int, default=256
-        Rows per mini-batch (capped at ``n_samples``).
+        Rows per mini-batch.
     lr : float, default=3e-4
-        Adam learning rate of both networks.
+        Adam learning rate.
     likelihood_weight : float, default=0.1
         Weight of the decoding's negative log-likelihood in the loss of ``g``.
     noise : float, default=0.3
-        Standard deviation (in column standard deviations) of the Gaussian noise added to the
-        missing cells of each mini-batch the flow is fitted on, so that the flow cannot fold
-        its density onto the imputations, which are functions of the observed cells.
+        Standard deviation of the noise on the missing cells the flow is fitted on.
     device, random_state
-        The device (``"auto"``: CUDA when available) and the seed (keyword-only), as for every
-        neural baseline (:class:`~benchmarks.baselines._torch.TorchImputer`).
+        As in :class:`~benchmarks.baselines._torch.TorchImputer`.
 
     Attributes
     ----------
-    flow_ : tdm.coupling.InvertibleNetwork
-        The fitted flow.
-    latent_net_ : torch.nn.Sequential
-        The fitted ``g``.
-    scaling_ : ColumnScaling
-        Observed mean and scale of each column.
+    flow_, latent_net_
+        The fitted flow and ``g``.
     loss_history_ : ndarray of shape (max_iter, 2)
         Per round, the flow's mean negative log-likelihood and the mean loss of ``g``.
-    n_iter_ : int
-        Rounds run (``max_iter``).
-    device_, seed_, n_features_in_
-        See :class:`~benchmarks.baselines._torch.TorchImputer`.
     """
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {

@@ -1,16 +1,5 @@
-"""miceforest: multiple imputation by chained equations with LightGBM, as a mixed-type baseline.
-
-A thin scikit-learn wrapper of :class:`miceforest.ImputationKernel` (an optional dependency:
-``pip install 'tdm-impute[bench]'``). It takes a DataFrame of float, integer, boolean and
-categorical columns (or a float array with NaN) and returns the same columns and dtypes.
-
-References
-----------
-S. Wilson. miceforest: Fast, memory efficient imputation with LightGBM. 2020-.
-
-S. van Buuren and K. Groothuis-Oudshoorn. mice: Multivariate imputation by chained equations in
-R. Journal of Statistical Software, 2011.
-"""
+"""miceforest (chained equations with LightGBM) as a mixed-type baseline; an optional
+dependency: ``pip install 'tdm-impute[bench]'``."""
 
 from __future__ import annotations
 
@@ -43,13 +32,8 @@ def _kernel_class() -> Any:
 class MiceForestImputer(MixedBaseImputer):
     """Chained equations with LightGBM random forests (miceforest), one completed dataset.
 
-    Each column with missing cells is modelled by LightGBM (miceforest's random-forest boosting
-    defaults) on all the others, for ``iterations`` rounds, starting from random draws of the
-    observed values. Label columns are modelled as categorical (binary or multiclass). With
-    ``mean_match_candidates=0`` (the default here) the imputation is the model's prediction:
-    the regression value (rounded for integer columns) or the most probable label, which is what
-    MAE and error rate reward; miceforest's own default (5) draws among the 5 nearest candidates
-    instead, for multiple imputation.
+    With ``mean_match_candidates=0`` the imputation is the model's prediction (the regression
+    value, or the most probable label) rather than a draw among the nearest candidates.
 
     Parameters
     ----------
@@ -60,15 +44,7 @@ class MiceForestImputer(MixedBaseImputer):
     n_jobs : int, default=1
         LightGBM threads.
     random_state : int, numpy.random.RandomState or None, default=None
-        Seed of the kernel (keyword-only).
-
-    Attributes
-    ----------
-    kernel_ : miceforest.ImputationKernel
-        The fitted kernel; :meth:`transform` imputes new rows with its models
-        (``impute_new_data``).
-    column_kinds_, categories_, n_features_in_
-        See :class:`~benchmarks.baselines._frames.MixedBaseImputer`.
+        Seed of the kernel.
     """
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {

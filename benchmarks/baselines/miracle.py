@@ -41,16 +41,6 @@ class _Reconstruction(nn.Module):
     """One sub-network per target node (every feature, then every indicator), each fed with
     the features through its own masked input layer; the second layer is shared."""
 
-    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
-        **TRAINING_CONSTRAINTS,
-        "hidden_dim": [Interval(Integral, 1, None)],
-        "reimpute_every": [Interval(Integral, 1, None), None],
-        **{
-            name: [Interval(Real, 0, None)]
-            for name in ("dag_weight", "sparsity_weight", "indicator_weight", "moment_weight")
-        },
-    }
-
     def __init__(self, allowed: Tensor, hidden: int, generator: torch.Generator) -> None:
         super().__init__()
         n_targets, n_features = allowed.shape
@@ -86,32 +76,17 @@ class _Reconstruction(nn.Module):
 
 
 class MIRACLEImputer(RefiningImputer):
-    """MIRACLE (Kyono et al., 2021): refine a seed imputation with reconstruction networks that
-    are regularised to follow a causal graph, missingness indicators included.
+    """MIRACLE (Kyono et al., 2021): refine a mean imputation with reconstruction networks
+    regularised to follow a causal graph that includes the missingness indicators.
 
-    The rows are standardised with each column's observed mean and standard deviation and
-    seeded with the column means (the paper's mean seed). Every feature ``j`` is reconstructed
-    from the other features by its own network (a masked input layer of width ``hidden_dim``,
-    a shared hidden layer, ELU), and so is the missingness indicator ``R_j`` of every column with
-    a missing cell (from every feature but ``x_j``: no self-masking). The input weights define a
-    weighted graph ``A`` (the norm of feature ``i``'s weights into target ``k``). Training
-    minimises, with Adam over ``max_iter`` mini-batch steps,
-
-    - the squared reconstruction error on the observed cells;
-    - ``indicator_weight`` times the cross-entropy of the indicators' predictions;
-    - ``dag_weight`` times NOTEARS' acyclicity ``tr(exp(A_ff ∘ A_ff)) - d`` on the feature
-      graph (indicators have no children, so only the features can form a cycle), and
-      ``sparsity_weight`` times ``sum A``;
-    - ``moment_weight`` times the squared gap between each feature's mean reconstruction and
-      its observed mean (the paper's moment regulariser).
-
-    Every ``reimpute_every`` steps (before the last) the missing cells take the networks'
-    reconstructions, clipped to each column's observed range (the paper's iterative
-    refinement). By default the fit does not re-impute: re-imputing during the fit lets each
-    network read its own column's imputations back through the others' inputs and drift.
-    :meth:`transform` seeds the rows with the
-    fitted column means and applies the fitted networks ``n_rounds_`` times: once more than
-    the fit re-imputed.
+    On standardised rows started at the column means, every feature and every missingness
+    indicator is reconstructed from the other features by its own network; their input weights
+    define a graph ``A``. Adam minimises, over ``max_iter`` mini-batch steps, the observed
+    cells' squared error plus ``indicator_weight`` times the indicators' cross-entropy,
+    ``dag_weight`` times NOTEARS' acyclicity of the feature graph, ``sparsity_weight`` times
+    ``sum A`` and ``moment_weight`` times the gap of each feature's mean. Every
+    ``reimpute_every`` steps the missing cells take the clipped reconstructions.
+    :meth:`transform` applies the fitted networks ``n_rounds_`` times from the column means.
 
     Parameters
     ----------
@@ -122,33 +97,35 @@ class MIRACLEImputer(RefiningImputer):
     reimpute_every : int or None, default=None
         Steps between two re-imputations during the fit; ``None``: none.
     batch_size : int, default=256
-        Rows per mini-batch (capped at ``n_samples``).
+        Rows per mini-batch.
     lr : float, default=1e-3
         Adam learning rate.
     dag_weight, sparsity_weight, indicator_weight, moment_weight : float
         Weights of the regularisers (defaults 0.1, 1e-3, 1.0, 0.1).
     device, random_state
-        The device (``"auto"``: CUDA when available) and the seed (keyword-only), as for every
-        neural baseline (:class:`~benchmarks.baselines._torch.TorchImputer`).
+        As in :class:`~benchmarks.baselines._torch.TorchImputer`.
 
     Attributes
     ----------
     network_ : torch.nn.Module
         The fitted reconstruction networks.
     adjacency_ : ndarray of shape (n_features, n_features)
-        The learned feature graph ``A_ff`` (``A[i, j]``: feature ``i``'s input weights into
-        feature ``j``'s network; zero diagonal).
-    scaling_ : ColumnScaling
-        Observed mean and scale of each column.
+        The learned feature graph (zero diagonal).
     n_rounds_ : int
-        Applications of the networks by :meth:`transform`: the fit's re-imputations plus one.
+        Applications of the networks by :meth:`transform`.
     loss_history_ : ndarray of shape (max_iter,)
         Total loss per step.
-    n_iter_ : int
-        Steps run (``max_iter``).
-    device_, seed_, n_features_in_
-        See :class:`~benchmarks.baselines._torch.TorchImputer`.
     """
+
+    _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
+        **TRAINING_CONSTRAINTS,
+        "hidden_dim": [Interval(Integral, 1, None)],
+        "reimpute_every": [Interval(Integral, 1, None), None],
+        **{
+            name: [Interval(Real, 0, None)]
+            for name in ("dag_weight", "sparsity_weight", "indicator_weight", "moment_weight")
+        },
+    }
 
     def __init__(
         self,

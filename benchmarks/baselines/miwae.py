@@ -43,60 +43,39 @@ _IMPUTE_BUDGET = 2**24
 class MIWAEImputer(TorchImputer):
     """MIWAE (Mattei & Frellsen, 2019): a deep latent variable model fitted to observed cells.
 
-    Model: ``z ~ N(0, I)`` in ``latent_dim`` dimensions and ``p(x | z) = prod_j p(x_j | z)``,
-    a product of Student's t (or Gaussian) distributions whose location, scale (and degrees of
-    freedom) come from a decoder MLP. Encoder: ``q(z | x_obs) = N(mu, diag(sigma^2))`` from an MLP
-    fed with the standardised row, missing cells set to 0. Training maximises the MIWAE bound
-
-    ``L_K = mean_rows log (1/K) sum_k p(x_obs | z_k) p(z_k) / q(z_k | x_obs)``,
-    ``z_k ~ q(z | x_obs)`` (reparameterised),
-
-    which only involves the observed cells. Imputation is the self-normalised importance sampling
-    estimate of ``E[x_miss | x_obs]`` with ``L = n_imputation_samples`` draws:
-    ``x_miss = sum_l w_l E[x_miss | z_l]``, ``w_l`` proportional to
-    ``p(x_obs | z_l) p(z_l) / q(z_l | x_obs)`` (Section 4 of the paper); ``E[x_j | z]`` is the
-    decoder's location (the t mean exists because its degrees of freedom are kept above 3).
-
-    Architecture (the paper's UCI setup where stated): encoder and decoder with two hidden
-    layers of ``hidden_dim = 128`` tanh units, ``K = 20``, Adam with learning rate 1e-3, batch 64.
-    Data are standardised with the observed mean and standard deviation of each column.
+    A Gaussian encoder ``q(z | x_obs)`` (missing cells at 0) and a Student's t or Gaussian
+    decoder ``p(x | z)`` are trained on the importance-weighted bound over the observed cells
+    with ``n_importance`` samples. The missing cells are imputed by self-normalised importance
+    sampling of ``E[x_miss | x_obs]`` with ``n_imputation_samples`` draws. Columns are
+    standardised with their observed mean and standard deviation.
 
     Parameters
     ----------
     latent_dim : int or None, default=None
-        Latent dimension; ``None`` means ``max(n_features - 1, 1)``.
+        Latent dimension; ``None``: ``max(n_features - 1, 1)``.
     hidden_dim : int, default=128
-        Width of the hidden layers.
+        Width of the two hidden tanh layers of both networks.
     n_importance : int, default=20
-        Importance samples ``K`` per row in the training bound.
+        Importance samples per row in the training bound.
     n_imputation_samples : int, default=1000
-        Importance samples ``L`` per row when imputing (the paper uses 10,000).
+        Importance samples per row when imputing.
     decoder : {"student_t", "gaussian"}, default="student_t"
-        Observation model: Student's t (degrees of freedom ``3 + softplus``) or Gaussian.
+        Observation model (Student's t with ``3 + softplus`` degrees of freedom).
     max_iter : int, default=5000
-        Training steps (mini-batches).
+        Training steps.
     batch_size : int, default=64
-        Rows per mini-batch (capped at ``n_samples``).
+        Rows per mini-batch.
     lr : float, default=1e-3
         Adam learning rate.
     device, random_state
-        The device (``"auto"``: CUDA when available) and the seed (keyword-only), as for every
-        neural baseline (:class:`~benchmarks.baselines._torch.TorchImputer`).
+        As in :class:`~benchmarks.baselines._torch.TorchImputer`.
 
     Attributes
     ----------
     encoder_, decoder_ : torch.nn.Sequential
         The trained networks.
-    latent_dim_ : int
-        Latent dimension used.
-    scaling_ : ColumnScaling
-        Observed mean and standard deviation of each column (1 for a constant column).
     loss_history_ : ndarray of shape (max_iter,)
-        Negative MIWAE bound of each mini-batch.
-    n_iter_ : int
-        Training steps run (``max_iter``; there is no early stopping).
-    device_, seed_, n_features_in_
-        See :class:`~benchmarks.baselines._torch.TorchImputer`.
+        Negative bound of each mini-batch.
     """
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {

@@ -1,15 +1,4 @@
-"""Mixed-type baselines: mean/mode imputation and MissForest with classifiers for labels.
-
-Both take a pandas DataFrame with float, integer, boolean and categorical (object, string,
-``category``) columns and return one with the same columns, index and dtypes (integer columns
-rounded, categorical cells filled with a label observed in ``fit``), or a float array with NaN,
-returned as a float array. Observed cells come back unchanged.
-
-References
-----------
-D. J. Stekhoven and P. Buehlmann. MissForest: non-parametric missing value imputation for
-mixed-type data. Bioinformatics, 2012.
-"""
+"""Mixed-type baselines: mean/mode imputation and MissForest with classifiers for labels."""
 
 from __future__ import annotations
 
@@ -31,21 +20,8 @@ Forest: TypeAlias = RandomForestClassifier | RandomForestRegressor
 
 
 class ModeImputer(MixedBaseImputer):
-    """Mean of each numeric column (rounded for integer columns), mode of each label column.
-
-    Parameters
-    ----------
-    random_state : None
-        Unused, as in :class:`~benchmarks.baselines.MeanImputer`.
-
-    Attributes
-    ----------
-    fill_ : ndarray of shape (n_features,)
-        Per column, the mean (numeric) or the code of the most frequent label observed in fit;
-        ties between labels go to the first in sorted order.
-    column_kinds_, categories_, n_features_in_
-        See :class:`~benchmarks.baselines._frames.MixedBaseImputer`.
-    """
+    """Mean of each numeric column (rounded for integer columns), mode of each label column
+    (ties: the first label in sorted order)."""
 
     def __init__(self, *, random_state: RandomState = None) -> None:
         self.random_state = random_state
@@ -62,40 +38,25 @@ class MissForestMixedImputer(MixedBaseImputer):
     """MissForest on mixed data: a random-forest regressor per numeric column and a classifier
     per label column, chained.
 
-    Missing cells start at the column mean (numeric) or mode (labels). Each round visits the
-    columns with missing cells in ascending order of missingness; a forest of ``n_estimators``
-    trees (bootstrap, ``max_features`` candidates per split) is fitted on the rows where the
-    column is observed, from all other columns (label columns with more than two labels one-hot
-    coded), and predicts the missing cells. As in Stekhoven & Buehlmann, rounds stop when the
-    change of the imputation has grown for every kind of column present (numeric: squared change
-    over squared size of the numeric columns; labels: share of imputed labels that changed), and
-    the previous round's imputation is returned; or after ``max_iter`` rounds, returning the
-    last. Integer columns are rounded.
+    Cells start at the column mean or mode; each round visits the columns with missing cells in
+    ascending order of missingness and re-predicts them from all other columns (label columns
+    with more than two labels one-hot). As in Stekhoven & Buehlmann, rounds stop when the change
+    has grown for every kind of column present, returning the previous round, or after
+    ``max_iter`` rounds. :meth:`transform` runs one round of the kept forests from the fit's
+    means and modes.
 
     Parameters
     ----------
     n_estimators : int, default=100
-        Trees per forest (MissForest's default).
+        Trees per forest.
     max_features : {"sqrt", "log2"}, int, float or None, default="sqrt"
         Candidate features per split.
     max_iter : int, default=10
-        Maximum number of rounds (MissForest's default).
+        Maximum number of rounds.
     n_jobs : int or None, default=1
         Parallel jobs of each forest.
     random_state : int, numpy.random.RandomState or None, default=None
-        Seed of the forests (keyword-only).
-
-    Attributes
-    ----------
-    n_iter_ : int
-        Rounds run.
-    models_ : dict of int to forest
-        Per column index, the forest of the returned round; :meth:`transform` runs one round of
-        them over new rows, starting from the fit's means and modes.
-    fill_ : ndarray of shape (n_features,)
-        The starting values (means and mode codes of fit).
-    column_kinds_, categories_, n_features_in_
-        See :class:`~benchmarks.baselines._frames.MixedBaseImputer`.
+        Seed of the forests.
     """
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {

@@ -11,20 +11,7 @@ __all__ = ["MeanImputer"]
 
 
 class MeanImputer(BaseImputer):
-    """Replace every missing value by the mean of the observed values of its column.
-
-    Parameters
-    ----------
-    random_state : int, numpy.random.RandomState or None, default=None
-        Unused (the method is deterministic); accepted for a uniform interface.
-
-    Attributes
-    ----------
-    mean_ : ndarray of shape (n_features,)
-        Observed mean of each column in the data given to :meth:`fit`.
-    n_features_in_ : int
-        Number of columns seen in :meth:`fit`.
-    """
+    """Replace every missing value by the mean of the observed values of its column."""
 
     def __init__(self, *, random_state: RandomState = None) -> None:
         self.random_state = random_state

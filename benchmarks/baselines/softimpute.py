@@ -26,55 +26,32 @@ __all__ = ["SoftImputeImputer"]
 class SoftImputeImputer(BaseImputer):
     """Soft-Impute (Mazumder, Hastie & Tibshirani, 2010) for one regularisation level.
 
-    The columns are centred on their observed means, and the centred matrix ``X`` (missing
-    cells at 0, i.e. mean-filled) is completed by Algorithm 1 of the paper for a single
-    ``lambda``: starting from ``Z = 0``, repeat
-
-    ``Z <- S_lambda(P_obs(X) + P_miss(Z))``,
-
-    where ``S_lambda(Y) = U diag(max(s - lambda, 0)) V^T`` soft-thresholds the singular values of
-    ``Y = U diag(s) V^T``, until ``||Z_new - Z||_F^2 / ||Z||_F^2 < tol`` or ``max_iter``
-    iterations. The means are added back at the end.
-
-    **Choice of lambda** (the paper computes a path over a grid): ``lambda = shrinkage_ratio *
-    s_max``, where ``s_max`` is the largest singular value of the centred, mean-filled matrix
-    (the smallest ``lambda`` whose solution is 0). The default ``0.05`` was picked on the shipped
-    UCI datasets with 30% MCAR (standardised), where it beat column means on every one.
-
-    **New rows.** The fitted solution is a fixed point ``z_miss = (z A)_miss`` with the symmetric
-    matrix ``A = V diag(1 - lambda / s) V^T`` (over the singular values ``s > lambda`` of the
-    final filled matrix). :meth:`transform` solves that linear system exactly for each row,
-    ``z_miss = z_obs A[obs, miss] (I - A[miss, miss])^{-1}``, which reproduces the fitted
-    imputation on the training rows (up to ``tol``) and extends it to new rows.
+    The columns are centred on their observed means and Algorithm 1 of the paper runs for
+    ``lambda = shrinkage_ratio * s_max`` (``s_max``: the largest singular value of the centred,
+    mean-filled matrix): ``Z <- S_lambda(P_obs(X) + P_miss(Z))`` from ``Z = 0`` until the
+    relative squared change is below ``tol``. :meth:`transform` solves each row's fixed point
+    ``z_miss = (z A)_miss`` with ``A = V diag(1 - lambda / s) V^T`` exactly, which reproduces
+    the fitted imputation on the training rows and extends it to new rows.
 
     Parameters
     ----------
     shrinkage_ratio : float, default=0.05
-        ``lambda`` as a fraction of ``s_max``; must be positive (1 or more gives rank 0, i.e.
-        mean imputation).
+        ``lambda`` as a fraction of ``s_max`` (1 or more: mean imputation).
     max_iter : int, default=100
-        Maximum number of Soft-Impute iterations.
+        Maximum number of iterations.
     tol : float, default=1e-5
-        Convergence threshold on the relative squared change of ``Z``.
-    random_state : int, numpy.random.RandomState or None, default=None
-        Unused (the method is deterministic); accepted for a uniform interface.
+        Threshold on the relative squared change of ``Z``.
+    random_state : None
+        Unused (the method is deterministic).
 
     Attributes
     ----------
-    mean_ : ndarray of shape (n_features,)
-        Observed column means.
-    shrinkage_ : float
-        The ``lambda`` used.
     components_ : ndarray of shape (rank_, n_features)
-        Right singular vectors kept (singular value above ``lambda``).
+        Right singular vectors kept.
     singular_values_ : ndarray of shape (rank_,)
         Their singular values, before thresholding.
     rank_ : int
         Rank of the solution.
-    n_iter_ : int
-        Iterations run.
-    n_features_in_ : int
-        Number of columns seen in :meth:`fit`.
     """
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {

@@ -15,8 +15,7 @@ import pandas as pd
 import pytest
 
 import benchmarks.trial
-from benchmarks.cli import grid_settings, parse_seeds
-from benchmarks.cli import main as bench_main
+from benchmarks.cli import add_bench_command, grid_settings, parse_seeds
 from benchmarks.datasets import default_data_dir
 from benchmarks.flow import benchmark
 from benchmarks.schemas import BenchmarkResultsSchema
@@ -26,6 +25,14 @@ pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
 DATASETS = ["seeds", "concrete_slump"]
 METHODS = ["mean", "ot_ns", "tdm"]
+
+
+def bench_main(argv: list[str]) -> int:
+    """`tdm bench ARGV` through its own parser and handler; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="tdm")
+    add_bench_command(parser.add_subparsers())
+    args = parser.parse_args(["bench", *argv])
+    return int(args.handler(args))
 
 
 @pytest.fixture(scope="module")
@@ -171,10 +178,8 @@ def test_cli_runs_a_grid_then_the_report_only(tmp_path: Path, data_dir: str) -> 
     """`tdm bench` exits 0 and writes the report; --report-only runs no trial."""
     db = tmp_path / "cli" / "bench.duckdb"
     flags = ["--db", str(db), "--data-dir", data_dir, "--svm-repeats", "0"]
-    code = bench_main(
-        ["bench", "--datasets", "seeds", "--mechanisms", "mar", "--seeds", "1",
-         "--methods", "mean", *flags]
-    )  # fmt: skip
+    grid = ["--datasets", "seeds", "--mechanisms", "mar", "--seeds", "1", "--methods", "mean"]
+    code = bench_main([*grid, *flags])
     assert code == 0
     assert len(read_results(db)) == 1
     (db.parent / "tables.md").unlink()
