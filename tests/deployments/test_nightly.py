@@ -17,13 +17,13 @@ import yaml
 from deployments.files import PREFECT_FILE
 from deployments.nightly import (
     NIGHTLY_DEPLOYMENT,
+    ServeSettings,
     describe_schedule,
     nightly_spec,
     served_environment,
     with_settings,
 )
 from deployments.server import server_environment
-from deployments.settings import ServeSettings
 from deployments.specs import read_deployment_specs
 from tasks.errors import PipelineError
 
