@@ -8,9 +8,9 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.incremental import IncrementalRequest, impute_incremental
+from flows.incremental import IncrementalRequest, impute_apart
 from flows.notify import notify_failure
-from flows.partitioned import count_rows_to_partition, impute_partitioned
+from flows.partitioned import count_rows_to_partition
 from flows.runners import task_runner
 from flows.runs import (
     OUTCOME,
@@ -144,24 +144,19 @@ def _impute_table(
     source_table = request.source_table
     logger = get_run_logger()
 
-    if incremental is not None:
+    rows = None if incremental else count_rows_to_partition(db, source_table, settings)
+    if rows is not None and request.replace_source:
+        raise PipelineInputError(
+            f'Table "{source_table}" has {rows} rows, more than one fit takes '
+            f"(TDM_MAX_FIT_ROWS={settings.max_fit_rows}), so it is imputed in partitions, "
+            "which read the source while writing the target: write to another table."
+        )
+    if incremental is not None or rows is not None:
         with task_runner(settings) as runner:
-            return impute_incremental(
+            result = impute_apart(
                 db, request, options, incremental, settings=settings, runner=runner, dry_run=dry_run
             )
-    rows = count_rows_to_partition(db, source_table, settings)
-    if rows is not None:
-        if request.replace_source:
-            raise PipelineInputError(
-                f'Table "{source_table}" has {rows} rows, more than one fit takes '
-                f"(TDM_MAX_FIT_ROWS={settings.max_fit_rows}), so it is imputed in partitions, "
-                "which read the source while writing the target: write to another table."
-            )
-        with task_runner(settings) as runner:
-            result = impute_partitioned(
-                db, request, options, settings=settings, runner=runner, dry_run=dry_run
-            )
-        if dry_run:
+        if dry_run and incremental is None:  # an incremental run says it itself
             logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
         return result
     prepared = prepare_table(db, request, target_suffix=settings.target_suffix)

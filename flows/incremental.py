@@ -27,6 +27,7 @@ from prefect import get_run_logger
 from flows.partitioned import (
     fit_on_runner,
     gpu_tags,
+    impute_partitioned,
     profile_request,
     scale_by_profile,
 )
@@ -67,7 +68,7 @@ from tasks.warehouse.models import (
 from tasks.warehouse.tables import connect
 from tasks.write import TableWriter, WriteMode
 
-__all__ = ["IncrementalRequest", "describe_increment", "impute_incremental"]
+__all__ = ["IncrementalRequest", "describe_increment", "impute_apart", "impute_incremental"]
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,23 @@ def impute_incremental(
         result, source=source, imputed=imputed, quality=lineage.quality, outcome=lineage.outcome
     )
     return result
+
+
+def impute_apart(
+    db_path: str,
+    request: TableRequest,
+    options: ImputeOptions,
+    incremental: IncrementalRequest | None,
+    *,
+    settings: PipelineSettings,
+    runner: Any,
+    dry_run: bool = False,
+) -> ImputeTableResult:
+    """A table imputed by itself over `runner`: incrementally when asked, else in partitions."""
+    how = {"settings": settings, "runner": runner, "dry_run": dry_run}
+    if incremental is not None:
+        return impute_incremental(db_path, request, options, incremental, **how)
+    return impute_partitioned(db_path, request, options, **how)
 
 
 def describe_increment(result: ImputeTableResult) -> str:
