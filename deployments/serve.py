@@ -236,7 +236,3 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-if __name__ == "__main__":
-    serve_here()  # as `tdm serve` with its defaults
