@@ -1,5 +1,6 @@
 """The nightly deployment as `tdm serve` serves it: prefect.yaml's entry with the warehouse
-config and schedule of the settings (`ServeSettings`), and a description that says when it runs.
+config and schedule of the settings (`ServeSettings`, no tracked file edited), and a description
+that says when it runs.
 
 Also the environment every served run gets: prefect.yaml's `job_variables.env` (run-level
 retries), the torch thread count and the warehouse file.
@@ -12,7 +13,9 @@ import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
 
-from deployments.settings import ServeSettings
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from deployments.specs import DeploymentSpec
 from schemas.warehouse import WarehouseConfigError, load_warehouse_config
 from tasks.errors import PipelineError
@@ -20,6 +23,7 @@ from tasks.errors import PipelineError
 __all__ = [
     "CONFIG_PARAMETER",
     "NIGHTLY_DEPLOYMENT",
+    "ServeSettings",
     "describe_schedule",
     "nightly_spec",
     "served_environment",
@@ -31,6 +35,34 @@ NIGHTLY_DEPLOYMENT = "impute-warehouse"
 
 CONFIG_PARAMETER = "config"
 """Its parameter that names the warehouse config."""
+
+
+class ServeSettings(BaseSettings):
+    """The nightly deployment's config and schedule; each field `name` reads `TDM_<NAME>`.
+
+    Unset fields keep prefect.yaml's values. Precedence: `tdm serve` flags > environment >
+    prefect.yaml.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="TDM_", frozen=True, extra="ignore")
+
+    warehouse_config: Path | None = Field(
+        default=None,
+        description="The warehouse config (tables, and optionally db_path) the nightly run "
+        "imputes; relative paths are taken from where `tdm serve` runs.",
+    )
+    schedule_cron: str | None = Field(
+        default=None,
+        min_length=1,
+        description="When the nightly run starts, as a cron expression (minute hour day month "
+        "weekday), e.g. '30 3 * * *' for 03:30.",
+    )
+    schedule_timezone: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The time zone of the cron expression (an IANA name such as Europe/Berlin).",
+    )
+
 
 _DAILY = re.compile(r"^(\d{1,2}) (\d{1,2}) \* \* \*$")
 

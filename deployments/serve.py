@@ -2,8 +2,8 @@
 
 The schedules, parameters, descriptions and tags are read from prefect.yaml, so that the served
 deployments and the ones `prefect deploy` creates for a work pool are the same; the nightly
-deployment's config and schedule can be changed by settings (`deployments.settings`) instead of
-editing it. Relative paths in parameters are taken from the working directory.
+deployment's config and schedule can be changed by settings (`deployments.nightly`). Relative
+paths in parameters are taken from the working directory.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from deployments.files import PREFECT_FILE
-from deployments.nightly import nightly_spec, served_environment, with_settings
+from deployments.nightly import ServeSettings, nightly_spec, served_environment, with_settings
 from deployments.server import (
     DEFAULT_PORT,
     api_url_for,
@@ -29,7 +29,6 @@ from deployments.server import (
     local_server,
     server_answers,
 )
-from deployments.settings import ServeSettings
 from deployments.specs import DeploymentSpec, read_deployment_specs
 from tasks.errors import PipelineError
 
@@ -38,14 +37,11 @@ if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
 
 __all__ = [
-    "PREFECT_FILE",
-    "DeploymentSpec",
     "ServeSettings",
     "TagLimit",
     "build_deployments",
     "ensure_tag_limit",
     "load_flow",
-    "read_deployment_specs",
     "serve_deployments",
     "serve_here",
 ]
@@ -240,7 +236,3 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-if __name__ == "__main__":
-    serve_here()  # as `tdm serve` with its defaults

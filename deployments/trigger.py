@@ -64,17 +64,13 @@ class CreatedRun:
 
 
 @dataclass(frozen=True)
-class TriggeredRun:
+class TriggeredRun(CreatedRun):
     """A flow run created from a deployment, as last seen."""
 
-    id: UUID
-    name: str
-    deployment: str
     state: str
     message: str | None
     final: bool
     succeeded: bool
-    url: str
     reports: tuple[str, ...]
     """Summaries (markdown) of the run's report artifacts, one per table."""
     timed_out: bool = False
@@ -168,14 +164,11 @@ def trigger_deployment(
         succeeded = state is not None and state.is_completed()
         reports = _report_summaries(flow_run.id) if final else ()
     return TriggeredRun(
-        id=flow_run.id,
-        name=flow_run.name,
-        deployment=name,
+        **vars(created),
         state=_state_name(state),
         message=state.message if state is not None else None,
         final=final,
         succeeded=succeeded,
-        url=created.url,
         reports=reports,
         timed_out=timed_out,
     )

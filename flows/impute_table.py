@@ -8,9 +8,9 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.incremental import IncrementalRequest, impute_incremental
+from flows.incremental import IncrementalRequest, impute_apart
 from flows.notify import notify_failure
-from flows.partitioned import count_rows_to_partition, impute_partitioned
+from flows.partitioned import count_rows_to_partition
 from flows.runners import task_runner
 from flows.runs import (
     OUTCOME,
@@ -101,93 +101,62 @@ def impute_table(
             stamp, a batch number); rows above the target's highest value are new.
         refit: Incremental runs: fit a new model version now.
     """
-    return run_guarded(
-        lambda: _impute_table(
+    increment = IncrementalRequest(watermark, refit) if incremental else None
+
+    def body() -> ImputeTableResult:
+        settings = PipelineSettings()  # inside: an invalid TDM_* value fails the run as any error
+        db = str(db_path if db_path is not None else settings.db_path)
+        tag_flow_run(run_tags([source_table], db))
+        params = imputer_settings(  # the given settings on top of the TDM_* ones, checked first
+            settings_from_env(),
+            imputer,
+            subject=f'The imputer settings for table "{source_table}"',
+        )
+        options = ImputeOptions(
+            imputer=params,
+            seed=settings.seed if seed is None else seed,
+            range_factor=settings.range_factor if range_factor is None else range_factor,
+            started=datetime.now(UTC),
+        )
+        request = TableRequest(
             source_table,
-            db_path,
-            target_table,
             columns,
             key,
+            target_table,
             replace_source,
-            replace_target,
-            imputer,
-            seed,
-            range_factor,
-            dry_run,
+            settings.replace_target if replace_target is None else replace_target,
             pass_through,
             bounds,
-            IncrementalRequest(watermark, refit) if incremental else None,
         )
-    )
+        return _impute_table(db, request, options, increment, settings, dry_run)
+
+    return run_guarded(body)
 
 
 def _impute_table(
-    source_table: str,
-    db_path: str | Path | None,
-    target_table: str | None,
-    columns: list[str] | None,
-    key: str | None,
-    replace_source: bool,
-    replace_target: bool | None,
-    imputer: dict[str, Any] | None,
-    seed: int | None,
-    range_factor: float | None,
+    db: str,
+    request: TableRequest,
+    options: ImputeOptions,
+    incremental: IncrementalRequest | None,
+    settings: PipelineSettings,
     dry_run: bool,
-    pass_through: list[str] | None = None,
-    bounds: dict[str, list[float | None]] | None = None,
-    incremental: IncrementalRequest | None = None,
 ) -> ImputeTableResult:
-    started = datetime.now(UTC)
-    settings = PipelineSettings()
-    db = str(db_path if db_path is not None else settings.db_path)
-    tag_flow_run(run_tags([source_table], db))
-    params = imputer_settings(  # the given settings on top of the TDM_* ones, checked first
-        settings_from_env(),
-        imputer,
-        subject=f'The imputer settings for table "{source_table}"',
-    )
-    options = ImputeOptions(
-        imputer=params,
-        seed=settings.seed if seed is None else seed,
-        range_factor=settings.range_factor if range_factor is None else range_factor,
-        started=started,
-    )
+    source_table = request.source_table
     logger = get_run_logger()
-    request = TableRequest(
-        source_table,
-        columns,
-        key,
-        target_table,
-        replace_source,
-        settings.replace_target if replace_target is None else replace_target,
-        pass_through,
-        bounds,
-    )
 
-    if incremental is not None:
+    rows = None if incremental else count_rows_to_partition(db, source_table, settings)
+    if rows is not None and request.replace_source:
+        raise PipelineInputError(
+            f'Table "{source_table}" has {rows} rows, more than one fit takes '
+            f"(TDM_MAX_FIT_ROWS={settings.max_fit_rows}), so it is imputed in partitions, "
+            "which read the source while writing the target: write to another table."
+        )
+    if incremental is not None or rows is not None:
         with task_runner(settings) as runner:
-            return impute_incremental(
-                db,
-                request,
-                options,
-                incremental,
-                settings=settings,
-                runner=runner,
-                dry_run=dry_run,
+            result = impute_apart(
+                db, request, options, incremental, settings=settings, runner=runner, dry_run=dry_run
             )
-    rows = count_rows_to_partition(db, source_table, settings)
-    if rows is not None:
-        if replace_source:
-            raise PipelineInputError(
-                f'Table "{source_table}" has {rows} rows, more than one fit takes '
-                f"(TDM_MAX_FIT_ROWS={settings.max_fit_rows}), so it is imputed in partitions, "
-                "which read the source while writing the target: write to another table."
-            )
-        with task_runner(settings) as runner:
-            result = impute_partitioned(
-                db, request, options, settings=settings, runner=runner, dry_run=dry_run
-            )
-        if dry_run:
+        if dry_run and incremental is None:  # an incremental run says it itself
             logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
         return result
     prepared = prepare_table(db, request, target_suffix=settings.target_suffix)
@@ -201,10 +170,10 @@ def _impute_table(
             plan.source_table,
             plan.n_rows,
         )
-        task = for_table(impute_task_for(params), plan.source_table, db)
+        task = for_table(impute_task_for(options.imputer), plan.source_table, db)
         outcome = task(
             prepared.scaled.frame,
-            params,
+            options.imputer,
             options.seed,
             table=plan.source_table,
             bounds=prepared.scaled.bounds,

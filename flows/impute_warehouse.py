@@ -10,9 +10,9 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.incremental import IncrementalRequest, impute_incremental
+from flows.incremental import IncrementalRequest, impute_apart
 from flows.notify import notify_failure
-from flows.partitioned import count_rows_to_partition, impute_partitioned
+from flows.partitioned import count_rows_to_partition
 from flows.runners import describe_runner, gpu_annotation, task_runner
 from flows.runs import (
     OUTCOME,
@@ -183,19 +183,14 @@ def _impute_warehouse(
         for request in large:
             table = request.source_table
             try:
-                if table in increments:
-                    results[table] = impute_incremental(
-                        db,
-                        request,
-                        options[table],
-                        increments[table],
-                        settings=settings,
-                        runner=runner,
-                        dry_run=dry_run,
-                    )
-                    continue
-                results[table] = impute_partitioned(
-                    db, request, options[table], settings=settings, runner=runner, dry_run=dry_run
+                results[table] = impute_apart(
+                    db,
+                    request,
+                    options[table],
+                    increments.get(table),
+                    settings=settings,
+                    runner=runner,
+                    dry_run=dry_run,
                 )
             except Exception as error:
                 failures[table] = _reason(error, table, unexpected, busy)

@@ -24,7 +24,13 @@ import duckdb
 import pandas as pd
 from prefect import get_run_logger
 
-from flows.partitioned import fit_on_runner, gpu_tags, profile_request
+from flows.partitioned import (
+    fit_on_runner,
+    gpu_tags,
+    impute_partitioned,
+    profile_request,
+    scale_by_profile,
+)
 from flows.runners import gpu_annotation
 from flows.runs import OUTCOME, for_table
 from flows.settings import PipelineSettings
@@ -34,6 +40,7 @@ from flows.steps import (
     dry_run_result,
     log_plan,
     model_fields,
+    plan_for_rows,
     table_result,
 )
 from tasks.artifacts import publish_run_report
@@ -44,7 +51,7 @@ from tasks.lineage import LineageRecord, ModelUse, current_run
 from tasks.partitions import TableProfile, read_partition, read_sample
 from tasks.quality import QualityReport, check_quality
 from tasks.results import FittedModel, ImputeTableResult
-from tasks.scaling import Scaling, apply_scaling, inverse_scale, standardise
+from tasks.scaling import Scaling, apply_scaling, inverse_scale
 from tasks.targets import check_target_table
 from tasks.validate import TableRequest
 from tasks.warehouse.access import check_writable
@@ -61,7 +68,7 @@ from tasks.warehouse.models import (
 from tasks.warehouse.tables import connect
 from tasks.write import TableWriter, WriteMode
 
-__all__ = ["IncrementalRequest", "describe_increment", "impute_incremental"]
+__all__ = ["IncrementalRequest", "describe_increment", "impute_apart", "impute_incremental"]
 
 
 @dataclass(frozen=True)
@@ -164,11 +171,7 @@ def impute_incremental(
             db_path, profile, new, model, options, seconds, settings=settings, runner=runner
         )
         source = profile.source(new.frame)
-        part_plan = replace(
-            plan,
-            n_rows=len(new.frame),
-            missing={c: int(new.frame[c].isna().sum()) for c in plan.columns},
-        )
+        part_plan = plan_for_rows(plan, new.frame)
         lineage = LineageRecord(
             run=run,
             source=source,
@@ -205,6 +208,23 @@ def impute_incremental(
         result, source=source, imputed=imputed, quality=lineage.quality, outcome=lineage.outcome
     )
     return result
+
+
+def impute_apart(
+    db_path: str,
+    request: TableRequest,
+    options: ImputeOptions,
+    incremental: IncrementalRequest | None,
+    *,
+    settings: PipelineSettings,
+    runner: Any,
+    dry_run: bool = False,
+) -> ImputeTableResult:
+    """A table imputed by itself over `runner`: incrementally when asked, else in partitions."""
+    how = {"settings": settings, "runner": runner, "dry_run": dry_run}
+    if incremental is not None:
+        return impute_incremental(db_path, request, options, incremental, **how)
+    return impute_partitioned(db_path, request, options, **how)
 
 
 def describe_increment(result: ImputeTableResult) -> str:
@@ -281,9 +301,7 @@ def _fit(
         frame = read_partition(con, profile, 0, _max_rowid(con, profile) + 1)
     else:
         frame = read_sample(con, profile, settings.max_fit_rows, options.seed)
-    scale = for_table(standardise, table, db_path)
-    bounds = {name: b.for_imputer() for name, b in plan.bounds.items()}
-    scaled = scale(frame, plan.columns, profile.moments, kinds=plan.kinds, bounds=bounds)
+    scaled = scale_by_profile(db_path, profile, frame)
     fitted = fit_on_runner(db_path, table, options, scaled, settings=settings, runner=runner)
     blob, format_version = pack_imputer(fitted.imputer)
     stored = NewModel(
@@ -347,14 +365,9 @@ def _impute_rows(
         scaled = apply_scaling(new.frame, model.scaling)
     seconds["impute"] = time.perf_counter() - clock
     imputed = inverse_scale.fn(scaled, model.scaling, new.frame)
-    part_plan = replace(
-        plan,
-        n_rows=len(new.frame),
-        missing={c: int(new.frame[c].isna().sum()) for c in plan.columns},
-    )
     quality = check_quality.fn(
         profile.source(new.frame),
-        part_plan,
+        plan_for_rows(plan, new.frame),
         imputed,
         options.range_factor,
         observed_range=profile.observed_range,

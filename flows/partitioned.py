@@ -25,7 +25,7 @@ from prefect import get_run_logger
 from flows.runners import gpu_annotation, runner_width
 from flows.runs import for_table
 from flows.settings import PipelineSettings
-from flows.steps import ImputeOptions, dry_run_result, log_plan, table_result
+from flows.steps import ImputeOptions, dry_run_result, log_plan, plan_for_rows, table_result
 from tasks.artifacts import publish_run_report
 from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
 from tasks.imputer_settings import imputer_device
@@ -53,6 +53,7 @@ __all__ = [
     "gpu_tags",
     "impute_partitioned",
     "profile_request",
+    "scale_by_profile",
 ]
 
 # Per partition, plain functions rather than task runs (see the module's docstring).
@@ -123,8 +124,7 @@ def impute_partitioned(
             while len(pending) >= in_flight or (pending and index == len(profile.bounds) - 1):
                 done, future = pending.popleft()
                 imputed = unscale(future.result(), scaled.scaling, done.frame)
-                counts = {c: int(done.frame[c].isna().sum()) for c in plan.columns}
-                part_plan = replace(plan, n_rows=len(done.frame), missing=counts)
+                part_plan = plan_for_rows(plan, done.frame)
                 reports.append(
                     check_partition(
                         done,
@@ -181,11 +181,7 @@ def _dry_run(
     )
     seconds["fit"] = fitted.outcome.fit_seconds
     plan = profile.plan
-    sample_plan = replace(
-        plan,
-        n_rows=len(sample.frame),
-        missing={c: int(sample.frame[c].isna().sum()) for c in plan.columns},
-    )
+    sample_plan = plan_for_rows(plan, sample.frame)
     imputed = unscale(fitted.outcome.frame, scaled.scaling, sample.frame)
     check_partition(
         sample, sample_plan, imputed, options.range_factor, observed_range=profile.observed_range
@@ -208,6 +204,14 @@ def profile_request(
     )
 
 
+def scale_by_profile(db_path: str, profile: TableProfile, frame: Any) -> Standardised:
+    """`frame` standardised by the whole table's moments, within the plan's bounds."""
+    plan = profile.plan
+    scale = for_table(standardise, plan.source_table, db_path)
+    bounds = {name: b.for_imputer() for name, b in plan.bounds.items()}
+    return scale(frame, plan.columns, profile.moments, kinds=plan.kinds, bounds=bounds)
+
+
 def _sample(
     con: Any, db_path: str, profile: TableProfile, seed: int, settings: PipelineSettings
 ) -> tuple[SourceTable, Standardised]:
@@ -217,11 +221,7 @@ def _sample(
     sample = profile.source(read_sample(con, profile, settings.max_fit_rows, seed))
     validate = for_table(validate_input, table, db_path)
     validate(sample, list(plan.columns), plan.key, plan.target_table)
-    scale = for_table(standardise, table, db_path)
-    bounds = {name: b.for_imputer() for name, b in plan.bounds.items()}
-    return sample, scale(
-        sample.frame, plan.columns, profile.moments, kinds=plan.kinds, bounds=bounds
-    )
+    return sample, scale_by_profile(db_path, profile, sample.frame)
 
 
 def gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:

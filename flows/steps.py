@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
+import pandas as pd
 from prefect import get_run_logger
 
 from flows.runs import for_table
@@ -39,6 +40,7 @@ __all__ = [
     "dry_run_result",
     "finish_table",
     "log_plan",
+    "plan_for_rows",
     "prepare_table",
     "table_result",
 ]
@@ -275,6 +277,13 @@ def describe_dry_run(result: ImputeTableResult) -> str:
         f"Dry run of {result.source_table!r}, nothing written to {result.db_path}: a run would "
         f"{where} {rows}, and add its tdm_lineage row; the quality checks passed{fit}."
     )
+
+
+def plan_for_rows(plan: ImputationPlan, frame: pd.DataFrame) -> ImputationPlan:
+    """`plan` for the rows of `frame` only (a partition, a sample, the new rows): their count
+    and missing cells."""
+    missing = {c: int(frame[c].isna().sum()) for c in plan.columns}
+    return replace(plan, n_rows=len(frame), missing=missing)
 
 
 def log_plan(plan: ImputationPlan) -> None:

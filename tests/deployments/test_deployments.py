@@ -25,14 +25,9 @@ import pytest
 import yaml
 from prefect import Flow
 
-from deployments.files import WAREHOUSE_CONFIG
-from deployments.serve import (
-    PREFECT_FILE,
-    build_deployments,
-    load_flow,
-    read_deployment_specs,
-    serve_here,
-)
+from deployments.files import PREFECT_FILE, WAREHOUSE_CONFIG
+from deployments.serve import build_deployments, load_flow, serve_here
+from deployments.specs import read_deployment_specs
 from deployments.trigger import TABLE_DEPLOYMENT, CreatedRun, trigger_deployment
 from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse

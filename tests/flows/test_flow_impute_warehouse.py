@@ -20,6 +20,7 @@ from tasks.errors import PipelineInputError, WarehouseBusyError
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
 TABLES = ("north", "south", "east")
+NUMERIC = ["temperature", "pressure", "humidity", "visits"]
 
 
 @pytest.fixture
@@ -44,24 +45,6 @@ def all_tables_config(tmp_path: Path, db: Path) -> Path:
     entries = "".join(f"  - table: {t}\n    key: id\n" for t in TABLES)
     entries += "    imputer: {max_iter: 9}\n"  # an override on the last table only
     return write_config(tmp_path / "warehouse.yaml", db, entries)
-
-
-def test_threads_impute_every_table_with_its_own_settings(
-    tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TDM_MAX_ITER", "15")
-    result = impute_warehouse(str(all_tables_config(tmp_path, three_tables)))
-
-    assert result.runner.startswith("thread pool")
-    assert set(result.tables) == set(TABLES)
-    assert [result.tables[t].n_iter for t in TABLES] == [15, 15, 9]
-    for table in TABLES:
-        imputed = read(three_tables, f"SELECT * FROM {table}_imputed ORDER BY id")
-        assert not imputed[["temperature", "pressure", "humidity", "visits"]].isna().any().any()
-    lineage = read(three_tables, "SELECT source_table, flow_name, status FROM tdm_lineage")
-    assert sorted(lineage["source_table"]) == sorted(TABLES)
-    assert set(lineage["flow_name"]) == {"impute-warehouse"}
-    assert set(lineage["status"]) == {"imputed"}
 
 
 def test_a_config_entry_s_pass_through_and_bounds_apply_to_its_table(
@@ -110,15 +93,25 @@ def test_a_failing_table_is_named_and_the_others_are_still_written(
     assert "south_imputed" not in tables and {"north_imputed", "east_imputed"} <= tables
 
 
-def test_a_local_dask_cluster_gives_the_same_tables_as_threads(
+def test_threads_then_a_local_dask_cluster_give_every_table_with_its_own_settings(
     tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Imputations run in two Dask worker processes; reads and writes stay in the flow. Same
-    seed and CPU: the same numbers, bit for bit."""
+    """Each table is imputed with its own settings on the thread pool; then in two Dask worker
+    processes, reads and writes staying in the flow. Same seed and CPU: the same numbers, bit
+    for bit."""
     monkeypatch.setenv("TDM_MAX_ITER", "12")
     config = all_tables_config(tmp_path, three_tables)
-    impute_warehouse(str(config))
+    result = impute_warehouse(str(config))
+    assert result.runner.startswith("thread pool")
+    assert set(result.tables) == set(TABLES)
+    assert [result.tables[t].n_iter for t in TABLES] == [12, 12, 9]
     by_threads = {t: read(three_tables, f"SELECT * FROM {t}_imputed ORDER BY id") for t in TABLES}
+    for table in TABLES:
+        assert not by_threads[table][NUMERIC].isna().any().any()
+    lineage = read(three_tables, "SELECT source_table, flow_name, status FROM tdm_lineage")
+    assert sorted(lineage["source_table"]) == sorted(TABLES)
+    assert set(lineage["flow_name"]) == {"impute-warehouse"}
+    assert set(lineage["status"]) == {"imputed"}
 
     monkeypatch.setenv("TDM_TASK_RUNNER", "dask")
     monkeypatch.setenv("TDM_DASK_WORKERS", "2")

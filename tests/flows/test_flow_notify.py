@@ -73,9 +73,14 @@ def closed_port_url() -> str:
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_a_failed_run_posts_its_summary_to_the_webhook(
-    warehouse: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+    warehouse: Path,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setenv("TDM_NOTIFY_URL", receiver.url)
+    """The summary names flow, run, table, warehouse, reason and link; the run's log names the
+    webhook's host, not its path (webhook paths hold tokens, run logs are shown in the UI)."""
+    monkeypatch.setenv("TDM_NOTIFY_URL", receiver.url + "/T000/B000/secret-token")
     state = impute_table("nowhere", db_path=warehouse, return_state=True)
 
     assert state.is_failed()
@@ -88,6 +93,9 @@ def test_a_failed_run_posts_its_summary_to_the_webhook(
     assert body["tables"] == ["nowhere"] and body["warehouse"] == "warehouse.duckdb"
     assert body["url"].endswith(f"/runs/flow-run/{body['flow_run_id']}")
     assert body["text"].startswith("impute-table run 'impute-nowhere' failed: Table \"nowhere\"")
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "notification sent to http://127.0.0.1:" in logged.lower()
+    assert "secret-token" not in logged
 
     impute_table("readings", db_path=warehouse, imputer=FAST)  # a run that succeeds: no POST
     assert len(receiver.bodies) == 1
@@ -110,13 +118,13 @@ def test_a_warehouse_run_names_every_table_it_was_given(
     assert body["reason"].startswith("1 of 2 tables failed") and "[gone]" in body["reason"]
 
 
-def test_a_webhook_that_fails_never_changes_the_run_s_outcome(
-    warehouse: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_a_webhook_that_fails_is_a_warning_never_an_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A webhook nobody answers: the hook logs a warning and returns, so the run's state stands."""
     monkeypatch.setenv("TDM_NOTIFY_URL", closed_port_url())
-    state = impute_table("nowhere", db_path=warehouse, return_state=True)
-
-    assert state.is_failed() and state.message.startswith('Table "nowhere" does not exist')
+    run = FlowRun(id=uuid4(), flow_id=uuid4(), name="impute-sales", tags=["table:sales"])
+    notify_failure(SimpleNamespace(name="impute-table"), run, Crashed(message="x"))
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("failure notification to http://127.0.0.1" in m for m in warned), warned
 
@@ -150,17 +158,3 @@ def test_no_setting_no_request(receiver: Receiver, monkeypatch: pytest.MonkeyPat
     run = FlowRun(id=uuid4(), flow_id=uuid4(), name="impute-sales")
     notify_failure(SimpleNamespace(name="impute-table"), run, Crashed(message="x"))
     assert receiver.bodies == []
-
-
-def test_the_log_names_the_webhook_s_host_not_its_secret_path(
-    warehouse: Path,
-    receiver: Receiver,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """Webhook paths hold tokens (Slack, Teams): run logs, shown in the UI, give the host only."""
-    monkeypatch.setenv("TDM_NOTIFY_URL", receiver.url + "/T000/B000/secret-token")
-    impute_table("nowhere", db_path=warehouse, return_state=True)
-    logged = " ".join(r.getMessage() for r in caplog.records)
-    assert "notification sent to http://127.0.0.1:" in logged.lower()
-    assert "secret-token" not in logged

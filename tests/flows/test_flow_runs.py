@@ -108,9 +108,13 @@ def test_a_foreseen_failure_is_the_state_message_and_logs_no_traceback(warehouse
     assert flow_run(state.state_details.flow_run_id).state.message == reason
 
 
-def test_an_unforeseen_failure_keeps_its_traceback_in_the_logs(
-    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+def test_an_unforeseen_failure_keeps_its_traceback_and_rolls_everything_back(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch, take_snapshot: Callable[[Path], dict]
 ) -> None:
+    """A failure injected in write-back, after the target is created: the run's logs keep the
+    traceback, and no target, imputed-cells record or lineage is left."""
+    before = take_snapshot(warehouse)
+
     def fail(*args: object) -> None:
         raise RuntimeError("injected failure after imputation")
 
@@ -120,11 +124,4 @@ def test_an_unforeseen_failure_keeps_its_traceback_in_the_logs(
     assert state.is_failed() and "injected failure" in str(state.message)
     logs = run_logs(state.state_details.flow_run_id)
     assert any("Traceback" in log.message for log in logs)
-
-
-def test_hints_name_the_flow_parameter_as_well_as_the_flag(tmp_path: Path) -> None:
-    """Bug: a UI-triggered run was told to use `--db (or TDM_DB_PATH)`; its parameter is
-    db_path."""
-    state = impute_table("t", db_path=tmp_path / "absent.duckdb", return_state=True)
-    assert "the db_path parameter" in str(state.message)
-    assert "--db flag or TDM_DB_PATH" in str(state.message)
+    assert take_snapshot(warehouse) == before and set(before) == {"readings"}

@@ -1,0 +1,102 @@
+"""The checks `impute-table` runs before any fit (load, validate), as plain functions: each bad
+input is refused with one paragraph naming the problem, and nothing changes. Two of them also
+go through a flow run in `test_flow_impute_table.py`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tasks.errors import PipelineInputError
+from tasks.load import load_table
+from tasks.validate import validate_input
+
+
+def _db_with(sql: str) -> Callable[[Path], Path]:
+    def build(tmp_path: Path) -> Path:
+        path = tmp_path / "w.duckdb"
+        with duckdb.connect(str(path)) as con:
+            con.execute(f"CREATE TABLE t AS {sql}")
+        return path
+
+    return build
+
+
+_GOOD = "SELECT i AS k, CASE WHEN i % 4 = 0 THEN NULL ELSE i * 1.5 END AS x, 'a' AS s, " \
+    "i * 2.0 AS y, DATE '2024-01-01' AS day FROM range(12) r(i)"  # fmt: skip
+
+BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict[str, Any], str]] = {
+    "missing-database": (
+        lambda tmp: tmp / "absent.duckdb", {}, r"absent\.duckdb' does not exist",
+    ),
+    "missing-table": (_db_with(_GOOD), {"source_table": "nope"}, r'Table "nope" does not exist'),
+    "unknown-column": (
+        _db_with(_GOOD), {"columns": ["x", "zz"]}, r'not exist in table "t": "zz"',
+    ),
+    "unusable-column": (
+        _db_with(_GOOD), {"columns": ["x", "day"]}, r'has "day" \(DATE\) among the chosen',
+    ),
+    "no-observed-value": (
+        _db_with("SELECT i * 1.0 AS x, NULL::DOUBLE AS gone FROM range(9) r(i)"), {},
+        r'column "gone" has no observed value',
+    ),
+    "inf": (
+        _db_with("SELECT CASE WHEN i = 2 THEN 'inf'::DOUBLE WHEN i = 3 THEN NULL ELSE i END AS x "
+                 "FROM range(9) r(i)"), {},
+        r'column "x" holds infinite values',
+    ),
+    "too-few-rows": (
+        _db_with("SELECT CASE WHEN i = 0 THEN NULL ELSE i END AS x FROM range(3) r(i)"), {},
+        r"it has 3 rows, and imputation needs at least 4",
+    ),
+    "duplicate-key": (
+        _db_with("SELECT i % 3 AS k, CASE WHEN i = 0 THEN NULL ELSE i END AS x "
+                 "FROM range(9) r(i)"), {"key": "k"},
+        r'key column "k" is not unique',
+    ),
+    "null-key": (
+        _db_with("SELECT NULLIF(i, 4) AS k, CASE WHEN i = 0 THEN NULL ELSE i END AS x "
+                 "FROM range(9) r(i)"), {"key": "k"},
+        r'key column "k" is NULL in 1 rows',
+    ),
+    "target-is-source": (
+        _db_with(_GOOD), {"target_table": "t"}, r'target table "t" is the source table "t"',
+    ),
+    "injection-in-table-name": (
+        _db_with(_GOOD), {"source_table": 't; DROP TABLE t; --'},
+        r'Table "t; DROP TABLE t; --" does not exist',
+    ),
+    "injection-in-column-name": (
+        _db_with(_GOOD), {"columns": ['x" FROM t; DROP TABLE t; --']},
+        r'not exist in table "t": "x" FROM t; DROP TABLE t; --"',
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("build", "kwargs", "message"), BAD_INPUTS.values(), ids=BAD_INPUTS)
+def test_bad_input_is_refused_by_the_checks_before_the_fit(
+    tmp_path: Path,
+    take_snapshot: Callable[[Path], dict],
+    build: Callable[[Path], Path],
+    kwargs: dict[str, Any],
+    message: str,
+) -> None:
+    """The load and validate steps the flow runs first refuse each bad input with one paragraph
+    naming the problem, and leave the warehouse unchanged."""
+    path = build(tmp_path)
+    before = take_snapshot(path) if path.exists() else None
+    arguments = {"source_table": "t", "columns": None, "key": None, "target_table": None, **kwargs}
+    with pytest.raises(PipelineInputError) as refused:
+        source = load_table.fn(str(path), arguments["source_table"], arguments["key"])
+        validate_input.fn(source, arguments["columns"], arguments["key"], arguments["target_table"])
+    text = str(refused.value)
+    assert re.search(message, text) and "\n" not in text, text
+    if before is None:
+        assert not path.exists()
+    else:
+        assert take_snapshot(path) == before
