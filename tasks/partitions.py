@@ -15,15 +15,13 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from schemas.input import MAX_LABELS
 from tasks.bounds import table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import observed_labels
 from tasks.load import SourceTable, _missing_table_message
-from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.retry import warehouse_task
 from tasks.validate import (
     ImputationPlan,
     TableRequest,
@@ -72,13 +70,7 @@ class TableProfile:
         )
 
 
-@task(
-    name="count-rows",
-    cache_policy=NO_CACHE,
-    retries=RETRIES,
-    retry_delay_seconds=RETRY_DELAY_SECONDS,
-    retry_condition_fn=retry_when_busy,
-)
+@warehouse_task("count-rows")
 def count_rows(db_path: str, table: str) -> int | None:
     """Rows of `table`, or None when there is no such table (the full load then says why)."""
     with connect(db_path, read_only=True) as con:

@@ -34,8 +34,6 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_logger
 
 from schemas.lineage import (
@@ -52,7 +50,7 @@ from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
 from tasks.quality import CheckOutcome
 from tasks.results import WriteResult
-from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.retry import warehouse_task
 from tasks.targets import check_target_table
 from tasks.validate import ImputationPlan
 from tasks.warehouse.access import check_writable
@@ -101,13 +99,7 @@ class WriteMode(StrEnum):
     PARTITIONED = "partitioned"
 
 
-@task(
-    name="write-back",
-    cache_policy=NO_CACHE,
-    retries=RETRIES,
-    retry_delay_seconds=RETRY_DELAY_SECONDS,
-    retry_condition_fn=retry_when_busy,
-)
+@warehouse_task("write-back")
 def write_back(
     source: SourceTable, plan: ImputationPlan, imputed: pd.DataFrame, lineage: LineageRecord
 ) -> WriteResult:
