@@ -31,6 +31,7 @@ from tasks.validate import (
     resolve_columns,
     resolve_pass_through,
 )
+from tasks.warehouse.names import quote_identifier
 from tasks.warehouse.tables import (
     BOOLEAN,
     CATEGORICAL,
@@ -40,7 +41,6 @@ from tasks.warehouse.tables import (
     connect,
     find_table,
     fingerprint_table,
-    quote_identifier,
 )
 
 __all__ = ["TableProfile", "count_rows", "partition_plan", "profile_table", "read_partition"]

@@ -38,7 +38,6 @@ __all__ = [
     "find_table",
     "fingerprint_table",
     "is_numeric_type",
-    "quote_identifier",
     "register_frame",
     "schema_exists",
     "type_range",
