@@ -33,8 +33,7 @@ from tasks.validate import (
 )
 from tasks.warehouse.names import quote_identifier
 from tasks.warehouse.tables import (
-    BOOLEAN,
-    CATEGORICAL,
+    LABELLED,
     Fingerprint,
     TableInfo,
     columns_sql,
@@ -112,7 +111,7 @@ def profile_table(
         lambda name: 0 < observed.get(name, 0) < observed[""],
     )
     kinds = column_kinds(info, chosen)
-    labelled = [name for name in chosen if kinds[name] in (BOOLEAN, CATEGORICAL)]
+    labelled = [name for name in chosen if kinds[name] in LABELLED]
     numeric = [name for name in chosen if name not in labelled]
     stats = []
     for name in numeric:
@@ -192,7 +191,7 @@ def profile_table(
 def _labelled_observed(con: duckdb.DuckDBPyConnection, info: TableInfo) -> dict[str, int]:
     """The observed cells of each boolean, text and enum column, and the rows (under ""): the
     default columns take those with a NULL and an observed cell."""
-    names = [c.name for c in info.columns if c.kind in (BOOLEAN, CATEGORICAL)]
+    names = [c.name for c in info.columns if c.kind in LABELLED]
     counts = "".join(f", count({quote_identifier(n)})" for n in names)
     row = con.execute(f"SELECT count(*){counts} FROM {info.sql}").fetchall()[0]
     return {"": int(row[0])} | {name: int(n) for name, n in zip(names, row[1:], strict=True)}

@@ -28,6 +28,7 @@ __all__ = [
     "DECIMAL_TYPE",
     "FLOAT",
     "INTEGER",
+    "LABELLED",
     "ColumnInfo",
     "Fingerprint",
     "TableInfo",
@@ -56,6 +57,8 @@ FLOAT = "float"
 INTEGER = "integer"
 BOOLEAN = "boolean"
 CATEGORICAL = "categorical"
+LABELLED = (BOOLEAN, CATEGORICAL)
+"""The kinds imputed with labels observed in the column (not numbers)."""
 
 
 @dataclass(frozen=True)
