@@ -27,7 +27,7 @@ from benchmarks.schemas import (
     BenchmarkResultsSchema,
     MaeTraceSchema,
 )
-from tasks.warehouse.tables import quote_identifier
+from tasks.warehouse.names import quote_identifier
 
 __all__ = [
     "MergeCount",

@@ -9,7 +9,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from tasks.warehouse.tables import columns_sql, quote_identifier, register_frame
+from tasks.warehouse.names import quote_identifier
+from tasks.warehouse.tables import columns_sql, register_frame
 
 __all__ = [
     "DEMO_DB_PATH",

@@ -421,7 +421,7 @@ def _print_result(result: Any) -> None:
 
 
 def _print_where_to_look(db_path: str, target: str, run_id: str) -> None:
-    from tasks.warehouse.tables import quote_identifier
+    from tasks.warehouse.names import quote_identifier
 
     print(
         f"\nWhere to look: open {db_path} with the duckdb CLI, or in Python with "

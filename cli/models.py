@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 __all__ = ["add_models_command"]
@@ -65,26 +66,7 @@ def _run_models(args: argparse.Namespace) -> int:
             + (f" with version {args.version}" if args.version is not None else "")
             + f" in {db}; `tdm models list` shows those there are."
         )
-    model = chosen[-1]
-    details = {
-        "target_table": model.target_table,
-        "source_table": model.source_table,
-        "version": model.version,
-        "created_at": str(model.created_at),
-        "run_id": model.run_id,
-        "tdm_version": model.tdm_version,
-        "save_format": model.format_version,
-        "columns": list(model.columns),
-        "key": model.key_column,
-        "watermark": model.watermark_column,
-        "seed": model.seed,
-        "fit_rows": model.fit_rows,
-        "source_hash": model.source_hash,
-        "model_sha256": model.model_sha256,
-        "model_bytes": model.model_bytes,
-        "model_path": model.model_path,
-        "settings": model.settings,
-        "fit_data": model.profile,
-    }
+    # the columns of `tdm_models`, by their names there, but the model's scaling
+    details = {name: value for name, value in asdict(chosen[-1]).items() if name != "scaling"}
     print(json.dumps(details, indent=2, default=str))
     return 0

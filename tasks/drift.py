@@ -16,10 +16,9 @@ import numpy as np
 import pandas as pd
 
 from tasks.frames import as_float_frame, as_labels
+from tasks.warehouse.tables import BOOLEAN, LABELLED
 
 __all__ = ["ColumnDrift", "DriftReport", "measure_drift", "profile_columns"]
-
-LABELLED = ("boolean", "categorical")
 
 
 def profile_columns(
@@ -30,8 +29,8 @@ def profile_columns(
     text), and the count of observed values."""
     profile: dict[str, Any] = {}
     for name in columns:
-        if kinds.get(name, "float") in LABELLED:
-            labels = as_labels(frame[name], boolean=kinds[name] == "boolean").dropna().astype(str)
+        if kinds.get(name) in LABELLED:
+            labels = as_labels(frame[name], boolean=kinds[name] == BOOLEAN).dropna().astype(str)
             shares = labels.value_counts(normalize=True, sort=False)
             profile[name] = {
                 "observed": int(labels.size),

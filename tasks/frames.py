@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tasks.warehouse.tables import BOOLEAN, CATEGORICAL
+from tasks.warehouse.tables import BOOLEAN, LABELLED
 
 __all__ = ["as_float_frame", "as_labels", "as_value_frame", "missing_mask", "observed_labels"]
 
@@ -26,7 +26,7 @@ def as_value_frame(
 ) -> pd.DataFrame:
     """The `columns` of `frame` as the pipeline checks and writes them: boolean and categorical
     columns (by `kinds`) as labels (`as_labels`), the others as float64 (NaN = missing)."""
-    numbers = as_float_frame(frame, [c for c in columns if kinds.get(c) not in _LABELLED])
+    numbers = as_float_frame(frame, [c for c in columns if kinds.get(c) not in LABELLED])
     return pd.DataFrame(
         {
             name: numbers[name]
@@ -36,9 +36,6 @@ def as_value_frame(
         },
         index=frame.index,
     )
-
-
-_LABELLED = (BOOLEAN, CATEGORICAL)
 
 
 def missing_mask(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from tasks.errors import PipelineInputError
-from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.retry import warehouse_task
 from tasks.warehouse.tables import (
     Fingerprint,
     TableInfo,
@@ -58,13 +56,7 @@ def _missing_table_message(con: duckdb.DuckDBPyConnection, db_path: str | Path, 
     )
 
 
-@task(
-    name="load-table",
-    cache_policy=NO_CACHE,
-    retries=RETRIES,
-    retry_delay_seconds=RETRY_DELAY_SECONDS,
-    retry_condition_fn=retry_when_busy,
-)
+@warehouse_task("load-table")
 def load_table(
     db_path: str, table: str, key: str | None = None, skip: Sequence[str] = ()
 ) -> SourceTable:

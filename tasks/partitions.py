@@ -15,15 +15,13 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from schemas.input import MAX_LABELS
 from tasks.bounds import table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import observed_labels
 from tasks.load import SourceTable, _missing_table_message
-from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.retry import warehouse_task
 from tasks.validate import (
     ImputationPlan,
     TableRequest,
@@ -33,16 +31,15 @@ from tasks.validate import (
     resolve_columns,
     resolve_pass_through,
 )
+from tasks.warehouse.names import quote_identifier
 from tasks.warehouse.tables import (
-    BOOLEAN,
-    CATEGORICAL,
+    LABELLED,
     Fingerprint,
     TableInfo,
     columns_sql,
     connect,
     find_table,
     fingerprint_table,
-    quote_identifier,
 )
 
 __all__ = ["TableProfile", "count_rows", "partition_plan", "profile_table", "read_partition"]
@@ -72,13 +69,7 @@ class TableProfile:
         )
 
 
-@task(
-    name="count-rows",
-    cache_policy=NO_CACHE,
-    retries=RETRIES,
-    retry_delay_seconds=RETRY_DELAY_SECONDS,
-    retry_condition_fn=retry_when_busy,
-)
+@warehouse_task("count-rows")
 def count_rows(db_path: str, table: str) -> int | None:
     """Rows of `table`, or None when there is no such table (the full load then says why)."""
     with connect(db_path, read_only=True) as con:
@@ -120,7 +111,7 @@ def profile_table(
         lambda name: 0 < observed.get(name, 0) < observed[""],
     )
     kinds = column_kinds(info, chosen)
-    labelled = [name for name in chosen if kinds[name] in (BOOLEAN, CATEGORICAL)]
+    labelled = [name for name in chosen if kinds[name] in LABELLED]
     numeric = [name for name in chosen if name not in labelled]
     stats = []
     for name in numeric:
@@ -200,7 +191,7 @@ def profile_table(
 def _labelled_observed(con: duckdb.DuckDBPyConnection, info: TableInfo) -> dict[str, int]:
     """The observed cells of each boolean, text and enum column, and the rows (under ""): the
     default columns take those with a NULL and an observed cell."""
-    names = [c.name for c in info.columns if c.kind in (BOOLEAN, CATEGORICAL)]
+    names = [c.name for c in info.columns if c.kind in LABELLED]
     counts = "".join(f", count({quote_identifier(n)})" for n in names)
     row = con.execute(f"SELECT count(*){counts} FROM {info.sql}").fetchall()[0]
     return {"": int(row[0])} | {name: int(n) for name, n in zip(names, row[1:], strict=True)}

@@ -1,12 +1,15 @@
-"""Retry policy for the tasks that touch the DuckDB file: retry only when it is locked."""
+"""Tasks that touch the DuckDB file: retried only when another process holds its lock."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
 from tasks.errors import WarehouseBusyError
 
-__all__ = ["RETRIES", "RETRY_DELAY_SECONDS", "retry_when_busy"]
+__all__ = ["RETRIES", "RETRY_DELAY_SECONDS", "retry_when_busy", "warehouse_task"]
 
 RETRIES = 2
 RETRY_DELAY_SECONDS = 5.0
@@ -15,3 +18,15 @@ RETRY_DELAY_SECONDS = 5.0
 def retry_when_busy(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect `retry_condition_fn`: retry a failed run only if another process held the lock."""
     return isinstance(getattr(state, "data", None), WarehouseBusyError)
+
+
+def warehouse_task(name: str) -> Any:
+    """The decorator of a task named `name` that reads or writes the DuckDB file: uncached,
+    retried `RETRIES` times, `RETRY_DELAY_SECONDS` apart, when the file is locked."""
+    return task(
+        name=name,
+        cache_policy=NO_CACHE,
+        retries=RETRIES,
+        retry_delay_seconds=RETRY_DELAY_SECONDS,
+        retry_condition_fn=retry_when_busy,
+    )

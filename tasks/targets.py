@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from schemas.lineage import LINEAGE_TABLE
 from schemas.warehouse import WarehouseConfig
 from tasks.errors import PipelineInputError, setting
-from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.retry import warehouse_task
 from tasks.validate import ImputationPlan
 from tasks.warehouse.names import parse_table_name
 from tasks.warehouse.tables import connect, find_table, find_view, schema_exists
@@ -71,13 +71,7 @@ def written_by_pipeline(con: duckdb.DuckDBPyConnection, target: str) -> bool:
     return any(parse_table_name(row[0]).key == key for row in rows if row[0])
 
 
-@task(
-    name="check-target",
-    cache_policy=NO_CACHE,
-    retries=RETRIES,
-    retry_delay_seconds=RETRY_DELAY_SECONDS,
-    retry_condition_fn=retry_when_busy,
-)
+@warehouse_task("check-target")
 def check_target_writable(db_path: str, plan: ImputationPlan) -> bool:
     """`check_target_table` on a read-only connection, before a table is imputed."""
     with connect(db_path, read_only=True) as con:

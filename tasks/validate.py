@@ -31,7 +31,7 @@ from tasks.warehouse.names import (
     parse_table_name,
     same_table,
 )
-from tasks.warehouse.tables import BOOLEAN, CATEGORICAL, FLOAT, TableInfo
+from tasks.warehouse.tables import FLOAT, LABELLED, TableInfo
 
 __all__ = [
     "ImputationPlan",
@@ -130,7 +130,7 @@ def validate_input(
 
     chosen = resolve_columns(table, columns, key_name, passed, partly_missing)
     kinds = column_kinds(table, chosen)
-    labelled = [name for name in chosen if kinds[name] in (BOOLEAN, CATEGORICAL)]
+    labelled = [name for name in chosen if kinds[name] in LABELLED]
     values = _check_values(source, chosen, key_name, labelled)
     numeric = [name for name in chosen if name not in labelled]
     observed = {name: (float(values[name].min()), float(values[name].max())) for name in numeric}

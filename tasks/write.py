@@ -12,19 +12,13 @@ Its modes:
 
 Every mode checks the source is unchanged and the target may be written inside the transaction,
 proves the observed cells unchanged in their own type (`tasks.warehouse.cells`), and leaves the
-warehouse as it was when anything fails. Staging folders name their owner; those whose owner is gone
-(a run killed with SIGKILL) are removed by the next partitioned run.
+warehouse as it was when anything fails. Staging folders: `tasks.warehouse.staging`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 import shutil
-import socket
-import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -34,8 +28,6 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_logger
 
 from schemas.lineage import (
@@ -52,7 +44,7 @@ from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
 from tasks.quality import CheckOutcome
 from tasks.results import WriteResult
-from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
+from tasks.retry import warehouse_task
 from tasks.targets import check_target_table
 from tasks.validate import ImputationPlan
 from tasks.warehouse.access import check_writable
@@ -70,26 +62,12 @@ from tasks.warehouse.cells import (
 )
 from tasks.warehouse.models import ModelFolder, NewModel, insert_model
 from tasks.warehouse.names import quote_table
+from tasks.warehouse.staging import make_stage_dir
 from tasks.warehouse.tables import connect, find_table, fingerprint_table, register_frame
 
-__all__ = [
-    "STAGE_PREFIX",
-    "TableWriter",
-    "WriteMode",
-    "insert_lineage",
-    "make_stage_dir",
-    "remove_stale_stages",
-    "write_back",
-]
+__all__ = ["TableWriter", "WriteMode", "insert_lineage", "write_back"]
 
-STAGE_PREFIX = ".tdm-staging-"
-_OWNER_FILE = "owner"
-_UNCLAIMED_GRACE_SECONDS = 3600.0
-"""A staging folder with no owner file (its run was killed while creating it) is stale after
-this."""
 _STAGE = "tdm_stage"
-
-logger = logging.getLogger(__name__)
 
 
 class WriteMode(StrEnum):
@@ -101,13 +79,7 @@ class WriteMode(StrEnum):
     PARTITIONED = "partitioned"
 
 
-@task(
-    name="write-back",
-    cache_policy=NO_CACHE,
-    retries=RETRIES,
-    retry_delay_seconds=RETRY_DELAY_SECONDS,
-    retry_condition_fn=retry_when_busy,
-)
+@warehouse_task("write-back")
 def write_back(
     source: SourceTable, plan: ImputationPlan, imputed: pd.DataFrame, lineage: LineageRecord
 ) -> WriteResult:
@@ -510,58 +482,3 @@ def insert_lineage(con: duckdb.DuckDBPyConnection, lineage: LineageRecord) -> No
     row = lineage.to_frame(finished_at=datetime.now(UTC))
     with register_frame(con, row, "tdm_lineage") as view:
         con.execute(f"INSERT INTO {LINEAGE_TABLE} BY NAME SELECT * FROM {view}")
-
-
-def make_stage_dir(where: Path) -> str:
-    """A fresh staging folder in `where`, owned by this process; stale ones are removed first."""
-    remove_stale_stages(where)
-    stage_dir = tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=where)
-    (Path(stage_dir) / _OWNER_FILE).write_text(f"{os.getpid()}\n{socket.gethostname()}\n")
-    return stage_dir
-
-
-def remove_stale_stages(where: Path) -> list[Path]:
-    """Remove the staging folders in `where` whose owning process is gone; returns them.
-
-    A folder owned by a process of another host is left alone (its liveness cannot be known
-    here), and so is one this user cannot remove: it is then named in a warning."""
-    removed = []
-    for folder in sorted(where.glob(f"{STAGE_PREFIX}*")):
-        if not folder.is_dir() or not _is_stale(folder):
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        if folder.exists():
-            logger.warning(
-                "Staging folder %s was left by a run that is gone, and could not be removed: "
-                "delete it by hand.",
-                folder,
-            )
-        else:
-            removed.append(folder)
-    if removed:
-        logger.warning(
-            "Removed %d staging folder(s) left by runs that were killed: %s",
-            len(removed),
-            ", ".join(str(f) for f in removed),
-        )
-    return removed
-
-
-def _is_stale(folder: Path) -> bool:
-    try:
-        pid_text, host = [*(folder / _OWNER_FILE).read_text().split(), ""][:2]
-    except OSError:  # not claimed (yet): stale only once it is old
-        try:
-            age = time.time() - folder.stat().st_mtime
-        except OSError:
-            return False
-        return age > _UNCLAIMED_GRACE_SECONDS
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # it exists, owned by another user
-        return False
-    return False

@@ -24,10 +24,10 @@ from tasks.validate import ImputationPlan
 from tasks.warehouse.names import quote_identifier
 from tasks.warehouse.tables import (
     BOOLEAN,
-    CATEGORICAL,
     DECIMAL_TYPE,
     FLOAT,
     INTEGER,
+    LABELLED,
     column_kind,
     type_range,
 )
@@ -68,7 +68,7 @@ class FilledColumn:
     @property
     def labelled(self) -> bool:
         """Whether the column takes labels (boolean, text, enum) rather than numbers."""
-        return self.kind in (BOOLEAN, CATEGORICAL)
+        return self.kind in LABELLED
 
 
 def filled_columns(source: SourceTable, plan: ImputationPlan) -> list[FilledColumn]:

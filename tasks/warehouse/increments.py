@@ -15,8 +15,8 @@ import pandas as pd
 
 from tasks.errors import PipelineInputError
 from tasks.partitions import TableProfile
-from tasks.warehouse.names import quote_table
-from tasks.warehouse.tables import columns_sql, find_table, quote_identifier
+from tasks.warehouse.names import quote_identifier, quote_table
+from tasks.warehouse.tables import columns_sql, find_table
 
 __all__ = ["NewRows", "check_watermark", "read_new_rows", "target_rows"]
 

@@ -49,8 +49,9 @@ __all__ = [
 _META = (
     "source_table, target_table, version, created_at, run_id, tdm_version, format_version, "
     "columns, key_column, watermark_column, settings, seed, source_hash, fit_rows, scaling, "
-    "profile, model_sha256, coalesce(octet_length(model), 0), model_path"
+    "profile, model_sha256, coalesce(octet_length(model), 0) AS model_bytes, model_path"
 )
+_JSON_FIELDS = ("columns", "settings", "scaling", "profile")
 
 
 class StoredModelError(PipelineInputError):
@@ -245,28 +246,12 @@ def _library_version() -> str:
     return __version__
 
 
-def _info(row: Sequence[Any]) -> ModelInfo:
-    return ModelInfo(
-        source_table=row[0],
-        target_table=row[1],
-        version=int(row[2]),
-        created_at=row[3],
-        run_id=row[4],
-        tdm_version=row[5],
-        format_version=int(row[6]),
-        columns=tuple(json.loads(row[7])),
-        key_column=row[8],
-        watermark_column=row[9],
-        settings=json.loads(row[10]),
-        seed=int(row[11]),
-        source_hash=row[12],
-        fit_rows=int(row[13]),
-        scaling=json.loads(row[14]),
-        profile=json.loads(row[15]),
-        model_sha256=row[16],
-        model_bytes=int(row[17]),
-        model_path=row[18],
-    )
+def _info(names: Sequence[str], row: Sequence[Any]) -> ModelInfo:
+    """The `ModelInfo` of a row of `_META`, its JSON fields decoded."""
+    fields = dict(zip(names, row, strict=True))
+    for name in _JSON_FIELDS:
+        fields[name] = json.loads(fields[name])
+    return ModelInfo(**{**fields, "columns": tuple(fields["columns"])})
 
 
 def _has_store(con: duckdb.DuckDBPyConnection) -> bool:
@@ -278,10 +263,11 @@ def list_models(con: duckdb.DuckDBPyConnection, target: str | None = None) -> li
     if not _has_store(con):
         return []
     where, values = ("WHERE lower(target_table) = lower(?)", [target]) if target else ("", [])
-    rows = con.execute(
+    found = con.execute(
         f"SELECT {_META} FROM {MODELS_TABLE} {where} ORDER BY target_table, version", values
-    ).fetchall()
-    return [_info(row) for row in rows]
+    )
+    names = [column[0] for column in found.description]
+    return [_info(names, row) for row in found.fetchall()]
 
 
 def latest_model(con: duckdb.DuckDBPyConnection, target: str) -> ModelInfo | None:

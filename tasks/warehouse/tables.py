@@ -28,6 +28,7 @@ __all__ = [
     "DECIMAL_TYPE",
     "FLOAT",
     "INTEGER",
+    "LABELLED",
     "ColumnInfo",
     "Fingerprint",
     "TableInfo",
@@ -38,7 +39,6 @@ __all__ = [
     "find_table",
     "fingerprint_table",
     "is_numeric_type",
-    "quote_identifier",
     "register_frame",
     "schema_exists",
     "type_range",
@@ -57,6 +57,8 @@ FLOAT = "float"
 INTEGER = "integer"
 BOOLEAN = "boolean"
 CATEGORICAL = "categorical"
+LABELLED = (BOOLEAN, CATEGORICAL)
+"""The kinds imputed with labels observed in the column (not numbers)."""
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,10 @@ import pytest
 
 import tasks.artifacts
 from flows.impute_table import impute_table
-from tasks.artifacts import (
-    artifact_key,
-    column_statistics,
-    publish_run_report,
-    run_report_markdown,
-    statistics_markdown,
-)
+from tasks.artifacts import artifact_key, publish_run_report, run_report_markdown
+from tasks.artifacts.markdown import format_number
+from tasks.artifacts.statistics import column_statistics, statistics_markdown
 from tasks.load import SourceTable
-from tasks.markdown import format_number
 from tasks.quality import CheckOutcome, QualityReport
 from tasks.results import ImputationOutcome, ImputeTableResult
 

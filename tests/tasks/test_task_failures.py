@@ -21,15 +21,9 @@ from tasks.partitions import count_rows
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
 from tasks.validate import validate_input
 from tasks.warehouse.access import check_writable
+from tasks.warehouse.staging import STAGE_PREFIX, make_stage_dir, remove_stale_stages
 from tasks.warehouse.tables import connect, register_frame
-from tasks.write import (
-    STAGE_PREFIX,
-    TableWriter,
-    WriteMode,
-    make_stage_dir,
-    remove_stale_stages,
-    write_back,
-)
+from tasks.write import TableWriter, WriteMode, write_back
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from tasks.loss_plot import (
+from tasks.artifacts.loss_plot import (
     RATIO_MEANING,
     Panel,
     downsample_loss,

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from tasks.errors import PipelineInputError
+from tasks.warehouse.names import quote_identifier
 from tasks.warehouse.tables import (
     connect,
     find_table,
     fingerprint_table,
     is_numeric_type,
-    quote_identifier,
     register_frame,
 )
 

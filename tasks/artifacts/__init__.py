@@ -1,19 +1,17 @@
 """What a run shows in the Prefect UI: a report, per-column statistics and the training plot.
 
 Three keyed markdown artifacts per table and run (the impute task adds a fourth, the fit's
-progress): `tdm-report-<table>` (the verdict first, then failures, checks collapsed by kind, the
-bounds of the sane-range check and each column's bounds or labels, the lineage and the time
-split), `tdm-statistics-<table>` (one row per column, before and after side by side, built by
-`tasks.statistics`) and `tdm-loss-<table>` (the relative transport cost per iteration as an
-embedded PNG: both Prefect UIs render a markdown image with a `data:image/png;base64` address,
-while the V2 UI drops inline SVG; see `tasks.loss_plot`). They are published from the
-flow's process after the write-back; outside a Prefect run (unit tests calling steps directly)
-nothing is published. The functions that build their content are pure, for tests.
+progress): `tdm-report-<table>` (built here: the verdict first, then failures, checks collapsed
+by kind, the bounds of the sane-range check and each column's bounds or labels, the lineage and
+the time split), `tdm-statistics-<table>` (`statistics`: one row per column, before and after
+side by side) and `tdm-loss-<table>` (`loss_plot`: the relative transport cost per iteration as
+an embedded PNG, which both Prefect UIs render, while the V2 UI drops inline SVG). They are
+published from the flow's process after the write-back; outside a Prefect run nothing is
+published. The functions that build their content are pure.
 """
 
 from __future__ import annotations
 
-import base64
 import math
 import re
 from collections.abc import Mapping
@@ -25,9 +23,9 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
 
-from tasks.loss_plot import loss_plot_markdown
-from tasks.markdown import code_span, format_number, table_cell
-from tasks.statistics import column_statistics, statistics_markdown
+from tasks.artifacts.loss_plot import loss_plot_markdown
+from tasks.artifacts.markdown import code_span, format_number, png_image, table_cell
+from tasks.artifacts.statistics import column_statistics, statistics_markdown
 
 if TYPE_CHECKING:
     from tasks.load import SourceTable
@@ -37,11 +35,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECK_KINDS",
     "artifact_key",
-    "column_statistics",
     "figure_markdown",
     "publish_run_report",
     "run_report_markdown",
-    "statistics_markdown",
 ]
 
 #: Short names of the checks a run makes, by the name of the check (before any `["column"]`).
@@ -287,8 +283,7 @@ def _end(value: float) -> str:
 
 def figure_markdown(png: bytes, title: str, caption: str = "") -> str:
     """Markdown showing a PNG figure inline (a data address: the UI renders it as an image)."""
-    data = base64.b64encode(png).decode()
-    text = f"# {title}\n\n![{title}](data:image/png;base64,{data})"
+    text = f"# {title}\n\n{png_image(png, title)}"
     return text + (f"\n\n{caption}" if caption else "")
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 from pandas.api import types as ptypes
 
+from tasks.artifacts.markdown import code_span, format_number, table_cell
 from tasks.frames import as_float_frame
-from tasks.markdown import code_span, format_number, table_cell
 
 __all__ = ["column_statistics", "statistics_markdown"]
 

@@ -1,11 +1,12 @@
-"""Markdown pieces shared by the artifacts of a run: code spans, table cells and numbers."""
+"""Markdown pieces shared by the artifacts of a run: code spans, table cells, numbers, images."""
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 
-__all__ = ["code_span", "format_number", "table_cell"]
+__all__ = ["code_span", "format_number", "png_image", "table_cell"]
 
 
 def code_span(text: str) -> str:
@@ -38,3 +39,8 @@ def format_number(value: float | None, digits: int = 4) -> str:
         decimals = max(0, digits - 1 - math.floor(math.log10(abs(number))))
         return f"{number:,.{decimals}f}"
     return f"{number:.{digits - 1}e}"
+
+
+def png_image(png: bytes, alt: str) -> str:
+    """A markdown image of `png` inlined as a data address (the Prefect UIs render it)."""
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"

@@ -12,7 +12,6 @@ its minimum-maximum band, so that a single step's spike stays visible; spikes ar
 
 from __future__ import annotations
 
-import base64
 import io
 import math
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tasks.markdown import code_span, format_number
+from tasks.artifacts.markdown import code_span, format_number, png_image
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -237,10 +236,9 @@ def loss_plot_markdown(loss: np.ndarray, table: str, cost_ratio: np.ndarray | No
         )
         panels.insert(0, ratio_panel)
     png = loss_plot_png(panels, title=f"TDM training: {table}")
-    data = base64.b64encode(png).decode()
     n_iter = max(losses.size, ratios.size)
     lines += [
-        f"![{measure.capitalize()} over {n_iter} iterations](data:image/png;base64,{data})",
+        png_image(png, f"{measure.capitalize()} over {n_iter} iterations"),
         "",
         RATIO_MEANING + " " + LOSS_MEANING.replace("Training loss:", "Below, the raw loss:")
         if scale_free
