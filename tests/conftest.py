@@ -41,6 +41,7 @@ Snapshot = dict[str, tuple[int, int]]
 #: The folder of the run's one Prefect test server (its database, URL, process id, log), made by
 #: the controlling pytest process and inherited by the pytest-xdist workers.
 SERVER_DIR = "TESTS_PREFECT_SERVER_DIR"
+CONTROLLER = "TESTS_CONTROLLER_PID"
 
 
 def auto_device() -> str:
@@ -58,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
     them, and its idle threads spin."""
     if not hasattr(config, "workerinput"):
         os.environ[SERVER_DIR] = tempfile.mkdtemp(prefix="tdm-tests-server-")
+        os.environ[CONTROLLER] = str(os.getpid())
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1:
         import torch
@@ -101,16 +103,20 @@ def shared_prefect_server() -> str:
         port = _free_port()
         log = open(where / "server.log", "w")  # noqa: SIM115  (the server writes it until the end)
         command = [
-            "uvicorn",
-            "--factory",
-            "prefect.server.api.server:create_app",
-            "--lifespan",
-            "on",
+            *(sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app"),
+            *("--lifespan", "on", "--host", "127.0.0.1", "--port", str(port)),
         ]
+        # The server outlives the worker that starts it, and stops with the controlling process
+        # (at its end, or if it is killed): a shell watches that process and the server.
+        watch = (
+            '"$@" & server=$!; while kill -0 "$CONTROLLER" 2>/dev/null && kill -0 $server '
+            "2>/dev/null; do sleep 1; done; kill $server"
+        )
         process = subprocess.Popen(
-            [sys.executable, "-m", *command, "--host", "127.0.0.1", "--port", str(port)],
+            ["sh", "-c", watch, "sh", *command],
             env={
                 **os.environ,
+                "CONTROLLER": os.environ[CONTROLLER],
                 "PREFECT_UI_ENABLED": "0",
                 "PREFECT__SERVER_EPHEMERAL": "1",
                 "PREFECT__SERVER_FINAL": "1",
@@ -120,7 +126,7 @@ def shared_prefect_server() -> str:
             },
             stdout=log,
             stderr=log,
-            start_new_session=True,  # outlives the worker that started it; killed as a group
+            start_new_session=True,  # stopped as a group
         )
         (where / "pid").write_text(str(process.pid))
         url = f"http://127.0.0.1:{port}/api"
@@ -156,6 +162,10 @@ def prefect_harness() -> Iterator[None]:
         prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()),
     ):
         yield
+        # Send the logs still queued while the server is there (it stops with the run).
+        from prefect.logging.handlers import APILogWorker
+
+        APILogWorker.drain_all(timeout=10)
 
 
 @pytest.fixture
