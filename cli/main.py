@@ -64,6 +64,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"The tracebacks are in {log.path}.", file=sys.stderr)
             return EXIT_UNEXPECTED
         return EXIT_USAGE
+    except _failed_run() as error:
+        # A flow that failed for a foreseen reason returns a Failed state carrying its error;
+        # when Prefect's client re-sent that state after a lost response, the server's copy
+        # comes back without the error, and Prefect raises FailedRun with the same message.
+        release_error(error)
+        print(f"tdm {args.command}: error: {error}", file=sys.stderr)
+        if log.path.exists():  # an unforeseen error's traceback was logged during the run
+            print(f"The tracebacks are in {log.path}.", file=sys.stderr)
+            return EXIT_UNEXPECTED
+        return EXIT_USAGE
     except ValidationError as error:
         release_error(error)
         problems = validation_problems(error)
@@ -77,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         log.detach()
         restore_warnings()
+
+
+def _failed_run() -> type[BaseException] | tuple[()]:
+    """Prefect's FailedRun when Prefect has been imported (only then can it be raised)."""
+    exceptions = sys.modules.get("prefect.exceptions")
+    return getattr(exceptions, "FailedRun", ())
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -96,8 +96,10 @@ def tag_flow_run(tags: Iterable[str]) -> None:
 
 def fail_run(error: PipelineError) -> Any:
     """The Failed state a flow returns for a foreseen `error`: its message is the error's
-    paragraph (calling the flow still raises `error`). The reason is logged as an error, without
-    a traceback.
+    paragraph (calling the flow still raises `error`; or, when Prefect's client re-sent the state
+    after losing the server's answer, Prefect's `FailedRun` with the same message, as the server's
+    copy of the state does not hold the error). The reason is logged as an error, without a
+    traceback.
 
     A warehouse locked by another process (`WarehouseBusyError`) may be free later: that error is
     raised again instead, so that the deployment's run-level retries run the flow again. Any other

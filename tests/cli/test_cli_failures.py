@@ -18,6 +18,7 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -305,3 +306,27 @@ def test_a_server_started_by_tdm_serve_dies_with_it() -> None:
     finally:
         if not _gone(child, within=0.1):
             os.kill(child, signal.SIGKILL)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_failed_run_whose_state_came_back_without_its_error_is_still_a_clean_failure(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug (seen in CI): when the client re-sent a run's Failed state after losing the server's
+    answer, the server's copy came back without the error, Prefect raised FailedRun and `tdm`
+    called it an unexpected error (exit status 1)."""
+    from prefect.client.orchestration import SyncPrefectClient
+
+    request = SyncPrefectClient.request
+
+    def answer_lost_once(self: SyncPrefectClient, method: Any, path: Any, **kwargs: Any) -> Any:
+        state = (kwargs.get("json") or {}).get("state") or {}
+        if path.endswith("/set_state") and state.get("type") == "FAILED":
+            request(self, method, path, **kwargs)  # accepted; its answer "lost"
+        return request(self, method, path, **kwargs)
+
+    monkeypatch.setattr(SyncPrefectClient, "request", answer_lost_once)
+    assert main(["impute", "--db", str(warehouse), "--table", "no_such_table"]) == 2
+    err = capsys.readouterr().err
+    assert "unexpected" not in err
+    assert "tdm impute: error: " in err and "no_such_table" in err

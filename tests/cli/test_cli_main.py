@@ -44,6 +44,7 @@ def test_flags_override_environment_which_overrides_defaults(
 ) -> None:
     """--max-iter beats TDM_MAX_ITER, which beats the library's default; the flow merges the
     flags given over the variables."""
+    monkeypatch.delenv("TDM_INIT")  # the suite's own
     monkeypatch.setenv("TDM_MAX_ITER", "500")
     monkeypatch.setenv("TDM_LR", "0.05")
     parser = build_parser()
@@ -62,6 +63,7 @@ def test_values_keep_the_library_s_meaning(monkeypatch: pytest.MonkeyPatch) -> N
     assert none == {"network_lr": None}
     off = parser.parse_args(["impute", "--table", "t", "--no-early-stopping"])
     assert imputer_flags(off) == {"early_stopping": False}
+    monkeypatch.delenv("TDM_INIT")  # the suite's own
     monkeypatch.setenv("TDM_EARLY_STOPPING", "true")
     assert settings_from_env() == {"early_stopping": True}
 

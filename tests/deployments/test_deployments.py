@@ -1,5 +1,6 @@
 """Deployments: prefect.yaml and the warehouse config parse, the entrypoints resolve, the nightly
-cron fires when it says, and `tdm serve` + `tdm run` / `prefect deployment run` work end to end."""
+cron fires when it says, and `tdm serve` + `tdm run` / `prefect deployment run` work end to end,
+served as the README's "Schedule your own tables" says."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import duckdb
 import httpx
@@ -142,6 +144,24 @@ def test_serve_against_an_unreachable_api_is_a_clear_error() -> None:
 # End to end: `tdm serve` in a subprocess with its own server, runs triggered from outside.
 
 
+SECTION = "## Schedule your own tables"
+
+
+def readme_blocks() -> list[str]:
+    """The bash code blocks of the README's "Schedule your own tables", in order."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+
+
+def test_the_readme_section_is_two_blocks_serve_then_run() -> None:
+    """Terminal 1 serves (its last command), terminal 2 runs; no path of the clone is edited."""
+    serve, run = readme_blocks()
+    assert serve.strip().splitlines()[-1].startswith("tdm serve ")
+    assert run.strip().startswith("tdm run ")
+    assert "deployments/" not in serve + run
+
+
 @dataclass(frozen=True)
 class Served:
     process: subprocess.Popen[bytes]
@@ -150,21 +170,26 @@ class Served:
     db: Path
     env: dict[str, str]  # for clients: PREFECT_API_URL set
     tmp: Path
+    tracked: dict[str, str]  # the files a user once edited to schedule tables, before serving
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """`tdm serve --port <free>` on a tiny warehouse (30 iterations), ready to take runs."""
+    """The README's "Schedule your own tables", terminal 1, followed verbatim in a folder with
+    shop.duckdb (tables `sales`, `readings`, `other`), on a free port, 30 iterations a run."""
     tmp = tmp_path_factory.mktemp("served")
-    db = tmp / "warehouse.duckdb"
+    db = tmp / "shop.duckdb"
+    build_readings(db, table="sales", n_rows=40)
     build_readings(db, n_rows=40)
     build_readings(db, table="other", n_rows=40, seed=1)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # the .venv/bin
         PREFECT_HOME=str(tmp / "prefect"),
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        TDM_DB_PATH=str(db),
+        PREFECT_SERVER_API_PORT=str(port),  # a free port instead of 4200, for server and client
+        PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="2",  # create the next runs at once
         TDM_MAX_ITER="30",
         TDM_TORCH_THREADS="1",  # `tdm serve` passes it on to its runs as OMP_NUM_THREADS
         PREFECT_RUNNER_POLL_FREQUENCY="1",  # pick runs up within a second, not ten
@@ -173,11 +198,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         PREFECT_FLOWS_DEFAULT_RETRY_DELAY_SECONDS="3",
     )
     env.pop("OMP_NUM_THREADS", None)
-    output = tmp / "serve.log"
+    tracked = _tracked_files()
+    serve_block, _ = readme_blocks()
+    output = tmp / "terminal-1.log"
     with output.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
-            cwd=REPO,
+            ["bash", "-c", serve_block],
+            cwd=tmp,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -185,36 +212,61 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             start_new_session=True,
         )
     api_url = f"http://127.0.0.1:{port}/api"
-    server_pid: int | None = None
     try:
         deadline = time.monotonic() + 150
         while not _all_ready(api_url, [TABLE_DEPLOYMENT, WAREHOUSE_DEPLOYMENT]):
-            server_pid = server_pid or _child_pid(process.pid)
             assert process.poll() is None, f"tdm serve exited: {output.read_text()}"
             assert time.monotonic() < deadline, f"not served in time: {output.read_text()}"
             time.sleep(0.5)
-        yield Served(process, output, api_url, db, {**env, "PREFECT_API_URL": api_url}, tmp)
+        client_env = {**env, "PREFECT_API_URL": api_url}
+        yield Served(process, output, api_url, db, client_env, tmp, tracked)
     finally:
         _stop(process)
-        if server_pid is not None and _answers(api_url):  # `tdm serve` failed to stop it
+        if _answers(api_url):  # `tdm serve` failed to stop its server
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(server_pid, signal.SIGKILL)
+                os.killpg(process.pid, signal.SIGKILL)
 
 
 @pytest.mark.e2e
-def test_tdm_run_imputes_through_the_served_deployment(served: Served) -> None:
-    """`tdm run` exits 0, prints the final state and report; target and lineage are written."""
-    run = _command(served, "cli.main", "run", "readings", "--key", "id", "--target", "served")
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "Completed" in run.stdout and "`readings` → `served`" in run.stdout
+def test_schedule_your_own_tables_as_the_readme_says(served: Served) -> None:
+    """The nightly deployment runs the user's tables at 03:30 Berlin time (said in its
+    description, its next run created by the scheduler); the README's `tdm run` (terminal 2)
+    imputes `sales` now, printing the run's page first, each state and the report; target and
+    lineage are written with the serving process's settings; nothing in the clone changed."""
+    _, run_block = readme_blocks()
+    response = httpx.get(f"{served.api_url}/deployments/name/{WAREHOUSE_DEPLOYMENT}", timeout=10)
+    nightly = response.json()
+    config = served.tmp / "tables.yaml"
+    assert nightly["parameters"] == {"config": str(config)}
+    assert nightly["description"] == (
+        f"Impute every table listed in {config}, every day at 03:30 (Europe/Berlin)."
+    )
+    (schedule,) = [item["schedule"] for item in nightly["schedules"]]
+    assert (schedule["cron"], schedule["timezone"]) == ("30 3 * * *", "Europe/Berlin")
+    next_run = _next_scheduled_run(served.api_url, nightly["id"])
+    assert next_run.astimezone(ZoneInfo("Europe/Berlin")).strftime("%H:%M") == "03:30"
+
+    env = {k: v for k, v in served.env.items() if k != "PREFECT_API_URL"}  # as the README's
+    terminal_2 = subprocess.run(
+        ["bash", "-c", run_block], cwd=served.tmp, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    out = terminal_2.stdout
+    assert terminal_2.returncode == 0, out + terminal_2.stderr
+    assert re.fullmatch(
+        rf"Flow run '[\w-]+' of {TABLE_DEPLOYMENT}: {served.api_url[:-4]}/runs/flow-run/[\w-]+",
+        out.splitlines()[0],
+    )
+    assert "Completed" in out and "`sales` → `sales_imputed`" in out
     with duckdb.connect(str(served.db), read_only=True) as con:
-        nulls = con.execute("SELECT count(*) FROM served WHERE temperature IS NULL").fetchall()
+        nulls = con.execute("SELECT count(*) FROM sales_imputed WHERE humidity IS NULL").fetchone()
         lineage = con.execute(
             "SELECT flow_name, deployment_name, key_column, n_iter FROM tdm_lineage "
-            "WHERE target_table = 'served'"
+            "WHERE source_table = 'sales'"
         ).fetchall()
-    assert nulls == [(0,)]
+    assert nulls == (0,)
     assert lineage == [("impute-table", "impute-table", "id", 30)]
+    assert _tracked_files() == served.tracked  # the section needs no edit of the clone
 
 
 @pytest.mark.e2e
@@ -248,7 +300,7 @@ def test_prefect_deployment_run_works_too(served: Served) -> None:
 @pytest.mark.e2e
 def test_warehouse_deployment_imputes_every_listed_table(served: Served) -> None:
     """impute-warehouse with a two-table config: both targets and lineage rows written, in
-    the serving process's TDM_DB_PATH, which beats the config's db_path (as the shipped demo
+    the file `tdm serve --db` names, which beats the config's db_path (as the shipped demo
     config's would be beaten)."""
     config = served.tmp / "warehouse.yaml"
     config.write_text(
@@ -495,15 +547,6 @@ def _all_ready(api_url: str, names: list[str]) -> bool:
     return True
 
 
-def _child_pid(pid: int) -> int | None:
-    """The first child of `pid` (Linux), to clean up after a `tdm serve` that went wrong."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return None
-    return int(children[0]) if children else None
-
-
 def _stop(process: subprocess.Popen[bytes]) -> None:
     for sig, wait in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 5.0)):
         if process.poll() is not None:
@@ -512,3 +555,30 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             os.killpg(process.pid, sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=wait)
+
+
+def _next_scheduled_run(api: str, deployment_id: str) -> datetime:
+    """The earliest run the server's scheduler created for the deployment."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        response = httpx.post(
+            f"{api}/flow_runs/filter",
+            json={
+                "deployments": {"id": {"any_": [deployment_id]}},
+                "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}},
+                "sort": "EXPECTED_START_TIME_ASC",
+                "limit": 1,
+            },
+            timeout=10,
+        )
+        runs = response.json()
+        if runs:
+            return datetime.fromisoformat(runs[0]["expected_start_time"]).astimezone(UTC)
+        time.sleep(1)
+    raise AssertionError("the scheduler created no run of the nightly deployment")
+
+
+def _tracked_files() -> dict[str, str]:
+    """The files a user once had to edit to schedule their tables, and the README itself."""
+    names = ("deployments/prefect.yaml", "deployments/warehouse.yaml", "README.md")
+    return {name: (REPO / name).read_text(encoding="utf-8") for name in names}
