@@ -38,8 +38,8 @@ class PipelineSettings(BaseSettings):
         default=1,
         ge=0,
         description="CPU threads torch may use in a tdm command's process and in the runs "
-        "`tdm serve` serves (0: torch's default, one per core; see BENCHMARKS.md, Torch "
-        "threads).",
+        "`tdm serve` serves (0: torch's default, one per core; see docs/decisions.md, One "
+        "torch thread).",
     )
     target_suffix: str = Field(
         default=DEFAULT_TARGET_SUFFIX,
