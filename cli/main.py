@@ -57,20 +57,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     show_logs(verbosity)
     try:
         return int(args.handler(args))
-    except PipelineError as error:
+    except (PipelineError, *_failed_run()) as error:
+        # A foreseen failure; or Prefect's FailedRun, when the client re-sent a flow's Failed
+        # state after a lost answer and the server's copy came back without its error.
         release_error(error)
         print(f"tdm {args.command}: error: {error}", file=sys.stderr)
-        if getattr(error, "unexpected", False):  # some tables failed for a reason not foreseen
-            print(f"The tracebacks are in {log.path}.", file=sys.stderr)
-            return EXIT_UNEXPECTED
-        return EXIT_USAGE
-    except _failed_run() as error:
-        # A flow that failed for a foreseen reason returns a Failed state carrying its error;
-        # when Prefect's client re-sent that state after a lost response, the server's copy
-        # comes back without the error, and Prefect raises FailedRun with the same message.
-        release_error(error)
-        print(f"tdm {args.command}: error: {error}", file=sys.stderr)
-        if log.path.exists():  # an unforeseen error's traceback was logged during the run
+        # some tables failed for a reason not foreseen, or a traceback was logged during the run
+        if getattr(error, "unexpected", False) or (
+            not isinstance(error, PipelineError) and log.path.exists()
+        ):
             print(f"The tracebacks are in {log.path}.", file=sys.stderr)
             return EXIT_UNEXPECTED
         return EXIT_USAGE
@@ -89,10 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         restore_warnings()
 
 
-def _failed_run() -> type[BaseException] | tuple[()]:
+def _failed_run() -> tuple[type[BaseException], ...]:
     """Prefect's FailedRun when Prefect has been imported (only then can it be raised)."""
     exceptions = sys.modules.get("prefect.exceptions")
-    return getattr(exceptions, "FailedRun", ())
+    return (exceptions.FailedRun,) if exceptions is not None else ()
 
 
 def build_parser() -> argparse.ArgumentParser:
