@@ -100,6 +100,24 @@ def _in_memory() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
+#: The test server's services no test uses (deployments are tested on `tdm serve`'s own server):
+#: each polls or writes the database, competing with the runs for its lock and the CPU. Task runs
+#: are still recorded (from their events), as the UI and the run tests read them.
+_IDLE_SERVICES = [
+    f"PREFECT_SERVER_SERVICES_{name}_ENABLED"
+    for name in (
+        "CANCELLATION_CLEANUP",
+        "EVENT_PERSISTER",
+        "FOREMAN",
+        "LATE_RUNS",
+        "PAUSE_EXPIRATIONS",
+        "REPOSSESSOR",
+        "SCHEDULER",
+        "TRIGGERS",
+    )
+]
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -138,6 +156,7 @@ def shared_prefect_server() -> str:
                 "PREFECT_SERVER_DATABASE_CONNECTION_URL": (
                     f"sqlite+aiosqlite:///{where / 'prefect.db'}"
                 ),
+                **dict.fromkeys(_IDLE_SERVICES, "false"),
             },
             stdout=log,
             stderr=log,
