@@ -4,6 +4,7 @@ and the one torch thread setting every command honours."""
 from __future__ import annotations
 
 import argparse
+from typing import TypeVar
 
 __all__ = [
     "EXIT_USAGE",
@@ -18,6 +19,8 @@ __all__ = [
     "split_required_names",
     "torch_threads_setting",
 ]
+
+_N = TypeVar("_N", int, float)
 
 EXIT_USAGE = 2
 """Exit status of bad input: argparse's own code for usage errors."""
@@ -38,23 +41,22 @@ def split_required_names(text: str) -> list[str]:
 
 def parse_positive(text: str) -> int:
     """A positive whole number; anything else is a usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number; got {text!r}")
-    return value
+    return _positive(text, int, "whole number")
 
 
 def parse_seconds(text: str) -> float:
     """A positive number of seconds; anything else is a usage error."""
+    return _positive(text, float, "number of seconds")
+
+
+def _positive(text: str, kind: type[_N], what: str) -> _N:
+    """`text` as a finite number of `kind` above 0, or a usage error expecting `what`."""
     try:
-        value = float(text)
+        value = kind(text)
     except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds; got {text!r}")
+        value = kind(0)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive {what}; got {text!r}")
     return value
 
 

@@ -130,7 +130,8 @@ class TorchImputer(BaseImputer):
     Every subclass takes ``device`` (``"auto"``: CUDA when available, else CPU) and
     ``random_state``; weights and every draw of ``fit`` and ``transform`` come from local
     generators seeded from ``seed_``, so a fitted imputer gives the same output for the same
-    input.
+    input. Where a subclass takes them, ``batch_size`` is the rows per mini-batch and ``lr`` the
+    Adam learning rate.
     """
 
     device: str | torch.device

@@ -47,16 +47,12 @@ class GAINImputer(TorchImputer):
     ----------
     max_iter : int, default=10000
         Training iterations (one step of each network).
-    batch_size : int, default=128
-        Rows per mini-batch.
     alpha : float, default=100.0
         Weight of the reconstruction loss.
     hint_rate : float, default=0.9
         Probability that a cell's indicator is revealed to the discriminator.
-    lr : float, default=1e-3
-        Adam learning rate.
-    device, random_state
-        As in :class:`~benchmarks.baselines._torch.TorchImputer`.
+    batch_size, lr, device, random_state
+        As in :class:`~benchmarks.baselines._torch.TorchImputer` (defaults 128 and 1e-3).
 
     Attributes
     ----------

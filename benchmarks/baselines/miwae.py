@@ -63,12 +63,8 @@ class MIWAEImputer(TorchImputer):
         Observation model (Student's t with ``3 + softplus`` degrees of freedom).
     max_iter : int, default=5000
         Training steps.
-    batch_size : int, default=64
-        Rows per mini-batch.
-    lr : float, default=1e-3
-        Adam learning rate.
-    device, random_state
-        As in :class:`~benchmarks.baselines._torch.TorchImputer`.
+    batch_size, lr, device, random_state
+        As in :class:`~benchmarks.baselines._torch.TorchImputer` (defaults 64 and 1e-3).
 
     Attributes
     ----------

@@ -47,16 +47,8 @@ class MissForestMixedImputer(MixedBaseImputer):
 
     Parameters
     ----------
-    n_estimators : int, default=100
-        Trees per forest.
-    max_features : {"sqrt", "log2"}, int, float or None, default="sqrt"
-        Candidate features per split.
-    max_iter : int, default=10
-        Maximum number of rounds.
-    n_jobs : int or None, default=1
-        Parallel jobs of each forest.
-    random_state : int, numpy.random.RandomState or None, default=None
-        Seed of the forests.
+    n_estimators, max_features, max_iter, n_jobs, random_state
+        As in :class:`~benchmarks.baselines.iterative.MissForestImputer`.
     """
 
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
