@@ -37,13 +37,15 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:
 def _run_models(args: argparse.Namespace) -> int:
     from flows.settings import PipelineSettings
     from tasks.errors import PipelineInputError
-    from tasks.warehouse.models import drop_models, list_models
+    from tasks.warehouse.models import ModelFolder, drop_models, list_models
     from tasks.warehouse.tables import connect
 
-    db = args.db if args.db is not None else PipelineSettings().db_path
+    settings = PipelineSettings()
+    db = args.db if args.db is not None else settings.db_path
+    folder = ModelFolder.beside(db, settings.model_dir) if settings.model_dir else None
     with connect(db, read_only=args.action != "drop") as con:
         if args.action == "drop":
-            dropped = drop_models(con, args.target, args.version, base=Path(db).resolve().parent)
+            dropped = drop_models(con, args.target, args.version, folder=folder)
             which = f"version {args.version}" if args.version is not None else "every version"
             print(f"Dropped {dropped} stored model(s) of {args.target!r} ({which}) from {db}.")
             return 0

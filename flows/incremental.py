@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -141,7 +140,7 @@ def impute_incremental(
                     columns=plan.columns,
                     key=plan.key,
                     kinds=plan.kinds,
-                    base=Path(db_path).resolve().parent,
+                    folder=_model_folder(db_path, settings),
                 )
                 model = _Model(imputer, scaling, latest.version)
             except StoredModelError as error:
@@ -198,7 +197,7 @@ def impute_incremental(
             logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
             return result
         clock = time.perf_counter()
-        folder = ModelFolder.beside(db_path, settings.model_dir) if settings.model_dir else None
+        folder = _model_folder(db_path, settings)
         writer = TableWriter(db_path, WriteMode.APPEND, con=con, replace=rewrite, folder=folder)
         written, lineage = writer.commit(lineage, imputed, model=model.stored)
         seconds["write"] = time.perf_counter() - clock
@@ -324,6 +323,11 @@ def _fit(
     version = (latest.version if latest else 0) + 1
     index = frame.index if rows <= settings.max_fit_rows else None
     return _Model(fitted.imputer, scaled.scaling, version, stored, fitted, index)
+
+
+def _model_folder(db_path: str, settings: PipelineSettings) -> ModelFolder | None:
+    """The folder of the model files (`TDM_MODEL_DIR`), or None: kept in the table."""
+    return ModelFolder.beside(db_path, settings.model_dir) if settings.model_dir else None
 
 
 def _max_rowid(con: duckdb.DuckDBPyConnection, profile: TableProfile) -> int:

@@ -118,7 +118,13 @@ def measure_drift(
     label_threshold: float,
 ) -> DriftReport:
     """The drift of `frame`'s columns (the new rows) against `profile` (`profile_columns` of the
-    fit data); a column with no observed new value has drift 0."""
+    fit data); a column with no observed new value has drift 0. A column whose kind changed
+    since the fit (numeric against labelled) is not measured: a stored model refuses it."""
+    profile = {
+        name: fitted
+        for name, fitted in profile.items()
+        if ("shares" in fitted) == (kinds.get(name) in LABELLED)
+    }
     new = profile_columns(frame, list(profile), kinds)
     out = []
     for name, fitted in profile.items():

@@ -12,6 +12,7 @@ published. The functions that build their content are pure.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping
@@ -60,9 +61,14 @@ _CHECK_NAME = re.compile(r'(?P<kind>[^\[]+)(?:\["(?P<column>.*)"\])?', re.DOTALL
 
 
 def artifact_key(kind: str, table: str) -> str:
-    """A Prefect artifact key (lowercase letters, digits and dashes) for `kind` of `table`."""
-    slug = "".join(c if c.isalnum() else "-" for c in table.lower()).strip("-") or "table"
-    return f"tdm-{kind}-{slug}"[:100]
+    """A Prefect artifact key (ASCII lowercase letters, digits and dashes) for `kind` of
+    `table`; a name with other characters also gets a digest of itself, so that two such names
+    keep two keys."""
+    slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in table.lower()).strip("-")
+    key = f"tdm-{kind}-{slug or 'table'}"
+    if table.isascii():
+        return key[:100]
+    return f"{key[:91]}-{hashlib.blake2b(table.encode(), digest_size=4).hexdigest()}"
 
 
 def run_report_markdown(

@@ -40,8 +40,8 @@ __all__ = [
     "latest_model",
     "list_models",
     "load_model",
+    "model_file_path",
     "pack_imputer",
-    "resolve_model_path",
     "scaling_from_json",
     "scaling_to_json",
 ]
@@ -131,11 +131,25 @@ class ModelFolder:
         return str(path.relative_to(self.base)) if path.is_relative_to(self.base) else str(path)
 
 
-def resolve_model_path(stored: str, base: Path) -> Path:
-    """The file a `model_path` names: relative ones are taken from `base` (the DuckDB file's
-    folder)."""
-    path = Path(stored)
-    return path if path.is_absolute() else base / path
+def model_file_path(
+    stored: str, folder: ModelFolder | None, target: str, version: int
+) -> Path | None:
+    """The file a row's `model_path` names (relative ones from the DuckDB file's folder), if it
+    is that row's own file in `folder` (`ModelFolder.file` of its target and version); None
+    otherwise: a path out of the folder, another row's file, or no folder set. The store reads
+    and deletes no other file, whatever the table says."""
+    if folder is None:
+        return None
+    path = Path(stored) if Path(stored).is_absolute() else folder.base / stored
+    own = folder.file(target, version)
+    return own if path.resolve() == own.resolve() else None
+
+
+def _outside_folder(stored: str, folder: ModelFolder | None) -> str:
+    """Why a row's `model_path` is not used, for a message."""
+    if folder is None:
+        return f"names the file '{stored}', but no model folder is set (TDM_MODEL_DIR)"
+    return f"names the file '{stored}', not its own file in the model folder '{folder.root}'"
 
 
 def pack_imputer(imputer: Any) -> tuple[bytes, int]:
@@ -277,11 +291,15 @@ def latest_model(con: duckdb.DuckDBPyConnection, target: str) -> ModelInfo | Non
 
 
 def drop_models(
-    con: duckdb.DuckDBPyConnection, target: str, version: int | None = None, *, base: Path
+    con: duckdb.DuckDBPyConnection,
+    target: str,
+    version: int | None = None,
+    *,
+    folder: ModelFolder | None,
 ) -> int:
     """Delete `target`'s stored versions (only `version`, when given), and the files of those
-    kept in a model folder (relative paths from `base`, the DuckDB file's folder); returns how
-    many versions."""
+    kept in `folder`; returns how many versions. A row whose `model_path` is not its own file
+    in `folder` (`model_file_path`) is refused, naming it, and nothing is deleted."""
     if not _has_store(con):
         return 0
     for migration in MODELS_MIGRATIONS:
@@ -289,23 +307,46 @@ def drop_models(
     where, values = "lower(target_table) = lower(?)", [target]
     if version is not None:
         where, values = f"{where} AND version = ?", [target, version]
-    rows = con.execute(f"SELECT model_path FROM {MODELS_TABLE} WHERE {where}", values).fetchall()
+    rows = con.execute(
+        f"SELECT target_table, version, model_path FROM {MODELS_TABLE} WHERE {where}", values
+    ).fetchall()
+    files: list[Path] = []
+    refused: list[str] = []
+    for name, number, stored in rows:
+        if stored is None:
+            continue
+        path = model_file_path(stored, folder, name, number)
+        if path is None:
+            refused.append(f'version {number} of "{name}" {_outside_folder(stored, folder)}')
+        else:
+            files.append(path)
+    if refused:
+        raise PipelineInputError(
+            f"In {MODELS_TABLE}, {'; '.join(refused)}, so nothing was dropped. Set "
+            "TDM_MODEL_DIR to the folder the models were written to, or clear the model_path "
+            "of a row you do not trust."
+        )
     con.execute(f"DELETE FROM {MODELS_TABLE} WHERE {where}", values)
-    for (stored,) in rows:
-        if stored is not None:
-            resolve_model_path(stored, base).unlink(missing_ok=True)
+    for path in files:
+        path.unlink(missing_ok=True)
     return len(rows)
 
 
-def _model_file(con: duckdb.DuckDBPyConnection, info: ModelInfo, base: Path) -> bytes:
-    """The bytes of `info`'s save file, from the table or its model folder."""
+def _model_file(
+    con: duckdb.DuckDBPyConnection, info: ModelInfo, folder: ModelFolder | None
+) -> bytes:
+    """The bytes of `info`'s save file, from the table or its own file in `folder`."""
     if info.model_path is None:
         blob = con.execute(
             f"SELECT model FROM {MODELS_TABLE} WHERE target_table = ? AND version = ?",
             [info.target_table, info.version],
         ).fetchall()[0][0]
         return bytes(blob)
-    path = resolve_model_path(info.model_path, base)
+    path = model_file_path(info.model_path, folder, info.target_table, info.version)
+    if path is None:
+        raise StoredModelError(
+            f"The stored {info.label} {_outside_folder(info.model_path, folder)}."
+        )
     try:
         return path.read_bytes()
     except OSError as error:
@@ -322,12 +363,12 @@ def load_model(
     columns: Sequence[str],
     key: str | None,
     kinds: Mapping[str, str],
-    base: Path,
+    folder: ModelFolder | None,
     device: str | None = None,
 ) -> tuple[Any, Scaling]:
     """The stored imputer of `info` and its scaling, once checked against the run's columns,
-    key and column kinds (a file in a model folder is found from `base`, the DuckDB file's
-    folder); a `StoredModelError` says what is wrong otherwise."""
+    key and column kinds (a file kept in a model folder is read from `folder` only); a
+    `StoredModelError` says what is wrong otherwise."""
     from tdm import TDMImputer
 
     if tuple(columns) != info.columns or key != info.key_column:
@@ -342,7 +383,7 @@ def load_model(
             f"The stored {info.label} imputes columns {changed} as another kind than their "
             "type is now."
         )
-    blob = _model_file(con, info, base)
+    blob = _model_file(con, info, folder)
     if hashlib.sha256(blob).hexdigest() != info.model_sha256:
         raise StoredModelError(
             f"The stored {info.label} is corrupt: its file does not match its digest."

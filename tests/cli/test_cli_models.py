@@ -12,11 +12,11 @@ import pytest
 
 from cli.main import main
 from tasks.scaling import Scaling
-from tasks.warehouse.models import NewModel, insert_model
+from tasks.warehouse.models import ModelFolder, NewModel, insert_model
 from tdm.scaling import ColumnScaling
 
 
-def store_two_versions(db: Path) -> None:
+def store_two_versions(db: Path, folder: ModelFolder | None = None) -> None:
     scaling = Scaling(("x",), ColumnScaling(mean=np.array([1.0]), scale=np.array([2.0])))
     model = NewModel(
         source_table="readings",
@@ -35,8 +35,8 @@ def store_two_versions(db: Path) -> None:
         model=b"model bytes",
     )
     with duckdb.connect(str(db)) as con:
-        insert_model(con, model)
-        insert_model(con, model)
+        insert_model(con, model, folder)
+        insert_model(con, model, folder)
 
 
 def test_list_show_and_drop_the_stored_versions(
@@ -67,3 +67,41 @@ def test_list_show_and_drop_the_stored_versions(
     assert main(["models", "list", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "Dropped 2 stored model(s)" in out and "No stored model in" in out
+
+
+@pytest.mark.parametrize("model_dir", [None, "models"])
+def test_drop_deletes_no_file_but_the_row_s_own_in_the_model_folder(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    model_dir: str | None,
+) -> None:
+    """Bug: `drop` deleted whatever file a row's model_path named (absolute, or `../` out of the
+    model folder), so whoever could write the warehouse could make the operator delete any
+    file. Such a row is refused by name and nothing is deleted; the row's own file is."""
+    db = tmp_path / "w.duckdb"
+    store_two_versions(db, ModelFolder.beside(db, "models"))
+    victims = [tmp_path / "precious.txt", tmp_path / "models" / "readings_imputed" / "v1.tdm"]
+    victims[0].write_text("keep me")
+    if model_dir is not None:
+        monkeypatch.setenv("TDM_MODEL_DIR", model_dir)
+    drop = ["models", "drop", "--db", str(db), "--target", "readings_imputed"]
+    for forged in (
+        str(victims[0]),
+        "models/readings_imputed/../../precious.txt",
+        "models/readings_imputed/v1.tdm",
+    ):
+        with duckdb.connect(str(db)) as con:
+            con.execute("UPDATE tdm_models SET model_path = ? WHERE version = 2", [forged])
+        assert main(drop) == 2
+        err = capsys.readouterr().err
+        assert f"version 2 of \"readings_imputed\" names the file '{forged}'" in err
+        assert "nothing was dropped" in err and "Traceback" not in err
+        assert all(victim.exists() for victim in victims)
+        with duckdb.connect(str(db), read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM tdm_models").fetchall() == [(2,)]
+    if model_dir is not None:
+        with duckdb.connect(str(db)) as con:
+            con.execute("UPDATE tdm_models SET model_path = NULL WHERE version = 2")
+        assert main([*drop, "--version", "1"]) == 0
+        assert victims[0].exists() and not victims[1].exists()

@@ -322,6 +322,10 @@ def test_artifact_keys_are_valid_prefect_keys() -> None:
     assert artifact_key("loss", "Sales 2024") == "tdm-loss-sales-2024"
     assert re.fullmatch(r"[a-z0-9-]+", artifact_key("report", 'x"; DROP TABLE t; --'))
     assert artifact_key("report", "___") == "tdm-report-table"
+    # Bug: a non-ASCII name made a key Prefect refuses, after the whole fit.
+    unicode = {artifact_key("report", name) for name in ("Ünïcode表", "Ånícode表", "ünïcode")}
+    assert len(unicode) == 3 and all(re.fullmatch(r"[a-z0-9-]+", key) for key in unicode)
+    assert len(artifact_key("statistics", "x" * 300)) <= 100
 
 
 def test_publishing_outside_a_flow_run_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
