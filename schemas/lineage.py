@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS {LINEAGE_TABLE} (
     rows_new BIGINT,
     rows_reused BIGINT,
     refit_reason VARCHAR,
-    drift JSON
+    drift JSON,
+    target_marker VARCHAR
 )
 """
 
@@ -75,6 +76,7 @@ RECORD_MIGRATIONS: tuple[str, ...] = tuple(
         (LINEAGE_TABLE, "rows_reused BIGINT"),
         (LINEAGE_TABLE, "refit_reason VARCHAR"),
         (LINEAGE_TABLE, "drift JSON"),
+        (LINEAGE_TABLE, "target_marker VARCHAR"),
         (IMPUTED_CELLS_TABLE, "model_version BIGINT"),
     )
 )
@@ -89,7 +91,9 @@ class LineageSchema(pa.DataFrameModel):
     model that imputed the run's cells), `rows_new` and `rows_reused` (rows imputed now, rows
     kept as an earlier run wrote them), `refit_reason` (why a model was fitted, NULL when the
     stored one was used) and `drift` (per column, the new rows' shift against the model's fit
-    data, JSON); other runs leave them NULL.
+    data, JSON); other runs leave them NULL. `target_marker` is the comment the run left on the
+    target table it wrote (`tasks.targets.target_marker`; NULL for a source updated in place):
+    a later run replaces a table only if it still carries the marker of a run that wrote it.
     """
 
     run_id: Series[str]
@@ -122,6 +126,7 @@ class LineageSchema(pa.DataFrameModel):
     rows_reused: Series[float] = pa.Field(nullable=True, ge=0)
     refit_reason: Series[str] = pa.Field(nullable=True)
     drift: Series[str] = pa.Field(nullable=True)
+    target_marker: Series[str] = pa.Field(nullable=True)
 
     class Config:
         strict = True

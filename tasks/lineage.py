@@ -97,6 +97,7 @@ class LineageRecord:
     hyperparameters: dict[str, Any]
     versions: dict[str, str] = field(default_factory=package_versions)
     model: ModelUse | None = None
+    target_marker: str | None = None
 
     @property
     def status(self) -> str:
@@ -140,6 +141,7 @@ class LineageRecord:
             "rows_reused": model.rows_reused if model else None,
             "refit_reason": model.refit_reason if model else None,
             "drift": _json(model.drift) if model and model.drift is not None else None,
+            "target_marker": self.target_marker,
         }
         frame = pd.DataFrame([row])
         for name in ("started_at", "finished_at"):

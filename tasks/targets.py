@@ -2,9 +2,12 @@
 again inside the write transaction.
 
 A target may not be a view, lie in a schema that does not exist, or replace a table the
-pipeline did not write (no row of `tdm_lineage` names it as a target) unless asked to
-(`replace_target`). In a warehouse config no target may name a listed table, another entry's
-target, a `tdm_*` table or a view: such a config is refused as a whole.
+pipeline did not write unless asked to (`replace_target`). A table the pipeline wrote is named as
+a target by a row of `tdm_lineage` and still carries that run's marker as its comment; a table
+made again under that name, by hand, does not. (Targets written before the marker existed are
+known by the lineage row alone, until a run writes them again.) In a warehouse config no target
+may name a listed table, another entry's target, a `tdm_*` table or a view: such a config is
+refused as a whole.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ __all__ = [
     "check_target_table",
     "check_target_writable",
     "check_warehouse_targets",
+    "table_comment",
+    "target_marker",
     "written_by_pipeline",
 ]
 
@@ -55,20 +60,44 @@ def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> 
         return True
     raise PipelineInputError(
         f'The target table "{existing.qualified}" already exists and was not written by this '
-        f"pipeline (no row of {LINEAGE_TABLE} names it as a target), so it is left as it is and "
+        f"pipeline (no row of {LINEAGE_TABLE} names it as a target, or the table does not carry "
+        "the marker comment such a run left on it), so it is left as it is and "
         f'nothing was written for table "{plan.source_table}". Choose another target '
         f"({setting('target_table')}), or set replace_target to replace it "
         f"({setting('replace_target')})."
     )
 
 
+def target_marker(run_id: str) -> str:
+    """The comment a run leaves on the target table it writes."""
+    return f"written by tdm-impute, run {run_id}"
+
+
+def table_comment(con: duckdb.DuckDBPyConnection, table: str) -> str | None:
+    """The comment of the table `table` (split at its first dot, as a target), if any."""
+    parsed = parse_table_name(table)
+    rows = con.execute(
+        "SELECT comment FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
+        [parsed.schema or "main", parsed.table],
+    ).fetchall()
+    return rows[0][0] if rows else None
+
+
 def written_by_pipeline(con: duckdb.DuckDBPyConnection, target: str) -> bool:
-    """Whether a row of `tdm_lineage` names the table `target` as its target."""
-    if find_table(con, LINEAGE_TABLE, whole_name=False) is None:
+    """Whether the table `target` is one the pipeline wrote: a row of `tdm_lineage` names it as
+    its target, and the table carries the marker of such a row (unless all of them predate
+    markers)."""
+    lineage = find_table(con, LINEAGE_TABLE, whole_name=False)
+    if lineage is None:
         return False
+    marker = "target_marker" if lineage.column("target_marker") is not None else "NULL"
     key = parse_table_name(target).key
-    rows = con.execute(f"SELECT DISTINCT target_table FROM {LINEAGE_TABLE}").fetchall()
-    return any(parse_table_name(row[0]).key == key for row in rows if row[0])
+    rows = con.execute(f"SELECT DISTINCT target_table, {marker} FROM {LINEAGE_TABLE}").fetchall()
+    markers = [found for name, found in rows if name and parse_table_name(name).key == key]
+    if not markers:
+        return False
+    return all(found is None for found in markers) or table_comment(con, target) in markers
 
 
 @warehouse_task("check-target")

@@ -45,7 +45,7 @@ from tasks.load import SourceTable
 from tasks.quality import CheckOutcome
 from tasks.results import WriteResult
 from tasks.retry import warehouse_task
-from tasks.targets import check_target_table
+from tasks.targets import check_target_table, table_comment, target_marker
 from tasks.validate import ImputationPlan
 from tasks.warehouse.access import check_writable
 from tasks.warehouse.cells import (
@@ -202,7 +202,9 @@ class TableWriter:
                     lineage = replace(lineage, quality=add_checks(lineage.quality, self.checks))
                 if model is not None:
                     files += self._store_model(model, lineage)
-                insert_lineage(self.con, lineage)
+                created = self.mode != WriteMode.APPEND or self.replace or not exists
+                marker = self._mark(plan, lineage.run.run_id, created=created)
+                insert_lineage(self.con, replace(lineage, target_marker=marker))
         except BaseException:
             for file in files:  # the transaction is undone: so is its model file
                 file.unlink(missing_ok=True)
@@ -281,6 +283,18 @@ class TableWriter:
             offset=0 if self.replace else lineage.model.rows_reused,
             model_version=lineage.model.version,
         )
+
+    def _mark(self, plan: ImputationPlan, run_id: str, *, created: bool) -> str | None:
+        """The target's marker (`target_marker`): set on a table this write created, kept on
+        one it appended to; a source updated in place is left without."""
+        if plan.replace_source:
+            return None
+        if not created:
+            return table_comment(self.con, plan.target_table)
+        marker = target_marker(run_id)
+        quoted = marker.replace("'", "''")
+        self.con.execute(f"COMMENT ON TABLE {quote_table(plan.target_table)} IS '{quoted}'")
+        return marker
 
     def _store_model(self, model: NewModel, lineage: LineageRecord) -> list[Path]:
         """Store the fitted model as the version the lineage names; the file written (if any)."""

@@ -261,7 +261,8 @@ def test_an_unrelated_table_is_replaced_only_with_replace_target(
     warehouse: Path, take_snapshot: Callable[[Path], dict]
 ) -> None:
     """A target this pipeline did not write is refused (the file unchanged) until the run says
-    replace_target; the table it wrote is then its own, rewritten without the flag."""
+    replace_target; the table it wrote is then its own, rewritten without the flag, until it is
+    dropped and a table of one's own made at its name."""
     with duckdb.connect(str(warehouse)) as con:
         con.execute("CREATE TABLE report AS SELECT 42 AS answer")
     before = take_snapshot(warehouse)
@@ -275,3 +276,13 @@ def test_an_unrelated_table_is_replaced_only_with_replace_target(
     assert "temperature" in _query(warehouse, "SELECT * FROM report").columns
     impute_table("readings", db_path=warehouse, target_table="report", imputer=FAST)
     assert _query(warehouse, "SELECT count(*) AS n FROM tdm_lineage")["n"][0] == 2
+    # Bug: a table of one's own, made at a former target's name, was replaced without the flag.
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("DROP TABLE report; CREATE TABLE report (note VARCHAR, amount DOUBLE)")
+        con.execute("INSERT INTO report VALUES ('mine', 1.5)")
+    before = take_snapshot(warehouse)
+    state = impute_table(
+        "readings", db_path=warehouse, target_table="report", imputer=FAST, return_state=True
+    )
+    assert "replace-target" in _failed(state) and "marker" in _failed(state)
+    assert take_snapshot(warehouse) == before
