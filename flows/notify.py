@@ -7,11 +7,17 @@ flow, the run, its tables and warehouse (from the run's tags), the reason (the s
 and the run's page in the UI when the UI's address is known; its `text` field is the same in one
 line, which chat webhooks (Slack, Mattermost, Teams workflows) show as the message. A POST that
 fails or times out is logged as a warning and never changes the run's state.
+
+What leaves the machine is kept lean: absolute paths in the reason are cut to their last part
+(`.../warehouse.duckdb`; the run's page has the whole message), a redirect is not followed, and
+neither the run's log nor an error names the webhook's path, where its token usually is.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import urllib.error
 import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +28,9 @@ __all__ = ["NOTIFY_TIMEOUT_SECONDS", "failure_summary", "notify_failure", "post_
 
 NOTIFY_TIMEOUT_SECONDS = 5.0
 """How long a notification may take: a webhook that hangs must not hold up the run's end."""
+
+# An absolute POSIX path's folders (not a URL's path: no word, ':' or '/' before its first '/').
+_FOLDERS = re.compile(r"(?<![\w:/.~-])/(?:[^\s'\"/]+/)+(?=[^\s'\"/])")
 
 
 def notify_failure(flow: Any, flow_run: Any, state: Any) -> None:
@@ -61,7 +70,7 @@ def failure_summary(flow: Any, flow_run: Any, state: Any) -> dict[str, Any]:
     if not tables and "source_table" in parameters:  # failed before the run was tagged
         tables = [str(parameters["source_table"])]
     warehouses = [t.removeprefix(WAREHOUSE_TAG) for t in tags if t.startswith(WAREHOUSE_TAG)]
-    reason = str(state.message or state.name)
+    reason = _FOLDERS.sub(".../", str(state.message or state.name))
     url = _run_url(flow_run.id)
     text = f"{flow.name} run {flow_run.name!r} {str(state.name).lower()}: {reason}"
     return {
@@ -78,17 +87,30 @@ def failure_summary(flow: Any, flow_run: Any, state: Any) -> dict[str, Any]:
 
 
 def post_json(url: str, body: dict[str, Any], *, timeout: float) -> None:
-    """POST `body` as JSON to `url` (http or https only); raise when it is not accepted."""
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"TDM_NOTIFY_URL must be an http:// or https:// URL, not {url!r}")
+    """POST `body` as JSON to `url` (http or https only, no redirect followed); raise when it is
+    not accepted. No error names `url`'s path."""
+    scheme = urlsplit(url).scheme
+    if scheme not in ("http", "https"):
+        raise ValueError(f"TDM_NOTIFY_URL must be an http:// or https:// URL, not {scheme}://")
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode("utf-8"),
         headers={"Content-Type": "application/json"},
         method="POST",
     )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        response.read()
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            response.read()
+    except urllib.error.HTTPError as error:
+        raise OSError(f"HTTP {error.code} {error.reason}") from None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuses every redirect: the body goes to the address the operator set, or nowhere."""
+
+    def redirect_request(self, *args: Any) -> None:
+        return None
 
 
 def _current_tags(flow_run: Any) -> list[str]:

@@ -351,7 +351,7 @@ def _model_file(
         return path.read_bytes()
     except OSError as error:
         raise StoredModelError(
-            f"The file of the stored {info.label}, '{path}', cannot be read: "
+            f"The file of the stored {info.label}, '{info.model_path}', cannot be read: "
             f"{error.strerror or type(error).__name__}."
         ) from None
 

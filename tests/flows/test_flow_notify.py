@@ -32,6 +32,7 @@ class Receiver(HTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.bodies: list[dict[str, Any]] = []
         self.status = status
+        self.location = ""  # where a 3xx status sends the client
 
     @property
     def url(self) -> str:
@@ -45,6 +46,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers["Content-Length"])
         self.server.bodies.append(json.loads(self.rfile.read(length)))
         self.send_response(self.server.status)
+        if self.server.location:
+            self.send_header("Location", self.server.location)
         self.end_headers()
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -78,8 +81,9 @@ def test_a_failed_run_posts_its_summary_to_the_webhook(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The summary names flow, run, table, warehouse, reason and link; the run's log names the
-    webhook's host, not its path (webhook paths hold tokens, run logs are shown in the UI)."""
+    """The summary names flow, run, table, warehouse, reason and link, with no absolute path;
+    the run's log names the webhook's host, not its path (webhook paths hold tokens, run logs are
+    shown in the UI)."""
     monkeypatch.setenv("TDM_NOTIFY_URL", receiver.url + "/T000/B000/secret-token")
     state = impute_table("nowhere", db_path=warehouse, return_state=True)
 
@@ -88,8 +92,10 @@ def test_a_failed_run_posts_its_summary_to_the_webhook(
     body = receiver.bodies[0]
     assert body["flow"] == "impute-table" and body["flow_run"] == "impute-nowhere"
     assert body["flow_run_id"] == str(state.state_details.flow_run_id)
-    assert body["state"] == "Failed" and body["reason"] == state.message
+    assert body["state"] == "Failed" and str(warehouse) in state.message
+    assert body["reason"] == state.message.replace(f"{warehouse.parent}/", ".../")
     assert body["reason"].startswith('Table "nowhere" does not exist')
+    assert str(warehouse.parent) not in json.dumps(body)
     assert body["tables"] == ["nowhere"] and body["warehouse"] == "warehouse.duckdb"
     assert body["url"].endswith(f"/runs/flow-run/{body['flow_run_id']}")
     assert body["text"].startswith("impute-table run 'impute-nowhere' failed: Table \"nowhere\"")
@@ -158,3 +164,31 @@ def test_no_setting_no_request(receiver: Receiver, monkeypatch: pytest.MonkeyPat
     run = FlowRun(id=uuid4(), flow_id=uuid4(), name="impute-sales")
     notify_failure(SimpleNamespace(name="impute-table"), run, Crashed(message="x"))
     assert receiver.bodies == []
+
+
+def test_a_mistyped_scheme_or_a_redirect_sends_nothing_and_logs_no_token(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bug: `htps://.../TOKEN` put the whole URL in a warning (kept in Prefect's database), and
+    a 302 from the webhook was followed."""
+    flow = SimpleNamespace(name="impute-table")
+    run = FlowRun(id=uuid4(), flow_id=uuid4(), name="impute-sales", tags=["table:sales"])
+    monkeypatch.setenv("TDM_NOTIFY_URL", "htps://hooks.example.com/T000/secret-token")
+    notify_failure(flow, run, Crashed(message="x"))
+
+    elsewhere = Receiver()
+    thread = threading.Thread(target=elsewhere.serve_forever, daemon=True)
+    thread.start()
+    try:
+        receiver.status, receiver.location = 302, elsewhere.url
+        monkeypatch.setenv("TDM_NOTIFY_URL", f"{receiver.url}/T000/secret-token")
+        notify_failure(flow, run, Crashed(message="x"))
+    finally:
+        elsewhere.shutdown()
+        elsewhere.server_close()
+        thread.join()
+    assert len(receiver.bodies) == 1 and elsewhere.bodies == []  # asked once, not followed
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2 and all("not delivered" in m for m in warned), warned
+    assert "htps://" in warned[0] and "302" in warned[1]
+    assert not any("secret-token" in m for m in warned)
