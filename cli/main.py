@@ -125,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the imputed table over the source table itself",
     )
     add_replace_target_flag(impute)
+    impute.add_argument(
+        "--nan-as-missing",
+        dest="nan_as_missing",
+        action=argparse.BooleanOptionalAction,
+        help="impute the NaN values of FLOAT and DOUBLE columns as missing cells; without it a "
+        "column to impute that holds NaN (a value in DuckDB, not NULL) is refused "
+        "[env TDM_NAN_AS_MISSING; false]",
+    )
     _add_dry_run_flag(impute)
     add_incremental_flags(impute)
     add_verbosity_flags(impute)
@@ -316,6 +324,7 @@ def _run_impute(args: argparse.Namespace) -> int:
         key=args.key,
         replace_source=args.replace_source,
         replace_target=settings.replace_target,
+        nan_as_missing=settings.nan_as_missing,
         imputer=_imputer(args),
         seed=settings.seed,
         range_factor=settings.range_factor,

@@ -58,6 +58,7 @@ def impute_table(
     incremental: bool = False,
     watermark: str | None = None,
     refit: bool = False,
+    nan_as_missing: bool | None = None,
 ) -> ImputeTableResult:
     """Impute the missing cells of a DuckDB table into a new table, with lineage.
 
@@ -100,6 +101,9 @@ def impute_table(
         watermark: Incremental runs without a key: a column that grows with each load (a time
             stamp, a batch number); rows above the target's highest value are new.
         refit: Incremental runs: fit a new model version now.
+        nan_as_missing: Impute the NaN values of FLOAT and DOUBLE columns as missing cells;
+            without it a column to impute that holds NaN (a value in DuckDB, not NULL) is
+            refused. Empty: TDM_NAN_AS_MISSING.
     """
     increment = IncrementalRequest(watermark, refit) if incremental else None
 
@@ -127,6 +131,7 @@ def impute_table(
             settings.replace_target if replace_target is None else replace_target,
             pass_through,
             bounds,
+            settings.nan_as_missing if nan_as_missing is None else nan_as_missing,
         )
         return _impute_table(db, request, options, increment, settings, dry_run)
 

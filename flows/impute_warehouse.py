@@ -131,6 +131,9 @@ def _impute_warehouse(
             replace_target=replace,
             pass_through=entry.pass_through,
             bounds=entry.bounds,
+            nan_as_missing=(
+                settings.nan_as_missing if entry.nan_as_missing is None else entry.nan_as_missing
+            ),
         )
         try:
             params = imputer_settings(

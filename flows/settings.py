@@ -53,6 +53,12 @@ class PipelineSettings(BaseSettings):
         "replaced.",
     )
 
+    nan_as_missing: bool = Field(
+        default=False,
+        description="Impute the NaN values of FLOAT and DOUBLE columns as missing cells; "
+        "without it a column to impute that holds NaN (a value in DuckDB, not NULL) is refused.",
+    )
+
     task_runner: Literal["threads", "dask"] = Field(
         default="threads",
         description="Where impute-warehouse runs its imputations: a thread pool in the flow's "

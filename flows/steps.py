@@ -98,6 +98,7 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
         request.replace_target,
         request.pass_through,
         request.bounds,
+        request.nan_as_missing,
     )
     exists = clock(
         "validate", for_table(check_target_writable, table, db_path), db_path, plan

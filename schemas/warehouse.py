@@ -15,6 +15,8 @@ A YAML file (example: `deployments/warehouse.yaml`)::
         incremental: true                # optional: keep a model (tdm_models), impute only
                                          # rows the target lacks (needs key or watermark)
         watermark: loaded_at             # optional: new rows are above the target's highest
+        nan_as_missing: true             # optional: impute NaN as missing (default
+                                         # TDM_NAN_AS_MISSING; without it NaN is refused)
 
 `bounds` replace a numeric column's observed [min, max] as the range of its imputed values; the
 table's CHECK constraints and the column's type still apply. Table names are `table` (schema
@@ -53,6 +55,7 @@ class TableEntry(BaseModel):
     imputer: dict[str, Any] = Field(default_factory=dict)
     incremental: bool = False
     watermark: str | None = None
+    nan_as_missing: bool | None = None
 
     @model_validator(mode="after")
     def _incremental_rows(self) -> TableEntry:

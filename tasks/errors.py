@@ -26,6 +26,8 @@ _WAYS = {
     "replace_source": "the replace_source parameter or --replace-source flag",
     "replace_target": "the replace_target parameter, --replace-target flag or "
     "TDM_REPLACE_TARGET=true",
+    "nan_as_missing": "the nan_as_missing parameter, --nan-as-missing flag, a config entry's "
+    "nan_as_missing or TDM_NAN_AS_MISSING=true",
 }
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -11,6 +11,7 @@ import pandas as pd
 
 from tasks.errors import PipelineInputError
 from tasks.retry import warehouse_task
+from tasks.warehouse.names import quote_identifier
 from tasks.warehouse.tables import (
     Fingerprint,
     TableInfo,
@@ -22,7 +23,10 @@ from tasks.warehouse.tables import (
     list_tables,
 )
 
-__all__ = ["SourceTable", "load_table"]
+__all__ = ["NAN_TYPES", "SourceTable", "count_nan", "load_table"]
+
+NAN_TYPES = ("FLOAT", "DOUBLE")
+"""The column types that can hold NaN, a value in DuckDB (not NULL, not missing)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,13 +35,15 @@ class SourceTable:
 
     `frame` holds the columns the pipeline can impute (numeric, text, enum, boolean) and the key
     column (whatever its type), in table order and in DuckDB's scan order; the other columns
-    are never read: they pass through in SQL.
+    are never read: they pass through in SQL. In `frame` a NaN and a NULL are alike (NaN);
+    `nan_cells` counts the NaN values of each FLOAT or DOUBLE column that has some.
     """
 
     db_path: str
     table: TableInfo
     fingerprint: Fingerprint
     frame: pd.DataFrame
+    nan_cells: Mapping[str, int] = field(default_factory=dict)
 
 
 def _missing_table_message(con: duckdb.DuckDBPyConnection, db_path: str | Path, table: str) -> str:
@@ -80,9 +86,25 @@ def load_table(
                 frame = con.execute(sql).df()
             else:
                 frame = pd.DataFrame(index=pd.RangeIndex(fingerprint.rows))
+            nan_cells = count_nan(con, info, wanted)
         except duckdb.Error as error:
             raise PipelineInputError(
                 f"Table \"{info.qualified}\" in '{db_path}' could not be read: "
                 f"{str(error).splitlines()[0]}"
             ) from None
-    return SourceTable(db_path=str(db_path), table=info, fingerprint=fingerprint, frame=frame)
+    return SourceTable(
+        db_path=str(db_path), table=info, fingerprint=fingerprint, frame=frame, nan_cells=nan_cells
+    )
+
+
+def count_nan(
+    con: duckdb.DuckDBPyConnection, info: TableInfo, names: Sequence[str]
+) -> dict[str, int]:
+    """The NaN values of each FLOAT or DOUBLE column among `names` that has some."""
+    types = {column.name: column.sql_type.upper() for column in info.columns}
+    floats = [name for name in names if types.get(name) in NAN_TYPES]
+    if not floats:
+        return {}
+    counts = ", ".join(f"count(*) FILTER (WHERE isnan({quote_identifier(n)}))" for n in floats)
+    row = con.execute(f"SELECT {counts} FROM {info.sql}").fetchall()[0]
+    return {name: int(n) for name, n in zip(floats, row, strict=True) if n}

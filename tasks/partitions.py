@@ -28,6 +28,7 @@ from tasks.validate import (
     _resolve_key,
     _resolve_target,
     column_kinds,
+    nan_problems,
     resolve_columns,
     resolve_pass_through,
 )
@@ -91,8 +92,9 @@ def profile_table(
     """Resolve the requested columns, key and target; check the values in SQL; work out the
     bounds and observed labels; plan the partitions.
 
-    Checked over the whole table: no `inf`, every column has an observed value, a text or enum
-    column has at most `MAX_LABELS` labels, the key is unique and not null. Writing over the
+    Checked over the whole table: no `inf`, no NaN unless `request.nan_as_missing`, every column
+    has an observed value, a text or enum column has at most `MAX_LABELS` labels, the key is
+    unique and not null. Writing over the
     source is refused: its rows are read while the target is written.
     """
     info = find_table(con, request.source_table)
@@ -118,11 +120,12 @@ def profile_table(
         cell = f"{quote_identifier(name)}::DOUBLE"
         stats.append(
             f"count({cell}) FILTER (WHERE NOT isnan({cell})), "
-            f"count(*) FILTER (WHERE isinf({cell})), min({cell}), max({cell})"
+            f"count(*) FILTER (WHERE isinf({cell})), min({cell}), max({cell}), "
+            f"count(*) FILTER (WHERE isnan({cell}))"
         )
     for name in labelled:
         cell = quote_identifier(name)
-        stats.append(f"count({cell}), 0, count(DISTINCT {cell}), 0")
+        stats.append(f"count({cell}), 0, count(DISTINCT {cell}), 0, 0")
     key_sql = (
         f", count({quote_identifier(key_name)}), count(DISTINCT {quote_identifier(key_name)})"
         if key_name
@@ -132,9 +135,9 @@ def profile_table(
         f"SELECT count(*), min(rowid), max(rowid), {', '.join(stats)}{key_sql} FROM {src}"
     ).fetchall()[0]
     n_rows, first, last = int(row[0]), row[1], row[2]
-    problems, missing, observed_range, labels = [], {}, {}, {}
+    problems, missing, observed_range, labels, nan_cells = [], {}, {}, {}, {}
     for j, name in enumerate([*numeric, *labelled]):
-        observed, infinite, low, high = row[3 + 4 * j : 7 + 4 * j]
+        observed, infinite, low, high, nan_cells[name] = row[3 + 5 * j : 8 + 5 * j]
         if infinite:
             problems.append(f'column "{name}" has {infinite} infinite values')
         if not observed:
@@ -161,6 +164,8 @@ def profile_table(
             f'Table "{info.qualified}" cannot be imputed: {"; ".join(problems)}. '
             "Nothing was written."
         )
+    if not request.nan_as_missing and (nan := nan_problems(nan_cells, chosen)):
+        raise PipelineInputError(f'Table "{info.qualified}" cannot be imputed: {nan}')
     found = table_bounds(info, numeric, observed_range, request.bounds)
     plan = ImputationPlan(
         source_table=info.qualified,

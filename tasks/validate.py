@@ -37,6 +37,7 @@ __all__ = [
     "ImputationPlan",
     "TableRequest",
     "column_kinds",
+    "nan_problems",
     "plan_notes",
     "resolve_columns",
     "resolve_pass_through",
@@ -51,8 +52,10 @@ BoundsConfig = Mapping[str, Sequence[float | None]]
 class TableRequest:
     """Which table to impute: its columns (None: every numeric one, and every text, enum or
     boolean one with a NULL, but the key and the `pass_through` ones), its key, the target
-    (None: the source name plus the target suffix, or the source itself), and bounds per
-    numeric column ([low, high], None: open) that replace the observed range."""
+    (None: the source name plus the target suffix, or the source itself), bounds per numeric
+    column ([low, high], None: open) that replace the observed range, and whether NaN values
+    are imputed as missing cells (`nan_as_missing`; otherwise a column to impute that holds
+    one is refused)."""
 
     source_table: str
     columns: Sequence[str] | None = None
@@ -62,6 +65,7 @@ class TableRequest:
     replace_target: bool = False
     pass_through: Sequence[str] | None = None
     bounds: Mapping[str, Sequence[float | None]] | None = None
+    nan_as_missing: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,9 +120,11 @@ def validate_input(
     replace_target: bool = False,
     pass_through: Sequence[str] | None = None,
     bounds: BoundsConfig | None = None,
+    nan_as_missing: bool = False,
 ) -> ImputationPlan:
     """Check the chosen columns, the key and the target name; run the pandera input schema;
-    work out each numeric column's bounds and each labelled column's observed labels."""
+    work out each numeric column's bounds and each labelled column's observed labels. A chosen
+    column holding NaN is refused unless `nan_as_missing` (`nan_problems`)."""
     table = source.table
     target_name = _resolve_target(table.qualified, target, replace_source, target_suffix)
     key_name = _resolve_key(table, key)
@@ -129,6 +135,8 @@ def validate_input(
         return name in frame and bool(frame[name].isna().any() and frame[name].notna().any())
 
     chosen = resolve_columns(table, columns, key_name, passed, partly_missing)
+    if not nan_as_missing and (problems := nan_problems(source.nan_cells, chosen)):
+        raise PipelineInputError(f'Table "{table.qualified}" cannot be imputed: {problems}')
     kinds = column_kinds(table, chosen)
     labelled = [name for name in chosen if kinds[name] in LABELLED]
     values = _check_values(source, chosen, key_name, labelled)
@@ -149,6 +157,20 @@ def validate_input(
         labels={name: observed_labels(values[name]) for name in labelled},
         pass_through=passed,
         ignored_checks=found.ignored_checks,
+    )
+
+
+def nan_problems(nan_cells: Mapping[str, int], columns: Sequence[str]) -> str:
+    """The clause refusing the NaN values of `columns` (empty when none holds one), with what to
+    do: in DuckDB NaN is a value, not missing, so it is neither kept nor imputed silently."""
+    found = [f'"{name}" ({nan_cells[name]})' for name in columns if nan_cells.get(name)]
+    if not found:
+        return ""
+    return (
+        f"NaN values in {', '.join(found)}; DuckDB keeps NaN as a value, not as missing (NULL), "
+        "so they are not overwritten. Nothing was written. Replace them with NULL, pass the "
+        f"column through ({setting('pass_through')}), or impute them as missing cells "
+        f"({setting('nan_as_missing')})."
     )
 
 

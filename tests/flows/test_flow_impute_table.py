@@ -286,3 +286,34 @@ def test_an_unrelated_table_is_replaced_only_with_replace_target(
     )
     assert "replace-target" in _failed(state) and "marker" in _failed(state)
     assert take_snapshot(warehouse) == before
+
+
+def test_nan_is_a_value_refused_unless_imputed_as_missing(
+    warehouse: Path, take_snapshot: Callable[[Path], dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: NaN, a value in DuckDB, was taken for missing and overwritten while the lineage said
+    the observed cells were exact. A column to impute that holds NaN is refused by name, whole
+    or in partitions, the file unchanged; `nan_as_missing` imputes NaN cells with the NULLs."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("UPDATE readings SET temperature = 'nan'::DOUBLE WHERE id IN (2, 4, 6)")
+        nulls = con.execute("SELECT count(*) - count(temperature) FROM readings").fetchall()[0][0]
+    before = take_snapshot(warehouse)
+    for partitions in (False, True):
+        with monkeypatch.context() as patch:
+            if partitions:
+                patch.setenv("TDM_MAX_FIT_ROWS", "40")
+            state = impute_table("readings", db_path=warehouse, key="id", return_state=True)
+        message = _failed(state)
+        assert 'NaN values in "temperature" (3)' in message and "not overwritten" in message
+        assert "TDM_NAN_AS_MISSING=true" in message and "Traceback" not in message
+        assert take_snapshot(warehouse) == before
+
+    result = impute_table(
+        "readings", db_path=warehouse, key="id", imputer=FAST, nan_as_missing=True
+    )
+    assert result.cells_imputed["temperature"] == nulls + 3
+    left = (
+        "SELECT count(*) FILTER (isnan(temperature) OR temperature IS NULL) FROM readings_imputed"
+    )
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert con.execute(left).fetchall() == [(0,)]
