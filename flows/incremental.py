@@ -117,7 +117,9 @@ def impute_incremental(
     logger = get_run_logger()
     run = current_run(options.started)
     started = time.perf_counter()
-    with connect(db_path, read_only=dry_run) as con:
+    # Read-only, and closed for the fit: the write lock is held only by the write, as in every
+    # other run; the writer checks that the target is as it was read.
+    with connect(db_path, read_only=True) as con:
         profile = profile_request(con, db_path, request, settings)
         plan = profile.plan
         if plan.key is None and incremental.watermark is None:
@@ -159,48 +161,49 @@ def impute_incremental(
         rewrite = model is None and exists and settings.rewrite_on_refit
         if rewrite or not exists:
             new = read_new_rows(con, profile, incremental.watermark, every_row=True)
-        if model is None:
-            assert reason is not None
-            logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
-            model = _fit(
-                con, db_path, profile, options, settings, run.run_id, latest, incremental, runner
-            )
-        seconds = {"load-validate-read": time.perf_counter() - started}
-        imputed, quality = _impute_rows(
-            db_path, profile, new, model, options, seconds, settings=settings, runner=runner
+        fit_rows = None if model is not None else _fit_rows(con, profile, options, settings)
+    if model is None:
+        assert reason is not None and fit_rows is not None
+        logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
+        model = _fit(
+            fit_rows, db_path, profile, options, settings, run.run_id, latest, incremental, runner
         )
-        source = profile.source(new.frame)
-        part_plan = plan_for_rows(plan, new.frame)
-        lineage = LineageRecord(
-            run=run,
-            source=source,
-            plan=part_plan,
-            outcome=model.fitted.outcome if model.fitted else None,
-            quality=quality,
-            seed=options.seed,
-            hyperparameters=dict(options.imputer),
-            model=ModelUse(
-                version=model.version,
-                rows_new=len(new.frame),
-                rows_reused=new.rows_before,
-                refit_reason=reason,
-                drift=None if drift is None else drift.to_dict(),
-                appended=exists and not rewrite,
-            ),
+    seconds = {"load-validate-read": time.perf_counter() - started}
+    imputed, quality = _impute_rows(
+        db_path, profile, new, model, options, seconds, settings=settings, runner=runner
+    )
+    source = profile.source(new.frame)
+    part_plan = plan_for_rows(plan, new.frame)
+    lineage = LineageRecord(
+        run=run,
+        source=source,
+        plan=part_plan,
+        outcome=model.fitted.outcome if model.fitted else None,
+        quality=quality,
+        seed=options.seed,
+        hyperparameters=dict(options.imputer),
+        model=ModelUse(
+            version=model.version,
+            rows_new=len(new.frame),
+            rows_reused=new.rows_before,
+            refit_reason=reason,
+            drift=None if drift is None else drift.to_dict(),
+            appended=exists and not rewrite,
+        ),
+    )
+    if dry_run:
+        outcome = model.fitted.outcome if model.fitted else None
+        result = replace(
+            dry_run_result(db_path, part_plan, outcome, seconds, replaces=rewrite),
+            **model_fields(lineage),
         )
-        if dry_run:
-            outcome = model.fitted.outcome if model.fitted else None
-            result = replace(
-                dry_run_result(db_path, part_plan, outcome, seconds, replaces=rewrite),
-                **model_fields(lineage),
-            )
-            logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
-            return result
-        clock = time.perf_counter()
-        folder = _model_folder(db_path, settings)
-        writer = TableWriter(db_path, WriteMode.APPEND, con=con, replace=rewrite, folder=folder)
+        logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
+        return result
+    clock = time.perf_counter()
+    folder = _model_folder(db_path, settings)
+    with TableWriter(db_path, WriteMode.APPEND, replace=rewrite, folder=folder) as writer:
         written, lineage = writer.commit(lineage, imputed, model=model.stored)
-        seconds["write"] = time.perf_counter() - clock
+    seconds["write"] = time.perf_counter() - clock
     result = table_result(written, lineage, seconds)
     logger.info("%s", describe_increment(result), extra={OUTCOME: True})
     publish_run_report(
@@ -280,8 +283,21 @@ def _drift(
     )
 
 
-def _fit(
+def _fit_rows(
     con: duckdb.DuckDBPyConnection,
+    profile: TableProfile,
+    options: ImputeOptions,
+    settings: PipelineSettings,
+) -> pd.DataFrame:
+    """The rows a model is fitted on: the whole table in storage order, or a sample of
+    `max_fit_rows` rows."""
+    if profile.fingerprint.rows <= settings.max_fit_rows:
+        return read_partition(con, profile, 0, _max_rowid(con, profile) + 1)
+    return read_sample(con, profile, settings.max_fit_rows, options.seed)
+
+
+def _fit(
+    frame: pd.DataFrame,
     db_path: str,
     profile: TableProfile,
     options: ImputeOptions,
@@ -291,15 +307,11 @@ def _fit(
     incremental: IncrementalRequest,
     runner: Any,
 ) -> _Model:
-    """Fit on the whole table in storage order (or a sample of `max_fit_rows` rows), scaled by
-    the whole table's moments; the model to store as the next version."""
+    """Fit on `frame` (`_fit_rows`), scaled by the whole table's moments; the model to store
+    as the next version."""
     plan = profile.plan
     table = plan.source_table
     rows = profile.fingerprint.rows
-    if rows <= settings.max_fit_rows:
-        frame = read_partition(con, profile, 0, _max_rowid(con, profile) + 1)
-    else:
-        frame = read_sample(con, profile, settings.max_fit_rows, options.seed)
     scaled = scale_by_profile(db_path, profile, frame)
     fitted = fit_on_runner(db_path, table, options, scaled, settings=settings, runner=runner)
     blob, format_version = pack_imputer(fitted.imputer)

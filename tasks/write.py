@@ -38,7 +38,7 @@ from schemas.lineage import (
     RECORD_MIGRATIONS,
     ImputedCellsSchema,
 )
-from tasks.errors import PipelineError, PipelineInputError, QualityCheckError
+from tasks.errors import PipelineError, PipelineInputError, QualityCheckError, WarehouseBusyError
 from tasks.frames import missing_mask
 from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
@@ -265,6 +265,16 @@ class TableWriter:
         con, plan, part = self.con, lineage.plan, lineage.source
         assert lineage.model is not None
         target = quote_table(plan.target_table)
+        if lineage.model.appended:  # the target as it was read, to append after its rows
+            rows = con.execute(f"SELECT count(*) FROM {target}").fetchall() if exists else None
+            changed = rows != [(lineage.model.rows_reused,)]
+        else:  # no target was read (a first run), or it is written anew
+            changed = exists and not self.replace
+        if changed:
+            raise WarehouseBusyError(
+                f'Another run wrote to table "{plan.target_table}" while this one imputed its '
+                "new rows, so nothing was written. Run again: it reads the target as it is now."
+            )
         if self.replace or not exists:
             con.execute(
                 f"CREATE OR REPLACE TABLE {target} AS "

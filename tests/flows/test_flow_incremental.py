@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -57,13 +59,26 @@ def _target(path: Path, upto: int) -> pd.DataFrame:
 
 
 def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
-    warehouse: Path,
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """First run fits and stores version 1; after rows are appended, a dry run says what the
+    """First run fits and stores version 1, leaving the file free during the fit (bug: it held
+    the write lock from load to commit); after rows are appended, a dry run says what the
     night would append and keeps the file's bytes; the next run imputes only them with version
     1, leaves the old imputed cells bit for bit, and says so in the lineage; a run with nothing
     new writes nothing but its lineage row."""
+    import flows.incremental
+
+    fit, visits = flows.incremental.fit_on_runner, []
+
+    def fit_while_another_process_writes(*args: object, **kwargs: object) -> object:
+        code = "import duckdb, sys; duckdb.connect(sys.argv[1]).execute('CHECKPOINT')"
+        visit = subprocess.run([sys.executable, "-c", code, str(warehouse)], capture_output=True)
+        visits.append(visit)
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(flows.incremental, "fit_on_runner", fit_while_another_process_writes)
     first = _run(warehouse)
+    assert [visit.returncode for visit in visits] == [0], visits[0].stderr
     assert (first.status, first.model_version, first.rows_new, first.rows_reused) == (
         "imputed", 1, 80, 0
     )  # fmt: skip
@@ -112,6 +127,21 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
     assert (third.status, third.rows_new, third.rows_reused) == ("appended", 0, 100)
     pd.testing.assert_frame_equal(_target(warehouse, 100), _target(warehouse, 100))
     assert len(_query(warehouse, "SELECT * FROM readings_imputed")) == 100
+
+    # The file is free while new rows are imputed, so the writer checks the target is as read.
+    _append_rows(warehouse, 101, 5, seed=7)
+    impute_rows = flows.incremental._impute_rows
+
+    def impute_while_another_run_appends(*args: object, **kwargs: object) -> object:
+        with duckdb.connect(str(warehouse)) as con:
+            con.execute("INSERT INTO readings_imputed SELECT * FROM readings_imputed LIMIT 1")
+        return impute_rows(*args, **kwargs)
+
+    monkeypatch.setattr(flows.incremental, "_impute_rows", impute_while_another_run_appends)
+    state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=1,
+                         incremental=True, return_state=True)  # fmt: skip
+    assert state.is_failed() and "Another run wrote to table" in str(state.message)
+    assert len(_query(warehouse, "SELECT * FROM readings_imputed")) == 101  # its row, not ours
 
 
 def test_drift_refits_a_new_version_and_keeps_the_old_imputations(
