@@ -275,7 +275,7 @@ def resolve_columns(
 ) -> list[str]:
     """The stored names of the columns to impute: `columns`, or by default every numeric
     column and every text, enum or boolean column with a NULL and an observed value
-    (`partly_missing`), but the key and the `pass_through` columns."""
+    (`partly_missing`), but the key, the `pass_through` and the generated columns."""
     if columns is None:
         chosen = [
             c.name
@@ -305,6 +305,14 @@ def resolve_columns(
             f"Its columns are: {_names(c.name for c in table.columns)}."
         )
     resolved = [c for c in map(table.column, columns) if c is not None]
+    generated = [c for c in resolved if c.generated is not None]
+    if generated:
+        listed = ", ".join(f'"{c.name}" AS ({c.generated})' for c in generated)
+        raise PipelineInputError(
+            f'Table "{table.qualified}" computes {listed} from its other columns: a generated '
+            "column is computed, not imputed (its cells follow the imputed ones). Leave it out "
+            f"of the columns ({setting('columns')})."
+        )
     unusable = [c for c in resolved if c.kind is None]
     if unusable:
         listed = ", ".join(f'"{c.name}" ({c.sql_type})' for c in unusable)

@@ -61,7 +61,7 @@ from tasks.warehouse.cells import (
     write_checks,
 )
 from tasks.warehouse.models import ModelFolder, NewModel, insert_model
-from tasks.warehouse.names import quote_table
+from tasks.warehouse.names import quote_identifier, quote_table
 from tasks.warehouse.staging import make_stage_dir
 from tasks.warehouse.tables import connect, find_table, fingerprint_table, register_frame
 
@@ -246,10 +246,8 @@ class TableWriter:
                     filled = ", ".join(
                         f"{target_expression(c)} AS {c.quoted}" for c in self._filled
                     )
-                    con.execute(
-                        f"CREATE OR REPLACE TABLE {target} AS "
-                        f"SELECT s.* REPLACE ({filled}) FROM {rows}"
-                    )
+                    select = f"SELECT s.* REPLACE ({filled}) FROM {rows}"
+                    con.execute(f"CREATE OR REPLACE TABLE {target} AS {_computed(select, source)}")
                     self._observed_checked = verify_cells(
                         con, plan.target_table, positional(src, target, view), self._filled
                     )
@@ -402,10 +400,8 @@ def _insert_rows(
         check_alignment(con, plan, filled, rows)
         replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
         replaced = f" REPLACE ({replacements})" if replacements else ""
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE tdm_part_out AS "
-            f"SELECT s.rowid AS tdm_row, s.*{replaced} FROM {rows} ORDER BY s.rowid"
-        )
+        select = f"SELECT s.rowid AS tdm_row, s.*{replaced} FROM {rows} ORDER BY s.rowid"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE tdm_part_out AS {_computed(select, part)}")
         try:
             written = con.execute(f"SELECT count(*) FROM {out}").fetchall()[0][0]
             if written != len(frame):
@@ -422,6 +418,16 @@ def _insert_rows(
         finally:
             con.execute(f"DROP TABLE IF EXISTS {out}")
     return observed
+
+
+def _computed(select: str, source: SourceTable) -> str:
+    """`select` with each generated column of the source computed again from the columns
+    `select` gives (the imputed ones), as the source computes it: never imputed, never stale."""
+    generated = [c for c in source.table.columns if c.generated is not None]
+    if not generated:
+        return select
+    computed = ", ".join(f"{c.generated} AS {quote_identifier(c.name)}" for c in generated)
+    return f"SELECT * REPLACE ({computed}) FROM ({select})"
 
 
 def _ensure_record_tables(con: duckdb.DuckDBPyConnection) -> None:

@@ -63,20 +63,23 @@ LABELLED = (BOOLEAN, CATEGORICAL)
 
 @dataclass(frozen=True)
 class ColumnInfo:
-    """A column of a DuckDB table: its name as stored and its SQL type."""
+    """A column of a DuckDB table: its name as stored, its SQL type, and for a generated column
+    its expression (`b AS (a * 2)`: computed from other columns, never imputed)."""
 
     name: str
     sql_type: str
+    generated: str | None = None
 
     @property
     def is_numeric(self) -> bool:
         """Whether the column holds numbers (imputed as numbers, within bounds)."""
-        return is_numeric_type(self.sql_type)
+        return self.generated is None and is_numeric_type(self.sql_type)
 
     @property
     def kind(self) -> str | None:
-        """How the pipeline imputes the column (`column_kind`); None: it cannot."""
-        return column_kind(self.sql_type)
+        """How the pipeline imputes the column (`column_kind`); None: it cannot (a generated
+        column included)."""
+        return None if self.generated is not None else column_kind(self.sql_type)
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,8 @@ def describe_table(
     """The columns of the base table `name` of `schema` (stored names), in table order, and its
     CHECK constraints."""
     rows = con.execute(
-        "SELECT column_name, data_type FROM duckdb_columns() "
+        "SELECT column_name, data_type, CASE WHEN is_generated THEN generation_expression END "
+        "FROM duckdb_columns() "
         "WHERE database_name = current_database() AND schema_name = ? "
         "AND table_name = ? ORDER BY column_index",
         [schema, name],
@@ -298,7 +302,7 @@ def describe_table(
     ).fetchall()
     return TableInfo(
         name=name,
-        columns=tuple(ColumnInfo(n, t) for n, t in rows),
+        columns=tuple(ColumnInfo(*row) for row in rows),
         schema=schema,
         checks=tuple(str(c[0]) for c in checks),
     )

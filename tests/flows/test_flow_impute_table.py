@@ -317,3 +317,28 @@ def test_nan_is_a_value_refused_unless_imputed_as_missing(
     )
     with duckdb.connect(str(warehouse), read_only=True) as con:
         assert con.execute(left).fetchall() == [(0,)]
+
+
+def test_a_generated_column_is_computed_not_imputed(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: `b AS (a * 2)` became a plain column imputed on its own (b != 2a in every imputed
+    row), and in place the run failed only at write time, after the fit. A generated column is
+    never imputed (named, it is refused before the fit); the target, whole or in partitions,
+    computes it from the imputed cells; in place the table computes it itself."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE TABLE gen (id INTEGER, a DOUBLE, c DOUBLE, b AS (a * 2))")
+        con.execute("INSERT INTO gen SELECT id, temperature, pressure FROM readings")
+    state = impute_table("gen", db_path=warehouse, key="id", columns=["a", "b"], return_state=True)
+    assert 'computes "b" AS (' in _failed(state) and "computed, not imputed" in _failed(state)
+
+    wrong = "SELECT count(*) FILTER (a IS NULL OR b IS DISTINCT FROM a * 2) AS n FROM {}"
+    result = impute_table("gen", db_path=warehouse, key="id", imputer=FAST)
+    assert set(result.cells_imputed) == {"a", "c"} and result.cells_imputed["a"] > 0
+    assert _query(warehouse, wrong.format("gen_imputed"))["n"][0] == 0
+    with monkeypatch.context() as patch:
+        patch.setenv("TDM_MAX_FIT_ROWS", "40")
+        impute_table("gen", db_path=warehouse, key="id", target_table="parts", imputer=FAST)
+    assert _query(warehouse, wrong.format("parts"))["n"][0] == 0
+    impute_table("gen", db_path=warehouse, key="id", replace_source=True, imputer=FAST)
+    assert _query(warehouse, wrong.format("gen"))["n"][0] == 0
