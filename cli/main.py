@@ -75,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tdm {args.command}: error: invalid setting: {problems}.", file=sys.stderr)
         return EXIT_USAGE
     except Exception as error:  # a bug or an unforeseen input: one paragraph, traceback logged
+        if str(error).startswith(_SERVER_TIMEOUT):  # a busy machine, not a bug: nothing ran
+            release_error(error)
+            print(f"tdm {args.command}: error: {_server_timeout_message()}", file=sys.stderr)
+            return EXIT_UNEXPECTED
         message = log.unexpected(args.command, error)
         release_error(error)
         print(message, file=sys.stderr)
@@ -82,6 +86,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         log.detach()
         restore_warnings()
+
+
+_SERVER_TIMEOUT = "Timed out while attempting to connect to ephemeral Prefect API server"
+"""How Prefect's error begins when its temporary server did not answer in time."""
+
+
+def _server_timeout_message() -> str:
+    seconds = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "?")
+    return (
+        f"the temporary Prefect server did not start within {seconds} s "
+        "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS), so nothing ran and nothing was "
+        "written; the machine is likely busy. Run again, set that variable higher, or start "
+        "one server (`tdm serve`, or `prefect server start`) and point PREFECT_API_URL at it."
+    )
 
 
 def _failed_run() -> tuple[type[BaseException], ...]:

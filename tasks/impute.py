@@ -18,7 +18,7 @@ from prefect.context import TaskRunContext
 from prefect.exceptions import MissingContextError
 
 from tasks.artifacts import artifact_key
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineError, PipelineInputError
 from tasks.imputer_settings import imputer_device
 from tasks.results import FittedModel, ImputationOutcome
 
@@ -178,6 +178,10 @@ def _fit(
         filled = imputer.fit_transform(frame)
     except ValueError as error:
         raise PipelineInputError(f'Imputing table "{table}" failed: {error}') from None
+    except FloatingPointError as error:  # the fit diverged: its message says where and why
+        raise PipelineError(
+            f'The fit of table "{table}" diverged, so nothing was written: {error}'
+        ) from None
     fit_seconds = time.perf_counter() - started
     if imputer.n_iter_ < imputer.max_iter:
         progress.finish()

@@ -330,3 +330,28 @@ def test_a_failed_run_whose_state_came_back_without_its_error_is_still_a_clean_f
     err = capsys.readouterr().err
     assert "unexpected" not in err
     assert "tdm impute: error: " in err and "no_such_table" in err
+
+
+def test_a_temporary_server_that_starts_too_late_is_said_so_not_called_a_bug(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: under load, Prefect's temporary server missed its start-up timeout and `tdm` said
+    "This is a bug"; it names the timeout and what to do, and the file is as it was."""
+    from prefect.server.api import server
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from tests.tables import file_hash
+
+    def late(self: object, *args: object, **kwargs: object) -> None:
+        raise RuntimeError(
+            "Timed out while attempting to connect to ephemeral Prefect API server. stdout: ..."
+        )
+
+    monkeypatch.setattr(server.SubprocessASGIServer, "start", late)
+    before = file_hash(warehouse)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert main(["impute", "--db", str(warehouse), "--table", "readings"]) == 1
+    err = capsys.readouterr().err
+    assert "did not start within" in err and "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT" in err
+    assert "bug" not in err.lower() and "Traceback" not in err
+    assert file_hash(warehouse) == before

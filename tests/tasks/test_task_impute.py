@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineError, PipelineInputError
 from tasks.impute import PrefectProgress, impute
 from tdm import FitProgress
 from tests.conftest import auto_device
@@ -73,6 +73,13 @@ def test_impute_refuses_cuda_without_a_gpu() -> None:
     """Asking for CUDA on a machine without it is a clear error naming the table."""
     with pytest.raises(PipelineInputError, match=r'Imputing table "t" failed: .*CUDA is not avail'):
         impute.fn(_standardised(), {"max_iter": 2, "device": "cuda"}, seed=0, table="t")
+
+
+def test_a_fit_that_diverges_is_a_foreseen_failure_naming_the_table() -> None:
+    """Bug: a loss that became non-finite ended the run as "a bug" (FloatingPointError)."""
+    settings = {"max_iter": 10, "lr": 1e38, "network_lr": 1e38, "init": "mean"}
+    with pytest.raises(PipelineError, match=r'table "t" diverged.*non-finite.*lower lr'):
+        impute.fn(_standardised(), settings, seed=0, table="t")
 
 
 def _messages(caplog: pytest.LogCaptureFixture) -> list[str]:
