@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import duckdb
 import pandas as pd
 
+from tasks.bounds import OBSERVED
 from tasks.errors import PipelineError, QualityCheckError, setting
 from tasks.frames import as_labels, missing_mask
 from tasks.load import SourceTable
@@ -49,11 +50,13 @@ __all__ = [
 @dataclass(frozen=True)
 class FilledColumn:
     """An imputed column: its name, SQL type, and position `j` in the registered frame (`c{j}`
-    the imputed value, `m{j}` whether the cell is imputed)."""
+    the imputed value, `m{j}` whether the cell is imputed); for an integer column bounded by
+    its observed range, SQL giving that range's ends in the column's own type (`observed`)."""
 
     name: str
     sql_type: str
     j: int
+    observed: tuple[str | None, str | None] = (None, None)
 
     @property
     def quoted(self) -> str:
@@ -80,7 +83,19 @@ def filled_columns(source: SourceTable, plan: ImputationPlan) -> list[FilledColu
         sql_type = column.sql_type.upper() if column is not None else "DOUBLE"
         if column is not None and sql_type.startswith("ENUM("):
             sql_type = column.sql_type  # the labels keep their case
-        filled.append(FilledColumn(name, sql_type, j))
+        bounds = plan.bounds.get(name)
+        observed: tuple[str | None, str | None] = (None, None)
+        if bounds is not None and column_kind(sql_type) == INTEGER:
+            whole = f"FROM {source.table.sql}"
+            observed = (
+                f"(SELECT min({quote_identifier(name)}) {whole})"
+                if bounds.low_from == OBSERVED
+                else None,
+                f"(SELECT max({quote_identifier(name)}) {whole})"
+                if bounds.high_from == OBSERVED
+                else None,
+            )
+        filled.append(FilledColumn(name, sql_type, j, observed))
     return filled
 
 
@@ -112,6 +127,8 @@ def _fill_value(column: FilledColumn) -> str:
 
     A double that equals a bound of the type once rounded to a double (2**64 for UBIGINT's
     greatest value 2**64 - 1) is that bound: the difference is float rounding, not the imputer.
+    So is an integer past an end of its observed range (a BIGINT above 2**53 is not a double):
+    it is set on that end, compared in the column's own type.
     """
     value = f"i.c{column.j}"
     kind = column.sql_type
@@ -119,13 +136,22 @@ def _fill_value(column: FilledColumn) -> str:
         value = f"round({value})"  # to the nearest integer, halves away from zero
     bounds = type_range(kind)
     if bounds is None:
-        return f"TRY_CAST({value} AS {kind})"
-    low, high = bounds
-    return (
-        f"CASE WHEN {value} = ({high})::DOUBLE THEN CAST(({high}) AS {kind}) "
-        f"WHEN {value} = ({low})::DOUBLE THEN CAST(({low}) AS {kind}) "
-        f"ELSE TRY_CAST({value} AS {kind}) END"
-    )
+        cast = f"TRY_CAST({value} AS {kind})"
+    else:
+        low, high = bounds
+        cast = (
+            f"CASE WHEN {value} = ({high})::DOUBLE THEN CAST(({high}) AS {kind}) "
+            f"WHEN {value} = ({low})::DOUBLE THEN CAST(({low}) AS {kind}) "
+            f"ELSE TRY_CAST({value} AS {kind}) END"
+        )
+    low_end, high_end = column.observed
+    held = cast
+    if low_end is not None:
+        held = f"greatest({held}, {low_end})"
+    if high_end is not None:
+        held = f"least({held}, {high_end})"
+    # greatest and least skip NULL: a value that does not fit the type stays NULL, refused
+    return cast if held == cast else f"CASE WHEN ({cast}) IS NULL THEN NULL ELSE {held} END"
 
 
 def target_expression(column: FilledColumn) -> str:

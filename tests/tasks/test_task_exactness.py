@@ -103,6 +103,26 @@ def test_wide_observed_values_come_back_exactly_in_their_type(
     assert f'"wide" kept its type {sql_type}' in checks["imputed_cell_types"]["detail"]
 
 
+@pytest.mark.parametrize(("sql_type", "base"), [("BIGINT", 2**62), ("HUGEINT", 2**100)])
+def test_integers_no_double_holds_are_imputed_within_their_observed_range(
+    tmp_path: Path, sql_type: str, base: int
+) -> None:
+    """Bug: integers beyond 2**53 were imputed outside their observed range (each a double's
+    rounding of it), and the range check passed, comparing in float64. Compared in the
+    column's own type, every imputed cell lies within the observed minimum and maximum."""
+    db = tmp_path / "w.duckdb"
+    rows = [(i, float(i % 7), None if i % 5 == 0 else base + 1 + i) for i in range(40)]
+    write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "big": sql_type}, rows)
+    write_back.fn(*_prepare(db, "t"))
+    outside = (
+        "SELECT count(*) FILTER (big < (SELECT min(big) FROM t) OR big > (SELECT max(big) "
+        "FROM t)), count(*) FILTER (big IS NULL) FROM t_imputed"
+    )
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute(outside).fetchall() == [(0, 0)]
+    assert _changed_observed(db, "t", "t_imputed", "big", sql_type) == 0
+
+
 def test_decimal_38_10_is_not_refused_as_misaligned(tmp_path: Path) -> None:
     """Bug: a DECIMAL(38,10) column was refused with "imputed rows do not line up", naming no
     column, because the pandas export was compared with a `::DOUBLE` cast."""
