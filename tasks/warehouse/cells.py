@@ -127,8 +127,8 @@ def _fill_value(column: FilledColumn) -> str:
 
     A double that equals a bound of the type once rounded to a double (2**64 for UBIGINT's
     greatest value 2**64 - 1) is that bound: the difference is float rounding, not the imputer.
-    So is an integer past an end of its observed range (a BIGINT above 2**53 is not a double):
-    it is set on that end, compared in the column's own type.
+    So is an integer past an end of its observed range in the column's own type but not as a
+    double (a BIGINT above 2**53 is not a double): it is set on that end.
     """
     value = f"i.c{column.j}"
     kind = column.sql_type
@@ -144,14 +144,15 @@ def _fill_value(column: FilledColumn) -> str:
             f"WHEN {value} = ({low})::DOUBLE THEN CAST(({low}) AS {kind}) "
             f"ELSE TRY_CAST({value} AS {kind}) END"
         )
+    # Past an observed end in the column's type but not as doubles: on that end. A value past
+    # it as a double too is left as it is, for the checks to refuse.
     low_end, high_end = column.observed
-    held = cast
-    if low_end is not None:
-        held = f"greatest({held}, {low_end})"
-    if high_end is not None:
-        held = f"least({held}, {high_end})"
-    # greatest and least skip NULL: a value that does not fit the type stays NULL, refused
-    return cast if held == cast else f"CASE WHEN ({cast}) IS NULL THEN NULL ELSE {held} END"
+    cases = [
+        f"WHEN ({cast}) {past} {end} AND {value} {within} ({end})::DOUBLE THEN {end}"
+        for end, past, within in ((low_end, "<", ">="), (high_end, ">", "<="))
+        if end is not None
+    ]
+    return f"CASE {' '.join(cases)} ELSE {cast} END" if cases else cast
 
 
 def target_expression(column: FilledColumn) -> str:

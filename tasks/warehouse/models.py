@@ -323,8 +323,8 @@ def drop_models(
     if refused:
         raise PipelineInputError(
             f"In {MODELS_TABLE}, {'; '.join(refused)}, so nothing was dropped. Set "
-            "TDM_MODEL_DIR to the folder the models were written to, or clear the model_path "
-            "of a row you do not trust."
+            "TDM_MODEL_DIR to the folder the models were written to, or delete a row you do "
+            "not trust by hand (its file stays)."
         )
     con.execute(f"DELETE FROM {MODELS_TABLE} WHERE {where}", values)
     for path in files:

@@ -102,6 +102,7 @@ def test_drop_deletes_no_file_but_the_row_s_own_in_the_model_folder(
             assert con.execute("SELECT count(*) FROM tdm_models").fetchall() == [(2,)]
     if model_dir is not None:
         with duckdb.connect(str(db)) as con:
-            con.execute("UPDATE tdm_models SET model_path = NULL WHERE version = 2")
+            own = "models/readings_imputed/v2.tdm"
+            con.execute("UPDATE tdm_models SET model_path = ? WHERE version = 2", [own])
         assert main([*drop, "--version", "1"]) == 0
         assert victims[0].exists() and not victims[1].exists()
