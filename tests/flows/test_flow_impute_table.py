@@ -263,29 +263,29 @@ def test_an_unrelated_table_is_replaced_only_with_replace_target(
     """A target this pipeline did not write is refused (the file unchanged) until the run says
     replace_target; the table it wrote is then its own, rewritten without the flag, until it is
     dropped and a table of one's own made at its name."""
-    with duckdb.connect(str(warehouse)) as con:
-        con.execute("CREATE TABLE report AS SELECT 42 AS answer")
-    before = take_snapshot(warehouse)
-    state = impute_table(
-        "readings", db_path=warehouse, target_table="report", imputer=FAST, return_state=True
-    )
-    assert "replace-target" in _failed(state) and '"report"' in _failed(state)
-    assert take_snapshot(warehouse) == before
+
+    def refused_over(own_table: str) -> str:
+        """Make `own_table` the table "report" by hand; a run without the flag is refused and
+        leaves the file as it was; its message."""
+        with duckdb.connect(str(warehouse)) as con:
+            con.execute(f"DROP TABLE IF EXISTS report; {own_table}")
+        before = take_snapshot(warehouse)
+        state = impute_table(
+            "readings", db_path=warehouse, target_table="report", imputer=FAST, return_state=True
+        )
+        assert take_snapshot(warehouse) == before
+        return _failed(state)
+
+    message = refused_over("CREATE TABLE report AS SELECT 42 AS answer")
+    assert "replace-target" in message and '"report"' in message
     impute_table("readings", db_path=warehouse, target_table="report", imputer=FAST,
                  replace_target=True)  # fmt: skip
     assert "temperature" in _query(warehouse, "SELECT * FROM report").columns
     impute_table("readings", db_path=warehouse, target_table="report", imputer=FAST)
     assert _query(warehouse, "SELECT count(*) AS n FROM tdm_lineage")["n"][0] == 2
     # Bug: a table of one's own, made at a former target's name, was replaced without the flag.
-    with duckdb.connect(str(warehouse)) as con:
-        con.execute("DROP TABLE report; CREATE TABLE report (note VARCHAR, amount DOUBLE)")
-        con.execute("INSERT INTO report VALUES ('mine', 1.5)")
-    before = take_snapshot(warehouse)
-    state = impute_table(
-        "readings", db_path=warehouse, target_table="report", imputer=FAST, return_state=True
-    )
-    assert "replace-target" in _failed(state) and "marker" in _failed(state)
-    assert take_snapshot(warehouse) == before
+    message = refused_over("CREATE TABLE report AS SELECT 'mine' AS note, 1.5 AS amount")
+    assert "replace-target" in message and "marker" in message
 
 
 def test_nan_is_a_value_refused_unless_imputed_as_missing(
