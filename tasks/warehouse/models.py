@@ -388,8 +388,8 @@ def load_model(
         raise StoredModelError(
             f"The stored {info.label} is corrupt: its file does not match its digest."
         )
-    with tempfile.TemporaryDirectory(prefix="tdm-model-") as folder:
-        path = Path(folder) / "model.pt"
+    with tempfile.TemporaryDirectory(prefix="tdm-model-") as scratch:
+        path = Path(scratch) / "model.pt"
         path.write_bytes(bytes(blob))
         try:
             imputer = TDMImputer.load(path, device=device)
