@@ -13,6 +13,7 @@ __all__ = [
     "CHECK_LABELS",
     "CHECK_MIN_ROWS",
     "CHECK_OBSERVED",
+    "MAX_COLUMNS",
     "MAX_LABELS",
     "MIN_ROWS",
     "input_schema",
@@ -20,6 +21,10 @@ __all__ = [
 
 MIN_ROWS = 4
 """Fewest rows the imputer accepts (it draws two batches of at least two rows)."""
+
+MAX_COLUMNS = 400
+"""Most columns one run imputes together: beyond it the default start takes hours and the fit
+can diverge (docs/operator.md, Wide tables); choose the columns, or split the table."""
 
 MAX_LABELS = 500
 """Most distinct labels a text or enum column to impute may hold: beyond it, the column is

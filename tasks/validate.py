@@ -15,6 +15,7 @@ from schemas.input import (
     CHECK_LABELS,
     CHECK_MIN_ROWS,
     CHECK_OBSERVED,
+    MAX_COLUMNS,
     MAX_LABELS,
     MIN_ROWS,
     input_schema,
@@ -275,7 +276,26 @@ def resolve_columns(
 ) -> list[str]:
     """The stored names of the columns to impute: `columns`, or by default every numeric
     column and every text, enum or boolean column with a NULL and an observed value
-    (`partly_missing`), but the key, the `pass_through` and the generated columns."""
+    (`partly_missing`), but the key, the `pass_through` and the generated columns; at most
+    `MAX_COLUMNS` of them."""
+    chosen = _chosen_columns(table, columns, key, pass_through, partly_missing)
+    if len(chosen) > MAX_COLUMNS:
+        raise PipelineInputError(
+            f'Table "{table.qualified}" has {len(chosen):,} columns to impute; one run imputes '
+            f"at most {MAX_COLUMNS} together (beyond that the start takes hours and the fit can "
+            f"diverge). Choose the columns ({setting('columns')}), pass the others through "
+            f"({setting('pass_through')}), or split the table."
+        )
+    return chosen
+
+
+def _chosen_columns(
+    table: TableInfo,
+    columns: Sequence[str] | None,
+    key: str | None,
+    pass_through: Sequence[str],
+    partly_missing: Callable[[str], bool],
+) -> list[str]:
     if columns is None:
         chosen = [
             c.name

@@ -262,3 +262,21 @@ def test_check_bounds_beat_the_observed_range_and_strict_ones_move_inwards(
     assert (n.low, n.low_from, n.high, n.high_from) == (1.0, "CHECK", 2147483647.0, "type")
     assert (d.low, d.low_from, d.high, d.high_from) == (0.01, "CHECK", 50.0, "CHECK")
     assert plan.ignored_checks == ("(y IS NULL) OR (y > 0)",)
+
+
+def test_a_table_wider_than_a_run_imputes_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    """Bug: 2,000 columns ran for 17 minutes with no progress line (the start) before a user
+    stopped it, and with a mean start the loss became non-finite; such a table is refused
+    before any fit, the limit named, and its columns can still be imputed a chosen few at a
+    time."""
+    from schemas.input import MAX_COLUMNS
+
+    columns = ", ".join(f"CASE WHEN i % 3 = {j % 3} THEN NULL ELSE i * {j} END AS c{j}"
+                        for j in range(MAX_COLUMNS + 1))  # fmt: skip
+    path = _table(tmp_path, f"SELECT {columns} FROM range(8) t(i)")
+    with pytest.raises(PipelineInputError) as refused:
+        _validate(path)
+    message = str(refused.value)
+    assert f'Table "t" has {MAX_COLUMNS + 1} columns to impute' in message
+    assert f"at most {MAX_COLUMNS} together" in message and "--columns" in message
+    assert len(_validate(path, columns=["c0", "c1"]).columns) == 2
