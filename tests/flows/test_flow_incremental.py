@@ -385,6 +385,7 @@ def test_a_model_folder_keeps_the_files_and_the_table_their_path_and_digest(
     v1.unlink()
     result = _run(warehouse)
     assert "cannot be read" in result.refit_reason and "v1.tdm" in result.refit_reason
+    assert str(warehouse.parent) not in result.refit_reason  # the stored, relative path
     assert result.model_version == 2 and (folder / "v2.tdm").exists()
     assert main(["models", "drop", "--db", str(warehouse), "--target", "readings_imputed"]) == 0
     assert not list(folder.iterdir())
