@@ -37,12 +37,12 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:
 def _run_models(args: argparse.Namespace) -> int:
     from flows.settings import PipelineSettings
     from tasks.errors import PipelineInputError
-    from tasks.warehouse.models import ModelFolder, drop_models, list_models
+    from tasks.warehouse.models import drop_models, list_models, model_folder
     from tasks.warehouse.tables import connect
 
     settings = PipelineSettings()
     db = args.db if args.db is not None else settings.db_path
-    folder = ModelFolder.beside(db, settings.model_dir) if settings.model_dir else None
+    folder = model_folder(db, settings.model_dir)
     with connect(db, read_only=args.action != "drop") as con:
         if args.action == "drop":
             dropped = drop_models(con, args.target, args.version, folder=folder)

@@ -56,12 +56,12 @@ from tasks.validate import TableRequest
 from tasks.warehouse.access import check_writable
 from tasks.warehouse.increments import NewRows, check_watermark, read_new_rows
 from tasks.warehouse.models import (
-    ModelFolder,
     ModelInfo,
     NewModel,
     StoredModelError,
     latest_model,
     load_model,
+    model_folder,
     pack_imputer,
 )
 from tasks.warehouse.tables import connect
@@ -142,7 +142,7 @@ def impute_incremental(
                     columns=plan.columns,
                     key=plan.key,
                     kinds=plan.kinds,
-                    folder=_model_folder(db_path, settings),
+                    folder=model_folder(db_path, settings.model_dir),
                 )
                 model = _Model(imputer, scaling, latest.version)
             except StoredModelError as error:
@@ -200,7 +200,7 @@ def impute_incremental(
         logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
         return result
     clock = time.perf_counter()
-    folder = _model_folder(db_path, settings)
+    folder = model_folder(db_path, settings.model_dir)
     with TableWriter(db_path, WriteMode.APPEND, replace=rewrite, folder=folder) as writer:
         written, lineage = writer.commit(lineage, imputed, model=model.stored)
     seconds["write"] = time.perf_counter() - clock
@@ -335,11 +335,6 @@ def _fit(
     version = (latest.version if latest else 0) + 1
     index = frame.index if rows <= settings.max_fit_rows else None
     return _Model(fitted.imputer, scaled.scaling, version, stored, fitted, index)
-
-
-def _model_folder(db_path: str, settings: PipelineSettings) -> ModelFolder | None:
-    """The folder of the model files (`TDM_MODEL_DIR`), or None: kept in the table."""
-    return ModelFolder.beside(db_path, settings.model_dir) if settings.model_dir else None
 
 
 def _max_rowid(con: duckdb.DuckDBPyConnection, profile: TableProfile) -> int:

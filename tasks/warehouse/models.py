@@ -41,6 +41,7 @@ __all__ = [
     "list_models",
     "load_model",
     "model_file_path",
+    "model_folder",
     "pack_imputer",
     "scaling_from_json",
     "scaling_to_json",
@@ -129,6 +130,12 @@ class ModelFolder:
     def stored(self, path: Path) -> str:
         """How `path` is written in `model_path`."""
         return str(path.relative_to(self.base)) if path.is_relative_to(self.base) else str(path)
+
+
+def model_folder(db_path: str | os.PathLike[str], model_dir: str | None) -> ModelFolder | None:
+    """The folder of the model files as the `TDM_MODEL_DIR` setting gives it (relative: from
+    the DuckDB file's folder), or None when it is unset: the files are kept in the table."""
+    return ModelFolder.beside(db_path, model_dir) if model_dir else None
 
 
 def model_file_path(
