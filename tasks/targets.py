@@ -74,12 +74,14 @@ def target_marker(run_id: str) -> str:
 
 
 def table_comment(con: duckdb.DuckDBPyConnection, table: str) -> str | None:
-    """The comment of the table `table` (split at its first dot, as a target), if any."""
-    parsed = parse_table_name(table)
+    """The comment of the table `table` (found as a target is, `find_table`), if any."""
+    found = find_table(con, table, whole_name=False)
+    if found is None:
+        return None
     rows = con.execute(
         "SELECT comment FROM duckdb_tables() WHERE database_name = current_database() "
-        "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
-        [parsed.schema or "main", parsed.table],
+        "AND schema_name = ? AND table_name = ?",
+        [found.schema, found.name],
     ).fetchall()
     return rows[0][0] if rows else None
 
