@@ -326,7 +326,7 @@ def prepare_write(
     from tasks.scaling import inverse_scale, standardise
     from tasks.validate import validate_input
 
-    params = {"max_iter": max_iter}
+    params = {"max_iter": max_iter, "init": "mean"}  # as TDM_INIT above
     source = load_table.fn(str(db_path), table, key)
     plan = validate_input.fn(source, None, key)
     scaled = standardise.fn(source.frame, plan.columns)

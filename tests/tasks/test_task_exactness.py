@@ -39,7 +39,7 @@ def _prepare(
     db: Path, table: str, *, key: str | None = None, replace_source: bool = False
 ) -> tuple:
     """Every step up to write-back, with `task.fn` (as `conftest.prepare_write`, in place too)."""
-    params = {"max_iter": 20}
+    params = {"max_iter": 20, "init": "mean"}  # the start is the library's to test
     source = load_table.fn(str(db), table, key)
     plan = validate_input.fn(source, None, key, None, replace_source)
     scaled = standardise.fn(source.frame, plan.columns)
