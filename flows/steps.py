@@ -187,6 +187,7 @@ def table_result(
         status=lineage.status,
         rows=written.rows,
         cells_imputed=dict(plan.missing),
+        could_be_not_null=written.could_be_not_null,
         **_fit_fields(outcome, seconds),
         **model_fields(lineage),
     )

@@ -12,7 +12,7 @@ satisfies it.
 
 The CHECK constraints are read by `tasks.warehouse.constraints` (simple forms only); the others are
 not used for bounds (`TableBounds.ignored_checks`, named in the run's log), and an imputed value
-that breaks one is refused when written in place.
+that breaks one is refused when written (the target keeps the source's CHECK constraints).
 """
 
 from __future__ import annotations

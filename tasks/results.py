@@ -46,7 +46,8 @@ class FittedModel:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What was written, and where."""
+    """What was written, and where; `could_be_not_null`: the imputed columns the source declares
+    nullable that hold no NULL now (the target keeps them nullable, as the source has them)."""
 
     db_path: str
     target_table: str
@@ -54,6 +55,7 @@ class WriteResult:
     rows: int
     cells_imputed: int
     run_id: str
+    could_be_not_null: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ class ImputeTableResult:
     """What one table's run did; an incremental run also says which model version imputed it,
     the rows it imputed and kept, why it fitted a model (None: the stored one was used), each
     column's drift (`tasks.drift.DriftReport.to_dict`; None: nothing to compare with) and
-    whether it appended to the target (False: the target was written anew)."""
+    whether it appended to the target (False: the target was written anew). `could_be_not_null`:
+    the imputed columns the source declares nullable that hold no NULL now (`WriteResult`)."""
 
     run_id: str
     db_path: str
@@ -82,3 +85,4 @@ class ImputeTableResult:
     refit_reason: str | None = None
     drift: dict[str, Any] | None = None
     appended: bool | None = None
+    could_be_not_null: tuple[str, ...] = ()

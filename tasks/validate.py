@@ -193,7 +193,7 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
     lines += [
         f'CHECK {check} of "{plan.source_table}" is not a simple bound (column compared with '
         "a number, BETWEEN), so it is not used for bounds; an imputed value that breaks it is "
-        "refused when written in place"
+        "refused when written, since the target keeps it"
         for check in plan.ignored_checks
     ]
     return lines

@@ -12,7 +12,10 @@ Its modes:
 
 Every mode checks the source is unchanged and the target may be written inside the transaction,
 proves the observed cells unchanged in their own type (`tasks.warehouse.cells`), and leaves the
-warehouse as it was when anything fails. Staging folders: `tasks.warehouse.staging`.
+warehouse as it was when anything fails. A target the writer creates has the source's definition
+(`tasks.warehouse.constraints.target_definition`: its constraints but foreign keys), and the
+rows are checked against every constraint an imputed column is part of before they are written.
+Staging folders: `tasks.warehouse.staging`.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from tasks.warehouse.cells import (
     FilledColumn,
     add_checks,
     check_alignment,
+    check_constraints,
     filled_columns,
     imputed_frame,
     positional,
@@ -60,10 +64,17 @@ from tasks.warehouse.cells import (
     verify_cells,
     write_checks,
 )
+from tasks.warehouse.constraints import target_definition
 from tasks.warehouse.models import ModelFolder, NewModel, insert_model
 from tasks.warehouse.names import quote_identifier, quote_table
 from tasks.warehouse.staging import make_stage_dir
-from tasks.warehouse.tables import connect, find_table, fingerprint_table, register_frame
+from tasks.warehouse.tables import (
+    TableInfo,
+    connect,
+    find_table,
+    fingerprint_table,
+    register_frame,
+)
 
 __all__ = ["TableWriter", "WriteMode", "insert_lineage", "write_back"]
 
@@ -168,7 +179,7 @@ class TableWriter:
         """`PARTITIONED`: stage one partition (`part.frame` and `imputed` indexed by the
         source's rowid), its observed cells proved unchanged first."""
         self._observed_checked += _insert_rows(
-            self.con, plan, part, imputed, self._filled, f"{_STAGE}.target"
+            self.con, plan, part, imputed, self._filled, f"{_STAGE}.target", target=None
         )
         offset, self._staged_rows = self._staged_rows, self._staged_rows + len(part.frame)
         _record_cells(self.con, part, plan, run_id, offset=offset, table=f"{_STAGE}.cells")
@@ -193,13 +204,14 @@ class TableWriter:
                 exists = find_table(self.con, plan.target_table, whole_name=False) is not None
                 replaced = check_target_table(self.con, plan)
                 if self.mode == WriteMode.PARTITIONED:
-                    self._publish_stage(plan)
+                    self._publish_stage(source.table, plan)
                 elif self.mode == WriteMode.APPEND:
                     self._append(lineage, imputed, exists)
                 else:
                     self._write_whole(source, plan, imputed, lineage.run.run_id)
                 if self._filled or self.mode in (WriteMode.APPEND, WriteMode.PARTITIONED):
                     lineage = replace(lineage, quality=add_checks(lineage.quality, self.checks))
+                could_be_not_null = _no_null_left(self.con, source.table, plan)
                 if model is not None:
                     files += self._store_model(model, lineage)
                 created = self.mode != WriteMode.APPEND or self.replace or not exists
@@ -219,6 +231,7 @@ class TableWriter:
             rows=plan.n_rows,
             cells_imputed=plan.n_missing,
             run_id=lineage.run.run_id,
+            could_be_not_null=could_be_not_null,
         )
         return written, lineage
 
@@ -242,20 +255,27 @@ class TableWriter:
                 if plan.replace_source:
                     self._observed_checked = update_in_place(con, plan, src, view, self._filled)
                 else:
-                    target = quote_table(plan.target_table)
                     filled = ", ".join(
                         f"{target_expression(c)} AS {c.quoted}" for c in self._filled
                     )
                     select = f"SELECT s.* REPLACE ({filled}) FROM {rows}"
-                    con.execute(f"CREATE OR REPLACE TABLE {target} AS {_computed(select, source)}")
+                    self._create_target(source.table, plan, f"({_computed(select, source)})")
+                    target = quote_table(plan.target_table)
                     self._observed_checked = verify_cells(
                         con, plan.target_table, positional(src, target, view), self._filled
                     )
         elif not plan.replace_source:  # nothing to impute: a copy (in place, nothing to do)
-            con.execute(
-                f"CREATE OR REPLACE TABLE {quote_table(plan.target_table)} AS SELECT * FROM {src}"
-            )
+            self._create_target(source.table, plan, src)
         _record_cells(con, source, plan, run_id, offset=0)
+
+    def _create_target(self, source: TableInfo, plan: ImputationPlan, rows: str) -> None:
+        """Create the target with the definition of `source` and insert `rows` (a FROM item
+        with its columns), checked first against its constraints (`check_constraints`)."""
+        check_constraints(self.con, source, plan.target_table, self._filled, rows)
+        target = quote_table(plan.target_table)
+        self.con.execute(target_definition(source.definition, target))
+        columns = _insertable(source)
+        self.con.execute(f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {rows}")
 
     def _append(self, lineage: LineageRecord, imputed: pd.DataFrame | None, exists: bool) -> None:
         """`APPEND`: the rows of `lineage.source` into the target, after its `rows_reused` rows
@@ -274,15 +294,20 @@ class TableWriter:
                 "new rows, so nothing was written. Run again: it reads the target as it is now."
             )
         if self.replace or not exists:
-            con.execute(
-                f"CREATE OR REPLACE TABLE {target} AS "
-                f"SELECT * FROM {quote_table(plan.source_table)} LIMIT 0"
-            )
+            con.execute(target_definition(part.table.definition, target))
         else:
             _check_same_columns(con, plan)
         self._filled = filled_columns(part, plan)
         if len(part.frame) and imputed is not None:
-            self._observed_checked = _insert_rows(con, plan, part, imputed, self._filled, target)
+            self._observed_checked = _insert_rows(
+                con,
+                plan,
+                part,
+                imputed,
+                self._filled,
+                target,
+                target=find_table(con, plan.target_table, whole_name=False),
+            )
         _record_cells(
             con,
             part,
@@ -318,12 +343,10 @@ class TableWriter:
             )
         return files
 
-    def _publish_stage(self, plan: ImputationPlan) -> None:
-        """`PARTITIONED`: the staged target and imputed-cells record into the warehouse."""
-        self.con.execute(
-            f"CREATE OR REPLACE TABLE {quote_table(plan.target_table)} AS "
-            f"SELECT * FROM {_STAGE}.target"
-        )
+    def _publish_stage(self, source: TableInfo, plan: ImputationPlan) -> None:
+        """`PARTITIONED`: the staged target (into a table with the source's definition) and
+        imputed-cells record into the warehouse."""
+        self._create_target(source, plan, f"{_STAGE}.target")
         self.con.execute(f"INSERT INTO {IMPUTED_CELLS_TABLE} BY NAME SELECT * FROM {_STAGE}.cells")
 
     def _open(self) -> None:
@@ -386,10 +409,14 @@ def _insert_rows(
     imputed: pd.DataFrame,
     filled: list[FilledColumn],
     into: str,
+    *,
+    target: TableInfo | None,
 ) -> int:
     """Insert the rows of `part` (indexed by the source's rowid) into the table `into`, their
     missing cells filled from `imputed`, in rowid order; returns the observed cells proved
-    unchanged (copied by DuckDB and checked in their own type before the insert)."""
+    unchanged (copied by DuckDB and checked in their own type before the insert). `target`:
+    `into` is the target, so described, and its rows with the new ones must keep the source's
+    constraints (`check_constraints`); None: a staging table, checked when published."""
     rowids = part.frame.index.to_numpy(dtype=np.int64)
     frame = imputed_frame(part, plan, imputed, filled)
     frame["r"] = rowids
@@ -412,12 +439,36 @@ def _insert_rows(
             observed = verify_cells(
                 con, plan.target_table, f"{rows} JOIN {out} AS t ON t.tdm_row = s.rowid", filled
             )
-            con.execute(
-                f"INSERT INTO {into} SELECT * EXCLUDE (tdm_row) FROM {out} ORDER BY tdm_row"
-            )
+            if target is None:  # a staging table: every column
+                insert = f"INSERT INTO {into} SELECT * EXCLUDE (tdm_row) FROM {out}"
+            else:
+                after = f"(SELECT * EXCLUDE (tdm_row) FROM {out} UNION ALL BY NAME FROM {into})"
+                check_constraints(con, part.table, plan.target_table, filled, after)
+                columns = _insertable(target)
+                insert = f"INSERT INTO {into} ({columns}) SELECT {columns} FROM {out}"
+            con.execute(f"{insert} ORDER BY tdm_row")
         finally:
             con.execute(f"DROP TABLE IF EXISTS {out}")
     return observed
+
+
+def _insertable(table: TableInfo) -> str:
+    """The quoted columns of `table` an INSERT gives values to: all but the generated ones."""
+    return ", ".join(quote_identifier(c.name) for c in table.columns if c.generated is None)
+
+
+def _no_null_left(
+    con: duckdb.DuckDBPyConnection, source: TableInfo, plan: ImputationPlan
+) -> tuple[str, ...]:
+    """The columns imputed in this write that `source` declares nullable and that hold no NULL
+    in the written table now: nullable only for their gaps, they could be declared NOT NULL."""
+    columns = [source.column(name) for name in plan.columns if plan.missing.get(name)]
+    names = [c.name for c in columns if c is not None and c.nullable]
+    if not names:
+        return ()
+    nulls = ", ".join(f"count(*) FILTER ({quote_identifier(n)} IS NULL)" for n in names)
+    counts = con.execute(f"SELECT {nulls} FROM {quote_table(plan.target_table)}").fetchall()[0]
+    return tuple(name for name, n in zip(names, counts, strict=True) if n == 0)
 
 
 def _computed(select: str, source: SourceTable) -> str:

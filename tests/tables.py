@@ -6,6 +6,7 @@ and the comparisons that prove observed cells unchanged in their own type."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -161,9 +162,11 @@ def strict_table(db: Path, *, n_rows: int = 48, seed: int = 3, index: bool = Tru
 def table_definition(db: Path, table: str) -> tuple:
     """The table's CREATE statement and its indexes, as DuckDB reports them."""
     with duckdb.connect(str(db), read_only=True) as con:
+        # each fetched at once: `execute` returns the connection, whose result the next replaces
         sql = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ?", [table])
+        tables = sql.fetchall()
         indexes = con.execute("SELECT sql FROM duckdb_indexes() WHERE table_name = ?", [table])
-        return sql.fetchall(), indexes.fetchall()
+        return tables, indexes.fetchall()
 
 
 def strict_changes(db: Path) -> tuple[int, int]:
@@ -180,3 +183,30 @@ def strict_changes(db: Path) -> tuple[int, int]:
             "SELECT count(*) FROM strict WHERE n IS NULL OR y IS NULL OR b IS NULL"
         ).fetchall()[0][0]
     return int(changed), int(left)
+
+
+CONSTRAINED_READINGS = (
+    "id INTEGER PRIMARY KEY, temperature DOUBLE CHECK (temperature BETWEEN -100 AND 100), "
+    "pressure DOUBLE, humidity DOUBLE, visits INTEGER DEFAULT 0, "
+    "site VARCHAR NOT NULL DEFAULT 'north', day DATE NOT NULL UNIQUE, ok BOOLEAN, "
+    "price DECIMAL(8,2) NOT NULL DEFAULT 1 CHECK (price > 0), CHECK (pressure > humidity)"
+)
+"""The readings table's columns (`tests.conftest.build_readings`) with a PRIMARY KEY, NOT NULL,
+CHECK (a bound, and one of two columns), DEFAULT and UNIQUE constraints."""
+
+
+def constrain_readings(db: Path, table: str = "readings") -> None:
+    """Give the readings table `table` the constraints of `CONSTRAINED_READINGS`, rows kept."""
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TEMP TABLE rows AS SELECT * FROM {table}")
+        con.execute(f"DROP TABLE {table}")
+        con.execute(f"CREATE TABLE {table} ({CONSTRAINED_READINGS})")
+        con.execute(f"INSERT INTO {table} SELECT * FROM rows")
+
+
+def table_body(db: Path, table: str) -> str:
+    """The table's CREATE statement as DuckDB prints it, from its column list on: its columns,
+    types, defaults and constraints, without its name."""
+    ((sql,),), _ = table_definition(db, table)
+    name = r'(?:"(?:[^"]|"")*"|\w+)'
+    return re.sub(rf"^CREATE TABLE (?:{name}\.)?{name}", "", str(sql))

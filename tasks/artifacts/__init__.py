@@ -37,6 +37,7 @@ __all__ = [
     "CHECK_KINDS",
     "artifact_key",
     "figure_markdown",
+    "not_null_note",
     "publish_run_report",
     "run_report_markdown",
 ]
@@ -78,7 +79,8 @@ def run_report_markdown(
     outcome: ImputationOutcome | None,
 ) -> str:
     """The markdown report: the verdict, any failed check, the checks by kind, each column's
-    cells and sane range, the fit, the lineage and the time split."""
+    cells and sane range, the columns that could be declared NOT NULL, the fit, the lineage and
+    the time split."""
     failed = [c for c in quality.checks if not c.passed]
     verdict = "passed" if not failed else "FAILED"
     source, target = code_span(result.source_table), code_span(result.target_table)
@@ -115,7 +117,10 @@ def run_report_markdown(
             "`open`; integers are imputed as integers. A text, enum or boolean column's "
             "imputed cells take labels observed in it.",
         ]
-    lines += ["", *_columns_table(result, quality), *_model_section(result), "", "## Run", ""]
+    lines += ["", *_columns_table(result, quality)]
+    if result.could_be_not_null:
+        lines += ["", not_null_note(result)]
+    lines += [*_model_section(result), "", "## Run", ""]
     if outcome is not None:
         ratios = outcome.cost_ratio_history[np.isfinite(outcome.cost_ratio_history)]
         tail = (
@@ -143,6 +148,15 @@ def run_report_markdown(
     ]
     lines.append(f"| **total** | **{total:.2f}** | |")
     return "\n".join(lines)
+
+
+def not_null_note(result: ImputeTableResult) -> str:
+    """The sentence saying which imputed columns could now be declared NOT NULL."""
+    listed = ", ".join(f'"{name}"' for name in result.could_be_not_null)
+    return (
+        f"NOT NULL: {listed} hold no NULL now that their gaps are imputed; nullable in the source, "
+        f"they are nullable in {result.target_table!r} too, and could be declared NOT NULL."
+    )
 
 
 def _model_section(result: ImputeTableResult) -> list[str]:

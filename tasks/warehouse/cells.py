@@ -22,6 +22,7 @@ from tasks.frames import as_labels, missing_mask
 from tasks.load import SourceTable
 from tasks.quality import CheckOutcome, QualityReport
 from tasks.validate import ImputationPlan
+from tasks.warehouse.constraints import CHECK, FOREIGN_KEY, broken_rows
 from tasks.warehouse.names import quote_identifier
 from tasks.warehouse.tables import (
     BOOLEAN,
@@ -29,6 +30,7 @@ from tasks.warehouse.tables import (
     FLOAT,
     INTEGER,
     LABELLED,
+    TableInfo,
     column_kind,
     type_range,
 )
@@ -37,6 +39,7 @@ __all__ = [
     "FilledColumn",
     "add_checks",
     "check_alignment",
+    "check_constraints",
     "filled_columns",
     "imputed_frame",
     "positional",
@@ -228,6 +231,39 @@ def verify_cells(
             "its range), so nothing was written. Impute into another table, or widen the type."
         )
     return int(sum(counts[3 * n + 2] for n in range(len(filled))))
+
+
+def check_constraints(
+    con: duckdb.DuckDBPyConnection,
+    source: TableInfo,
+    target: str,
+    filled: Sequence[FilledColumn],
+    rows: str,
+) -> None:
+    """Refuse to write `rows` (a FROM item holding the table's columns) into `target` if they
+    break a constraint of `source` that an imputed column is part of: a repeated PRIMARY KEY or
+    UNIQUE value, a false CHECK, a FOREIGN KEY value its table lacks (`broken_rows`). The
+    others hold already: the observed cells are the source's, and every imputed cell is set."""
+    names = {column.name for column in filled}
+    for constraint in source.constraints:
+        imputed = [name for name in constraint.columns if name in names]
+        sql = broken_rows(constraint, rows, source.schema) if imputed else None
+        found = con.execute(sql).fetchall()[0][0] if sql is not None else 0
+        if not found:
+            continue
+        if constraint.kind == FOREIGN_KEY and constraint.referenced is not None:
+            what = f'rows whose value table "{constraint.referenced[0]}" lacks'
+        elif constraint.kind == CHECK:
+            what = "rows for which it is false"
+        else:
+            what = "values held by more than one row"
+        listed = ", ".join(f'"{name}"' for name in imputed)
+        raise QualityCheckError(
+            f"The imputed values of {listed} break {constraint.text} of table "
+            f'"{source.qualified}" ({what}: {found}), which its target "{target}" keeps, so '
+            "nothing was written. Pass the column through with its NULLs "
+            f"({setting('pass_through')})."
+        )
 
 
 def check_alignment(

@@ -1,9 +1,19 @@
-"""The simple bounds a table's CHECK constraints put on its columns, read from the expressions
-DuckDB reports (`duckdb_constraints()`), e.g. `(x >= 0)`, `(x BETWEEN 0 AND 10)`, `(0 < x)`.
+"""A table's constraints as DuckDB reports them (`duckdb_constraints()`, `duckdb_tables().sql`):
+the definition a target table keeps, the rows that would break a constraint, and the simple
+bounds its CHECK constraints put on its columns, e.g. `(x >= 0)`, `(x BETWEEN 0 AND 10)`,
+`(0 < x)`.
 
-Read forms: `col op number` or `number op col` (op one of < <= > >= =), `col BETWEEN number AND
-number`, numbers possibly in a CAST, and conjunctions (AND) of these. Anything else (OR, NOT,
-functions, two columns) is returned as not used, for the caller to name in its log.
+A target is created with its source's statement under its own name (`target_definition`):
+the same columns, types, collations, defaults, NOT NULL, generated columns, PRIMARY KEY, UNIQUE
+and CHECK constraints. Its FOREIGN KEYs are left out: in DuckDB a table referenced by a foreign
+key cannot be dropped or replaced while the referencing table exists, and a foreign key cannot
+cross schemas, so a target declaring them would tie the source's parent tables to it; the
+values of an imputed column are checked against them instead (`broken_rows`).
+
+Bounds are read from CHECK constraints of the forms `col op number` or `number op col` (op one
+of < <= > >= =), `col BETWEEN number AND number`, numbers possibly in a CAST, and conjunctions
+(AND) of these. Anything else (OR, NOT, functions, two columns) is returned as not used, for the
+caller to name in its log.
 """
 
 from __future__ import annotations
@@ -13,7 +23,23 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-__all__ = ["CheckBounds", "Limit", "parse_checks"]
+from tasks.errors import PipelineError
+from tasks.warehouse.names import quote_identifier
+
+__all__ = [
+    "CHECK",
+    "FOREIGN_KEY",
+    "CheckBounds",
+    "Constraint",
+    "Limit",
+    "broken_rows",
+    "parse_checks",
+    "target_definition",
+]
+
+CHECK = "CHECK"
+FOREIGN_KEY = "FOREIGN KEY"
+_UNIQUE_KINDS = ("PRIMARY KEY", "UNIQUE")
 
 _NUMBER = r"[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d+)?"
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
@@ -26,6 +52,68 @@ _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "==": "="}
 
 Limit = tuple[Decimal, bool]
 """One end of an interval: the value, and whether it is strict (`x > value`)."""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A constraint of a table: its kind ("PRIMARY KEY", "UNIQUE", "CHECK", "FOREIGN KEY",
+    "NOT NULL"), its text as DuckDB prints it (`UNIQUE(a, b)`), its columns, a CHECK's
+    expression, and a FOREIGN KEY's referenced table (in the same schema) and columns."""
+
+    kind: str
+    text: str
+    columns: tuple[str, ...]
+    expression: str | None = None
+    referenced: tuple[str, tuple[str, ...]] | None = None
+
+
+def broken_rows(constraint: Constraint, rows: str, schema: str) -> str | None:
+    """SQL counting what breaks `constraint` among `rows` (a FROM item holding the table's
+    columns): values held by more than one row (PRIMARY KEY, UNIQUE), rows whose CHECK is false,
+    rows whose FOREIGN KEY matches no row of its table (in `schema`); None for NOT NULL, which
+    no imputed cell breaks (each is set)."""
+    columns = [quote_identifier(c) for c in constraint.columns]
+    present = " AND ".join(f"t.{c} IS NOT NULL" for c in columns)
+    if constraint.kind in _UNIQUE_KINDS:
+        return (
+            f"SELECT count(*) FROM (SELECT 1 FROM {rows} AS t WHERE {present} "
+            f"GROUP BY {', '.join(f't.{c}' for c in columns)} HAVING count(*) > 1)"
+        )
+    if constraint.kind == CHECK and constraint.expression is not None:
+        return f"SELECT count(*) FROM {rows} AS t WHERE NOT ({constraint.expression})"
+    if constraint.kind == FOREIGN_KEY and constraint.referenced is not None:
+        table, keys = constraint.referenced
+        parent = f"{quote_identifier(schema)}.{quote_identifier(table)}"
+        match = " AND ".join(
+            f"p.{quote_identifier(key)} = t.{c}" for key, c in zip(keys, columns, strict=True)
+        )
+        return (
+            f"SELECT count(*) FROM {rows} AS t WHERE {present} "
+            f"AND NOT EXISTS (SELECT 1 FROM {parent} AS p WHERE {match})"
+        )
+    return None
+
+
+def target_definition(create: str, target: str) -> str:
+    """`CREATE OR REPLACE TABLE target(...)` (`target` quoted) with the columns and constraints
+    of DuckDB's statement `create` of another table (`duckdb_tables().sql`), its FOREIGN KEYs
+    left out (see the module's docstring)."""
+    opening = next((i for i, _ in _outside_quotes(create) if create[i] == "("), -1)
+    closing = create.rstrip().rstrip(";").rstrip()
+    if not create.upper().startswith("CREATE TABLE ") or opening < 0 or closing[-1:] != ")":
+        raise PipelineError(
+            f"DuckDB's definition of the source of {target} is not a CREATE TABLE statement "
+            f"as expected: {create[:200]!r}"
+        )
+    body = closing[opening + 1 : -1]
+    parts, start = [], 0
+    for i, depth in _outside_quotes(body):
+        if body[i] == "," and depth == 0:
+            parts.append(body[start:i].strip())
+            start = i + 1
+    parts.append(body[start:].strip())
+    kept = [part for part in parts if not part.upper().startswith(FOREIGN_KEY)]
+    return f"CREATE OR REPLACE TABLE {target}({', '.join(kept)})"
 
 
 @dataclass(frozen=True)

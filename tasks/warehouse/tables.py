@@ -17,6 +17,7 @@ import duckdb
 
 from tasks.errors import PipelineInputError, WarehouseBusyError, setting
 from tasks.warehouse.access import busy_message
+from tasks.warehouse.constraints import CHECK, Constraint
 from tasks.warehouse.names import DEFAULT_SCHEMA, canonical_name, parse_table_name, quote_identifier
 
 if TYPE_CHECKING:
@@ -63,12 +64,14 @@ LABELLED = (BOOLEAN, CATEGORICAL)
 
 @dataclass(frozen=True)
 class ColumnInfo:
-    """A column of a DuckDB table: its name as stored, its SQL type, and for a generated column
-    its expression (`b AS (a * 2)`: computed from other columns, never imputed)."""
+    """A column of a DuckDB table: its name as stored, its SQL type, for a generated column its
+    expression (`b AS (a * 2)`: computed from other columns, never imputed), and whether it may
+    hold NULL (no NOT NULL constraint)."""
 
     name: str
     sql_type: str
     generated: str | None = None
+    nullable: bool = True
 
     @property
     def is_numeric(self) -> bool:
@@ -84,13 +87,19 @@ class ColumnInfo:
 
 @dataclass(frozen=True)
 class TableInfo:
-    """A base table of the database (its name and schema as stored), with its columns in order."""
+    """A base table of the database (its name and schema as stored), with its columns in order,
+    its constraints and its CREATE TABLE statement as DuckDB prints it (`duckdb_tables().sql`)."""
 
     name: str
     columns: tuple[ColumnInfo, ...]
     schema: str = DEFAULT_SCHEMA
-    checks: tuple[str, ...] = ()
-    """The expressions of its CHECK constraints, as DuckDB prints them (`(x >= 0)`)."""
+    constraints: tuple[Constraint, ...] = ()
+    definition: str = ""
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        """The expressions of its CHECK constraints, as DuckDB prints them (`(x >= 0)`)."""
+        return tuple(c.expression for c in self.constraints if c.kind == CHECK and c.expression)
 
     @property
     def qualified(self) -> str:
@@ -285,26 +294,36 @@ def list_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
 def describe_table(
     con: duckdb.DuckDBPyConnection, name: str, *, schema: str = DEFAULT_SCHEMA
 ) -> TableInfo:
-    """The columns of the base table `name` of `schema` (stored names), in table order, and its
-    CHECK constraints."""
+    """The columns of the base table `name` of `schema` (stored names), in table order, its
+    constraints and its CREATE TABLE statement."""
+    where = "WHERE database_name = current_database() AND schema_name = ? AND table_name = ?"
     rows = con.execute(
-        "SELECT column_name, data_type, CASE WHEN is_generated THEN generation_expression END "
-        "FROM duckdb_columns() "
-        "WHERE database_name = current_database() AND schema_name = ? "
-        "AND table_name = ? ORDER BY column_index",
+        "SELECT column_name, data_type, CASE WHEN is_generated THEN generation_expression END, "
+        f"is_nullable FROM duckdb_columns() {where} ORDER BY column_index",
         [schema, name],
     ).fetchall()
-    checks = con.execute(
-        "SELECT expression FROM duckdb_constraints() WHERE database_name = current_database() "
-        "AND schema_name = ? AND table_name = ? AND constraint_type = 'CHECK' "
+    constraints = con.execute(
+        "SELECT constraint_type, constraint_text, constraint_column_names, expression, "
+        f"referenced_table, referenced_column_names FROM duckdb_constraints() {where} "
         "ORDER BY constraint_index",
         [schema, name],
     ).fetchall()
+    definition = con.execute(f"SELECT sql FROM duckdb_tables() {where}", [schema, name])
     return TableInfo(
         name=name,
         columns=tuple(ColumnInfo(*row) for row in rows),
         schema=schema,
-        checks=tuple(str(c[0]) for c in checks),
+        constraints=tuple(
+            Constraint(
+                kind,
+                text,
+                tuple(dict.fromkeys(columns)),  # a CHECK lists a column per use
+                expression,
+                (referenced, tuple(keys)) if referenced else None,
+            )
+            for kind, text, columns, expression, referenced, keys in constraints
+        ),
+        definition=str(definition.fetchall()[0][0]),
     )
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cli.main import main
-from tests.tables import differing_cells, write_table
+from tests.tables import differing_cells, table_body, write_table
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -60,12 +60,17 @@ def test_impute_fills_every_kind_of_column_and_keeps_every_type(
     """Exit 0; no NULL left in imputed columns; every column's type unchanged; observed cells
     bit for bit; imputed labels observed in their column; numbers whole where the type is and
     within the observed range (and the CHECK); the pass-through column keeps its NULLs; the
-    imputed cells record lists the text, enum and boolean cells too."""
+    imputed cells record lists the text, enum and boolean cells too. The target keeps the
+    PRIMARY KEY and CHECKs, and the terminal says which columns could be declared NOT NULL."""
     db = tmp_path / "w.duckdb"
     _mixed_table(db)
     args = ["impute", "--db", str(db), "--table", "mixed", "--key", "id", "--max-iter", "30"]
     assert main([*args, "--pass-through", "note"]) == 0
-    assert "Wrote 'mixed_imputed'" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Wrote 'mixed_imputed'" in out
+    listed = ", ".join(f'"{name}"' for name in IMPUTED)
+    assert f"NOT NULL: {listed} hold no NULL now that their gaps are imputed" in out
+    assert table_body(db, "mixed_imputed") == table_body(db, "mixed")
     with duckdb.connect(str(db), read_only=True) as con:
         assert _describe(con, "mixed_imputed") == _describe(con, "mixed")
         for name in IMPUTED:

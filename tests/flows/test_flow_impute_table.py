@@ -18,6 +18,7 @@ from flows.impute_table import impute_table
 from tasks.errors import PipelineInputError, QualityCheckError
 from tests.conftest import auto_device
 from tests.flows.test_flow_input_checks import BAD_INPUTS
+from tests.tables import constrain_readings, table_body
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -42,7 +43,10 @@ def _failed(state: Any) -> str:
 
 
 def test_mixed_table_is_imputed_end_to_end(warehouse: Path) -> None:
-    """Numeric cells are imputed, observed cells and other columns pass through, lineage kept."""
+    """Numeric cells are imputed, observed cells and other columns pass through, lineage kept;
+    the target keeps the source's definition (PRIMARY KEY, NOT NULL, CHECK, DEFAULT, UNIQUE),
+    and the result names the nullable columns that now hold no NULL."""
+    constrain_readings(warehouse)
     state = impute_table(
         "readings", db_path=warehouse, key="id", imputer=FAST, seed=1, return_state=True
     )
@@ -50,6 +54,8 @@ def test_mixed_table_is_imputed_end_to_end(warehouse: Path) -> None:
     result = state.result()
     assert result.target_table == "readings_imputed"
     assert result.status == "imputed"
+    assert table_body(warehouse, "readings_imputed") == table_body(warehouse, "readings")
+    assert result.could_be_not_null == ("temperature", "pressure", "humidity", "visits")
 
     source = _query(warehouse, "SELECT * FROM readings ORDER BY id")
     target = _query(warehouse, "SELECT * FROM readings_imputed ORDER BY id")
@@ -276,11 +282,12 @@ def test_an_unrelated_table_is_replaced_only_with_replace_target(
         assert take_snapshot(warehouse) == before
         return _failed(state)
 
+    constrain_readings(warehouse)
     message = refused_over("CREATE TABLE report AS SELECT 42 AS answer")
     assert "replace-target" in message and '"report"' in message
     impute_table("readings", db_path=warehouse, target_table="report", imputer=FAST,
                  replace_target=True)  # fmt: skip
-    assert "temperature" in _query(warehouse, "SELECT * FROM report").columns
+    assert table_body(warehouse, "report") == table_body(warehouse, "readings")
     impute_table("readings", db_path=warehouse, target_table="report", imputer=FAST)
     assert _query(warehouse, "SELECT count(*) AS n FROM tdm_lineage")["n"][0] == 2
     # Bug: a table of one's own, made at a former target's name, was replaced without the flag.

@@ -18,7 +18,7 @@ import torch
 from flows.impute_table import impute_table
 from flows.steps import describe_dry_run
 from tests.conftest import build_readings
-from tests.tables import column_types, file_hash
+from tests.tables import column_types, constrain_readings, file_hash, table_body
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -32,17 +32,17 @@ def _query(path: Path, sql: str) -> pd.DataFrame:
 
 
 def _append_rows(path: Path, first_id: int, n_rows: int, *, seed: int, shift: float = 0.0) -> None:
-    """Append `n_rows` rows of the readings kind (ids from `first_id`, ~20% missing), the
-    temperature column shifted by `shift` of its standard deviations."""
+    """Append `n_rows` rows of the readings kind (ids from `first_id`, ~20% missing, days after
+    the last), the temperature column shifted by `shift` of its standard deviations."""
     scratch = path.parent / f"new-{seed}.duckdb"
     build_readings(scratch, n_rows=n_rows, seed=seed)
     with duckdb.connect(str(path)) as con:
         con.execute(f"ATTACH '{scratch}' AS new (READ_ONLY)")
         sd = con.execute("SELECT stddev_pop(temperature) FROM readings").fetchall()[0][0]
         con.execute(
-            "INSERT INTO readings SELECT id + ? AS id, temperature + ? AS temperature, "
-            "* EXCLUDE (id, temperature) FROM new.readings",
-            [first_id - 1, shift * sd],
+            "INSERT INTO readings BY NAME SELECT id + ? AS id, temperature + ? AS temperature, "
+            "day + ? AS day, * EXCLUDE (id, temperature, day) FROM new.readings",
+            [first_id - 1, shift * sd, first_id - 1],
         )
         con.execute("DETACH new")
 
@@ -65,7 +65,8 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
     the write lock from load to commit); after rows are appended, a dry run says what the
     night would append and keeps the file's bytes; the next run imputes only them with version
     1, leaves the old imputed cells bit for bit, and says so in the lineage; a run with nothing
-    new writes nothing but its lineage row."""
+    new writes nothing but its lineage row. The target keeps the source's definition (PRIMARY
+    KEY, NOT NULL, CHECK, DEFAULT, UNIQUE) when created and appended to."""
     import flows.incremental
 
     fit, visits = flows.incremental.fit_on_runner, []
@@ -77,6 +78,7 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
         return fit(*args, **kwargs)
 
     monkeypatch.setattr(flows.incremental, "fit_on_runner", fit_while_another_process_writes)
+    constrain_readings(warehouse)
     first = _run(warehouse)
     assert [visit.returncode for visit in visits] == [0], visits[0].stderr
     assert (first.status, first.model_version, first.rows_new, first.rows_reused) == (
@@ -99,6 +101,8 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
         "appended", 1, 20, 80
     )  # fmt: skip
     assert second.refit_reason is None
+    assert table_body(warehouse, "readings_imputed") == table_body(warehouse, "readings")
+    assert second.could_be_not_null == tuple(NUMERIC)
     pd.testing.assert_frame_equal(_target(warehouse, 80), before, check_exact=True)
     source = _query(warehouse, "SELECT * FROM readings WHERE id > 80 ORDER BY id")
     added = _query(warehouse, "SELECT * FROM readings_imputed WHERE id > 80 ORDER BY id")
@@ -134,7 +138,10 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
 
     def impute_while_another_run_appends(*args: object, **kwargs: object) -> object:
         with duckdb.connect(str(warehouse)) as con:
-            con.execute("INSERT INTO readings_imputed SELECT * FROM readings_imputed LIMIT 1")
+            con.execute(
+                "INSERT INTO readings_imputed SELECT * REPLACE (id + 1000 AS id, day + 1000 AS "
+                "day) FROM readings_imputed LIMIT 1"
+            )
         return impute_rows(*args, **kwargs)
 
     monkeypatch.setattr(flows.incremental, "_impute_rows", impute_while_another_run_appends)

@@ -14,7 +14,14 @@ import flows.partitioned as partitioned
 from flows.impute_table import impute_table
 from tasks.errors import PipelineInputError, QualityCheckError
 from tasks.write import TableWriter
-from tests.tables import column_types, differing_cells, file_hash, random_table
+from tests.tables import (
+    column_types,
+    constrain_readings,
+    differing_cells,
+    file_hash,
+    random_table,
+    table_body,
+)
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -41,7 +48,8 @@ def test_a_large_table_is_imputed_in_partitions_with_observed_cells_unchanged(
     large: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every row comes back in order, observed cells bit for bit, each imputed cell recorded;
-    never more than workers + 1 partitions read and not yet written, none over the size."""
+    never more than workers + 1 partitions read and not yet written, none over the size; the
+    target keeps the source's definition (PRIMARY KEY, NOT NULL, CHECK, DEFAULT, UNIQUE)."""
     sizes: list[int] = []
     outstanding = [0, 0]  # now, most
 
@@ -60,9 +68,12 @@ def test_a_large_table_is_imputed_in_partitions_with_observed_cells_unchanged(
     monkeypatch.setattr(partitioned, "read_partition", reading)
     monkeypatch.setattr(TableWriter, "stage", writing)
     monkeypatch.setenv("TDM_MAX_WORKERS", "2")
+    constrain_readings(large)
     result = impute_table("readings", db_path=str(large), key="id")
     assert sum(sizes) == 230 and max(sizes) <= 50 and len(sizes) == 5
     assert outstanding == [0, 3]
+    assert table_body(large, "readings_imputed") == table_body(large, "readings")
+    assert result.could_be_not_null == tuple(COLUMNS)
 
     source = read(large, "SELECT * FROM readings ORDER BY rowid")
     target = read(large, "SELECT * FROM readings_imputed ORDER BY rowid")

@@ -207,6 +207,17 @@ def test_report_shows_each_column_s_bounds_and_where_they_come_from_or_its_label
     assert "`CHECK` (a CHECK constraint)" in text
 
 
+def test_report_names_the_columns_that_could_be_declared_not_null() -> None:
+    """Imputed columns that are nullable only for their gaps are named below the columns table
+    (none named: no such line)."""
+    text = run_report_markdown(_result(could_be_not_null=("price",)), quality=PASSED, outcome=None)
+    assert (
+        'NOT NULL: "price" hold no NULL now that their gaps are imputed; nullable in the '
+        "source, they are nullable in 'sales_imputed' too, and could be declared NOT NULL."
+    ) in text
+    assert "NOT NULL:" not in run_report_markdown(_result(), quality=PASSED, outcome=None)
+
+
 def test_an_unknown_check_keeps_its_own_name() -> None:
     """A check the report has no short name for is listed under its name."""
     quality = QualityReport(checks=(CheckOutcome("new_check", True, "fine"),), range_factor=1.0)

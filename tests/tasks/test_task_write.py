@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 import tasks.write
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineError, PipelineInputError, QualityCheckError
+from tasks.warehouse.constraints import target_definition
 from tasks.write import write_back
+from tests.tables import file_hash, table_body
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -76,3 +80,78 @@ def test_a_source_changed_since_loading_is_not_overwritten(
     with pytest.raises(PipelineInputError, match='Table "readings" changed while'):
         write_back.fn(source, plan, imputed, lineage)
     assert take_snapshot(warehouse) == before
+
+
+def test_target_definition_is_the_source_s_statement_but_its_foreign_keys() -> None:
+    """The target's statement is DuckDB's statement of the source under the target's name:
+    quotes, commas and parentheses in names and strings kept, its FOREIGN KEYs left out; any
+    other statement is refused."""
+    source = (
+        'CREATE TABLE s."we""ird (t"(id BIGINT PRIMARY KEY, "x, y" DOUBLE DEFAULT(1.5) NOT NULL, '
+        "code VARCHAR COLLATE nocase DEFAULT('a,(b') UNIQUE, pid INTEGER, g DOUBLE GENERATED "
+        'ALWAYS AS(("x, y" * 2)), CHECK(("x, y" >= 0)), FOREIGN KEY (pid) REFERENCES s.p(id), '
+        "UNIQUE(id, code), CHECK(((pid < 3) OR (code != 'FOREIGN KEY, x'))));"
+    )
+    assert target_definition(source, 's."out"') == (
+        'CREATE OR REPLACE TABLE s."out"(id BIGINT PRIMARY KEY, "x, y" DOUBLE DEFAULT(1.5) '
+        "NOT NULL, code VARCHAR COLLATE nocase DEFAULT('a,(b') UNIQUE, pid INTEGER, g DOUBLE "
+        'GENERATED ALWAYS AS(("x, y" * 2)), CHECK(("x, y" >= 0)), UNIQUE(id, code), '
+        "CHECK(((pid < 3) OR (code != 'FOREIGN KEY, x'))))"
+    )
+    with pytest.raises(PipelineError, match="not a CREATE TABLE statement"):
+        target_definition("CREATE VIEW v AS SELECT 1", '"out"')
+
+
+def test_the_target_keeps_the_constraints_and_refuses_values_that_break_them(
+    tmp_path: Path,
+    steps_before_write: Callable[..., tuple],
+    take_snapshot: Callable[[Path], dict],
+) -> None:
+    """A table of another schema, with a quoted name, a generated column, CHECK, UNIQUE and a
+    FOREIGN KEY on imputed columns: its target has the same definition but the FOREIGN KEY, and
+    says which columns now hold no NULL. Imputed values that repeat a UNIQUE value, make a
+    CHECK false or match no row of the referenced table are refused, naming the column and the
+    constraint, and the file is left as it was."""
+    db = tmp_path / "w.duckdb"
+    rng = np.random.default_rng(42)
+    rows = [
+        (
+            i,
+            None if i % 5 == 1 else float(rng.normal()),
+            None if i % 5 == 2 else i + float(rng.random()),
+            None if i % 5 == 3 else int(rng.integers(1, 6)),
+        )
+        for i in range(40)
+    ]
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE SCHEMA s")
+        con.execute("CREATE TABLE s.stores (id INTEGER PRIMARY KEY)")
+        con.execute("INSERT INTO s.stores SELECT range FROM range(1, 6)")
+        con.execute(
+            'CREATE TABLE s."Sales (EU)" (id INTEGER PRIMARY KEY, '
+            "x DOUBLE CHECK (x > -100 OR x = 1000), ref DOUBLE UNIQUE, "
+            "store INTEGER REFERENCES s.stores (id), twice AS (x * 2))"
+        )
+        con.executemany('INSERT INTO s."Sales (EU)" VALUES (?, ?, ?, ?)', rows)
+    source, plan, imputed, lineage = steps_before_write(db, "s.Sales (EU)")
+    assert plan.target_table == "s.Sales (EU)_imputed"
+    before, digest = take_snapshot(db), file_hash(db)
+    missing = source.frame.isna()
+    for column, value, broken in (
+        ("ref", float(source.frame["ref"].max()), r'UNIQUE\("ref"\) .*than one row: 1'),
+        ("x", -500.0, r"CHECK\(\(\(x > -100\) OR \(x = 1000\)\)\) .*for which it is false: 8"),
+        ("store", 9.0, r'FOREIGN KEY \(store\) .*whose value table "stores" lacks: 8'),
+    ):
+        wrong = imputed.copy()
+        wrong.loc[missing[column].to_numpy(), column] = value
+        with pytest.raises(QualityCheckError, match=f'values of "{column}" break {broken}'):
+            write_back.fn(source, plan, wrong, lineage)
+        assert take_snapshot(db) == before and file_hash(db) == digest
+
+    result = write_back.fn(source, plan, imputed, lineage)
+    assert result.could_be_not_null == ("x", "ref", "store")
+    body = table_body(db, "Sales (EU)")
+    assert "FOREIGN KEY" in body and "GENERATED ALWAYS AS" in body
+    without_keys = re.sub(r", FOREIGN KEY \(store\) REFERENCES [^)]*\)", "", body)
+    assert without_keys != body
+    assert table_body(db, "Sales (EU)_imputed") == without_keys
