@@ -182,8 +182,9 @@ def nan_problems(nan_cells: Mapping[str, int], columns: Sequence[str]) -> str:
 
 
 def plan_notes(plan: ImputationPlan) -> list[str]:
-    """Lines for the run's log: each imputed column's kind and bounds or labels, and the CHECK
-    constraints not used for bounds."""
+    """Lines for the run's log: each imputed column's kind and bounds or labels, the complete
+    label columns that inform the fit, the columns passed through, and the CHECK constraints not
+    used for bounds."""
     notes = []
     for name in plan.columns:
         if not plan.missing.get(name):
@@ -194,6 +195,10 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
             what = f"{plan.kind(name)}, {len(plan.labels.get(name, ()))} observed labels"
         notes.append(f'\n  "{name}": {plan.missing[name]} cells, {what}')
     lines = [f'Columns of "{plan.source_table}" to impute:' + "".join(notes)] if notes else []
+    if complete := [name for name in plan.labelled if not plan.missing.get(name)]:
+        lines.append(
+            f"Complete label columns informing the fit (nothing to impute): {_names(complete)}"
+        )
     if plan.pass_through:
         lines.append(f"Passed through with their NULLs: {_names(plan.pass_through)}")
     lines += [

@@ -1,9 +1,9 @@
 """The statistics artifact of a run: per imputed column, before and after imputation.
 
-A markdown table rather than a Prefect table artifact: a table artifact cannot align or format
-numbers, and the UIs clip its columns and page its rows. Numeric and labelled columns get a
-table each, narrow enough for the UI's artifact page: each statistic's before and after share a
-cell. Pure functions, for tests.
+Markdown tables rather than a Prefect table artifact: a table artifact cannot align or format
+numbers, and the UIs clip its columns and page its rows. Each statistic's before and after share
+a cell, and the tables have few columns, so that they fit the UI's artifact page. Pure
+functions, for tests.
 """
 
 from __future__ import annotations
@@ -96,62 +96,74 @@ def _numeric(column: pd.Series) -> bool:
 
 
 def statistics_markdown(rows: list[dict[str, Any]], table: str) -> str:
-    """The rows of :func:`column_statistics` as markdown: a table of the numeric columns, each
-    statistic as "before → after", and one of the labelled columns, numbers right-aligned."""
+    """The rows of :func:`column_statistics` as markdown narrow enough for the UI's artifact
+    page (about 800 pixels at a window of 1,400; it neither wraps nor scrolls a table): for the
+    numeric columns, a table of counts, mean and std, each as "before → after", and one of their
+    ranges; for the labelled columns, a table of counts and label share distances, then a list
+    of their most common labels, which wraps. Numbers are right-aligned."""
     numeric = [row for row in rows if "labels" not in row]
     labelled = [row for row in rows if "labels" in row]
     lines = [f"# Column statistics of {code_span(table)}"]
     if numeric:
         lines += [
             "",
-            "Each statistic as before → after: before, the observed values of the column (NULL "
-            "left out); after, the whole column once imputed. Numbers have 4 significant "
-            "digits; the mean's shift is in standard deviations of the observed values, the "
-            "std's change in percent.",
+            "Numeric columns, each statistic as before → after: before, the observed values of "
+            "the column (NULL left out); after, the whole column once imputed. Numbers have 4 "
+            "significant digits; the mean's shift is in standard deviations of the observed "
+            "values, the std's change in percent.",
             "",
-            "| column | observed | imputed | mean | shift (sd) | std | change | min | max |",
-            "|---|" + "---:|" * 8,
+            "| column | observed | imputed | mean | shift (sd) | std | change |",
+            "|---|" + "---:|" * 6,
         ]
-        for row in numeric:
-            cells = [
-                table_cell(code_span(row["column"])),
+        lines += [
+            _row(
+                row["column"],
                 str(row["observed"]),
                 str(row["imputed"]),
                 _pair(row, "mean"),
                 _signed(row["mean shift"], "{:+.3f}"),
                 _pair(row, "std"),
                 _signed(row["std change"], "{:+.1%}"),
-                _pair(row, "min"),
-                _pair(row, "max"),
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
+            )
+            for row in numeric
+        ]
+        lines += ["", "| column | min | max |", "|---|---:|---:|"]
+        lines += [_row(row["column"], _pair(row, "min"), _pair(row, "max")) for row in numeric]
     if labelled:
         lines += [
             "",
-            "Text, enum and boolean columns: the share of each label among the observed cells → "
-            "among the imputed cells; the distance between the two (total variation: 0 the "
-            "same shares, 1 no label in common), the label whose share moved most, and the "
-            f"{TOP_LABELS} most common observed labels.",
+            "Text, enum and boolean columns: the distance between the label shares of the "
+            "observed cells and of the imputed ones (total variation: 0 the same shares, 1 no "
+            "label in common), and the label whose share moved most, as observed → imputed.",
             "",
-            "| column | observed | imputed | labels | distance | largest departure | top labels |",
-            "|---|---:|---:|---:|---:|---|---|",
+            "| column | observed | imputed | labels | distance | largest departure |",
+            "|---|---:|---:|---:|---:|---|",
         ]
         for row in labelled:
-            shares = row["shares"]
             departure = row["largest departure"]
+            lines.append(
+                _row(
+                    row["column"],
+                    str(row["observed"]),
+                    str(row["imputed"]),
+                    str(row["labels"]),
+                    _signed(row["share distance"], "{:.3f}"),
+                    "n/a" if departure is None else _share(departure, row["shares"][departure]),
+                )
+            )
+        lines += ["", f"The {TOP_LABELS} most common observed labels, observed → imputed:", ""]
+        for row in labelled:
+            shares = row["shares"]
             top = [_share(label, shares[label]) for label in list(shares)[:TOP_LABELS]]
             more = row["labels"] - TOP_LABELS
-            cells = [
-                code_span(row["column"]),
-                str(row["observed"]),
-                str(row["imputed"]),
-                str(row["labels"]),
-                _signed(row["share distance"], "{:.3f}"),
-                "n/a" if departure is None else _share(departure, shares[departure]),
-                ", ".join(top) + (f", … ({more} more)" if more > 0 else ""),
-            ]
-            lines.append("| " + " | ".join(table_cell(cell) for cell in cells) + " |")
+            listed = ", ".join(top) + (f", … ({more} more)" if more > 0 else "")
+            lines.append(f"- {code_span(row['column'])}: {listed}")
     return "\n".join(lines)
+
+
+def _row(column: str, *cells: str) -> str:
+    """A markdown table row: the column's name as code, then `cells`."""
+    return "| " + " | ".join(table_cell(c) for c in (code_span(column), *cells)) + " |"
 
 
 def _pair(row: dict[str, Any], stat: str) -> str:

@@ -290,17 +290,14 @@ def test_statistics_of_a_labelled_column_are_its_label_shares() -> None:
     assert complete["share distance"] is None and complete["shares"]["x"] == [4 / 6, None]
     assert number["mean after"] == 3.5
     text = statistics_markdown([number, label, complete, many], "t")
-    assert (
-        "| column | observed | imputed | labels | distance | largest departure | top labels |"
-        in text
-    )
-    assert (
-        "| `s` | 4 | 2 | 3 | 0.750 | `b` 25% → 100% "
-        "| `a` 50% → 0%, `b` 25% → 100%, `c` 25% → 0% |" in text
-    )
-    assert "| `k` | 6 | 0 | 2 | n/a | n/a | `x` 67%, `y` 33% |" in text
-    assert "| `m` | 6 | 0 | 6 | n/a | n/a | `p` 17%, `q` 17%, `r` 17%, … (3 more) |" in text
+    assert "| column | observed | imputed | labels | distance | largest departure |" in text
+    assert "| `s` | 4 | 2 | 3 | 0.750 | `b` 25% → 100% |" in text
+    assert "| `k` | 6 | 0 | 2 | n/a | n/a |" in text
     assert text.index("| `x` |") < text.index("| column | observed | imputed | labels")
+    # the most common labels in a list, which wraps where a table would be clipped
+    assert "- `s`: `a` 50% → 0%, `b` 25% → 100%, `c` 25% → 0%" in text
+    assert "- `k`: `x` 67%, `y` 33%" in text
+    assert "- `m`: `p` 17%, `q` 17%, `r` 17%, … (3 more)" in text
 
 
 def test_statistics_of_a_single_observed_value_have_no_std() -> None:
@@ -309,31 +306,31 @@ def test_statistics_of_a_single_observed_value_have_no_std() -> None:
     rows = column_statistics(source, source.fillna(2.0), {"a": 3})
     assert rows[0]["std before"] is None and rows[0]["std after"] == 0.0
     assert rows[0]["mean before"] == 2.0 and rows[0]["std change"] is None
-    assert "| `a` | 1 | 3 | 2.000 → 2.000 | n/a | n/a → 0.000 | n/a |" in statistics_markdown(
-        rows, "t"
-    )
+    text = statistics_markdown(rows, "t")
+    assert "| `a` | 1 | 3 | 2.000 → 2.000 | n/a | n/a → 0.000 | n/a |" in text
 
 
 def test_statistics_markdown_puts_before_and_after_in_one_cell_right_aligned() -> None:
-    """One row per column: counts, then each statistic as before → after, and the changes; 9
-    columns, so that the table fits the UI's artifact page (11 were clipped at 1,400 px)."""
+    """Bug: the table of 11 columns was clipped on the UI's artifact page at 1,400 px. One row
+    per column: counts, mean and std as before → after, and their changes; then the ranges in a
+    table of their own (7 and 3 columns fit the page's 800 px)."""
     source, imputed = _frames()
     text = statistics_markdown(column_statistics(source, imputed, {"a": 1, "d": 2}), "t")
     lines = text.splitlines()
     assert lines[0] == "# Column statistics of `t`"
     header = lines.index(next(line for line in lines if line.startswith("| column |")))
-    assert lines[header] == (
-        "| column | observed | imputed | mean | shift (sd) | std | change | min | max |"
-    )
-    assert lines[header + 1] == "|---|" + "---:|" * 8
-    assert lines[header + 2] == (
-        "| `a` | 3 | 1 | 3.000 → 3.000 | +0.000 | 2.000 → 1.633 | -18.4% "
-        "| 1.000 → 1.000 | 5.000 → 5.000 |"
-    )
-    assert lines[header + 3] == (
-        "| `d` | 2 | 2 | 2.500 → 2.500 | n/a | 0.000 → 1.225 | n/a "
-        "| 2.500 → 1.000 | 2.500 → 4.000 |"
-    )
+    assert lines[header : header + 4] == [
+        "| column | observed | imputed | mean | shift (sd) | std | change |",
+        "|---|" + "---:|" * 6,
+        "| `a` | 3 | 1 | 3.000 → 3.000 | +0.000 | 2.000 → 1.633 | -18.4% |",
+        "| `d` | 2 | 2 | 2.500 → 2.500 | n/a | 0.000 → 1.225 | n/a |",
+    ]
+    assert lines[header + 5 : header + 9] == [
+        "| column | min | max |",
+        "|---|---:|---:|",
+        "| `a` | 1.000 → 1.000 | 5.000 → 5.000 |",
+        "| `d` | 2.500 → 1.000 | 2.500 → 4.000 |",
+    ]
     assert "4 significant digits" in text
 
 
@@ -414,8 +411,9 @@ def test_a_flow_run_publishes_report_statistics_loss_and_progress(warehouse: Pat
     statistics = artifacts["tdm-statistics-readings"]
     assert statistics.type == "markdown"
     rows = re.findall(r"^\| `([^`]+)` \| (\d+) \| (\d+) \|", statistics.data, re.MULTILINE)
-    assert [column for column, _, _ in rows] == list(result.cells_imputed)
+    assert sorted(column for column, _, _ in rows) == sorted(result.cells_imputed)
     assert {column: int(n) for column, _, n in rows} == result.cells_imputed
+    assert "- `site`: `" in statistics.data  # a complete label column: its observed shares
     assert all(int(observed) + int(n) == 80 for _, observed, n in rows)
     loss = artifacts["tdm-loss-readings"]
     assert "data:image/png;base64," in loss.data

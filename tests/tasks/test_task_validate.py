@@ -35,7 +35,9 @@ def test_default_columns_are_the_numeric_and_label_ones_but_the_key(warehouse: P
     assert plan.missing["price"] == plan.missing["site"] == plan.missing["ok"] == 0
     assert plan.labelled == ("site", "ok")
     assert plan.n_missing == sum(plan.missing.values()) > 0
-    assert "site" not in "".join(plan_notes(plan))  # not listed among the columns to impute
+    notes = plan_notes(plan)
+    assert notes[-1] == 'Complete label columns informing the fit (nothing to impute): "site", "ok"'
+    assert "site" not in notes[0]  # not among the columns to impute
 
 
 def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
