@@ -59,10 +59,10 @@ class CheckOutcome:
 
 @dataclass(frozen=True)
 class QualityReport:
-    """Every check run on the imputed table; `passed` only if all of them passed. `bounds`
-    holds, per numeric imputed column, the [low, high] its sane-range check allowed;
-    `value_bounds` the bounds its imputed values were held to (`tasks.bounds`), `labels` the
-    number of labels observed in each boolean or categorical column."""
+    """Every check run on the imputed table; `passed` unless a check failed (a warning does not
+    fail). `bounds` holds, per numeric imputed column, the [low, high] its sane-range check
+    allowed; `value_bounds` the bounds its imputed values were held to (`tasks.bounds`),
+    `labels` the number of labels observed in each boolean or categorical column."""
 
     checks: tuple[CheckOutcome, ...]
     range_factor: float
