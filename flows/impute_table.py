@@ -121,6 +121,7 @@ def impute_table(
             seed=settings.seed if seed is None else seed,
             range_factor=settings.range_factor if range_factor is None else range_factor,
             started=datetime.now(UTC),
+            label_share_threshold=settings.label_share_threshold,
         )
         request = TableRequest(
             source_table,
@@ -171,7 +172,7 @@ def _impute_table(
         logger.info(
             "Imputing %d cells in %d columns of %r (%d rows)",
             plan.n_missing,
-            len(plan.columns),
+            sum(1 for n in plan.missing.values() if n),
             plan.source_table,
             plan.n_rows,
         )

@@ -142,7 +142,11 @@ def _impute_warehouse(
                 subject=f'Warehouse config: imputer settings of table "{entry.table}"',
             )
             options[entry.table] = ImputeOptions(
-                params, settings.seed, settings.range_factor, started
+                params,
+                settings.seed,
+                settings.range_factor,
+                started,
+                label_share_threshold=settings.label_share_threshold,
             )
             if entry.incremental:
                 increments[entry.table] = IncrementalRequest(entry.watermark)

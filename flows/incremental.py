@@ -382,5 +382,6 @@ def _impute_rows(
         imputed,
         options.range_factor,
         observed_range=profile.observed_range,
+        label_share_threshold=options.label_share_threshold,
     )
     return imputed, quality

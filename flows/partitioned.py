@@ -132,6 +132,7 @@ def impute_partitioned(
                         imputed,
                         options.range_factor,
                         observed_range=profile.observed_range,
+                        label_share_threshold=options.label_share_threshold,
                     )
                 )
                 write.stage(part_plan, done, imputed, run.run_id)
@@ -184,7 +185,12 @@ def _dry_run(
     sample_plan = plan_for_rows(plan, sample.frame)
     imputed = unscale(fitted.outcome.frame, scaled.scaling, sample.frame)
     check_partition(
-        sample, sample_plan, imputed, options.range_factor, observed_range=profile.observed_range
+        sample,
+        sample_plan,
+        imputed,
+        options.range_factor,
+        observed_range=profile.observed_range,
+        label_share_threshold=options.label_share_threshold,
     )
     outcome = _with_partitioning(fitted.outcome, settings, len(sample.frame), len(profile.bounds))
     return dry_run_result(db_path, plan, outcome, seconds, replaces=replaces)

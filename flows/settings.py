@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from schemas.expectations import RANGE_FACTOR
+from schemas.expectations import LABEL_SHARE_THRESHOLD, RANGE_FACTOR
 from tasks.warehouse.names import DEFAULT_TARGET_SUFFIX
 
 __all__ = ["PipelineSettings"]
@@ -33,6 +33,14 @@ class PipelineSettings(BaseSettings):
         gt=0,
         description="Sane-range check: imputed values must lie within k observed ranges of the "
         "observed [min, max].",
+    )
+    label_share_threshold: float = Field(
+        default=LABEL_SHARE_THRESHOLD,
+        gt=0,
+        le=1,
+        description="Quality warning: a text, enum or boolean column whose imputed cells take "
+        "its labels in shares this far (total variation distance) from the observed ones is "
+        "named in the run's report and log (the run does not fail).",
     )
     torch_threads: int = Field(
         default=1,

@@ -20,6 +20,7 @@ import pandas as pd
 from prefect import get_run_logger
 
 from flows.runs import for_table
+from schemas.expectations import LABEL_SHARE_THRESHOLD
 from tasks.artifacts import publish_run_report
 from tasks.frames import as_value_frame
 from tasks.lineage import LineageRecord, current_run
@@ -58,6 +59,7 @@ class ImputeOptions:
     seed: int
     range_factor: float
     started: datetime
+    label_share_threshold: float = LABEL_SHARE_THRESHOLD
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,6 +153,7 @@ def finish_table(
         plan,
         imputed,
         options.range_factor,
+        label_share_threshold=options.label_share_threshold,
     )
     if dry_run:
         return dry_run_result(

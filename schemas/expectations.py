@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # great_expectations takes seconds to import: only the qualit
 __all__ = [
     "CHECK_COLUMN",
     "CHECK_META",
+    "LABEL_SHARE_THRESHOLD",
     "RANGE_FACTOR",
     "SUITE_NAME",
     "WITHIN_BOUNDS",
@@ -23,6 +24,10 @@ SUITE_NAME = "tdm-imputed-table"
 RANGE_FACTOR = 1.0
 """Default k of the sane-range check: imputed values must lie within
 [min - k * (max - min), max + k * (max - min)] of the column's observed values."""
+
+LABEL_SHARE_THRESHOLD = 0.3
+"""Default total variation distance between the label shares of a text, enum or boolean
+column's imputed cells and of its observed cells beyond which the run warns (not fails)."""
 
 CHECK_META = "tdm_check"
 """The `meta` entry naming a check where the expectation's type alone does not (two checks of

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_LABELS",
     "MIN_ROWS",
     "input_schema",
+    "is_label_feature",
 ]
 
 MIN_ROWS = 4
@@ -29,6 +30,15 @@ can diverge (docs/operator.md, Wide tables); choose the columns, or split the ta
 MAX_LABELS = 500
 """Most distinct labels a text or enum column to impute may hold: beyond it, the column is
 more likely an identifier or free text than a category (leave it out, or pass it through)."""
+
+
+def is_label_feature(n_labels: int, n_rows: int) -> bool:
+    """Whether a complete text, enum or boolean column of `n_labels` distinct labels over
+    `n_rows` rows informs the fit by default: from 2 labels (one tells nothing) to `MAX_LABELS`,
+    each held by two rows on average (a column of mostly distinct values is a key or free text,
+    not a label)."""
+    return 2 <= n_labels <= MAX_LABELS and 2 * n_labels <= n_rows
+
 
 # Check names, reported in failure cases and turned into sentences by tasks.validate.
 CHECK_FINITE = "finite"

@@ -18,7 +18,39 @@ import pandas as pd
 from tasks.frames import as_float_frame, as_labels
 from tasks.warehouse.tables import BOOLEAN, LABELLED
 
-__all__ = ["ColumnDrift", "DriftReport", "measure_drift", "profile_columns"]
+__all__ = [
+    "ColumnDrift",
+    "DriftReport",
+    "label_shares",
+    "largest_departure",
+    "measure_drift",
+    "profile_columns",
+    "share_distance",
+]
+
+
+def label_shares(labels: pd.Series) -> dict[str, float]:
+    """The share of each label (as text) among the non-NULL cells of `labels`, in order of
+    first appearance; empty when every cell is NULL."""
+    shares = labels.dropna().astype(str).value_counts(normalize=True, sort=False)
+    return {str(label): float(share) for label, share in shares.items()}
+
+
+def largest_departure(before: Mapping[str, float], after: Mapping[str, float]) -> str | None:
+    """The label whose share differs most between `before` and `after` (on a tie, the one more
+    common in `after`, then the first in sorted order); None when both are empty."""
+
+    def departure(label: str) -> tuple[float, float]:
+        return abs(after.get(label, 0.0) - before.get(label, 0.0)), after.get(label, 0.0)
+
+    return max(sorted(set(before) | set(after)), key=departure, default=None)
+
+
+def share_distance(before: Mapping[str, float], after: Mapping[str, float]) -> float:
+    """The total variation distance between two label shares: half the sum of their absolute
+    differences over every label (0: the same shares, 1: no label in common)."""
+    labels = set(before) | set(after)
+    return 0.5 * sum(abs(before.get(k, 0.0) - after.get(k, 0.0)) for k in labels)
 
 
 def profile_columns(
@@ -30,11 +62,10 @@ def profile_columns(
     profile: dict[str, Any] = {}
     for name in columns:
         if kinds.get(name) in LABELLED:
-            labels = as_labels(frame[name], boolean=kinds[name] == BOOLEAN).dropna().astype(str)
-            shares = labels.value_counts(normalize=True, sort=False)
+            labels = as_labels(frame[name], boolean=kinds[name] == BOOLEAN)
             profile[name] = {
-                "observed": int(labels.size),
-                "shares": {str(k): float(v) for k, v in shares.items()},
+                "observed": int(labels.notna().sum()),
+                "shares": label_shares(labels),
             }
         else:
             values = as_float_frame(frame, [name])[name].to_numpy(dtype=float)
@@ -131,8 +162,7 @@ def measure_drift(
         now = new[name]
         if "shares" in fitted:
             before, after = fitted["shares"], now["shares"]
-            labels = set(before) | set(after)
-            value = 0.5 * sum(abs(before.get(k, 0.0) - after.get(k, 0.0)) for k in labels)
+            value = share_distance(before, after)
             unseen = tuple(sorted(set(after) - set(before)))
             out.append(
                 ColumnDrift(

@@ -9,14 +9,14 @@ the target, inside its transaction: every read sees the same snapshot of the sou
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from schemas.input import MAX_LABELS
+from schemas.input import MAX_LABELS, is_label_feature
 from tasks.bounds import table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import observed_labels
@@ -104,14 +104,7 @@ def profile_table(
     passed = resolve_pass_through(info, request.pass_through)
     target_name = _resolve_target(info.qualified, request.target_table, False, target_suffix)
     src = info.sql
-    observed = _labelled_observed(con, info)
-    chosen = resolve_columns(
-        info,
-        request.columns,
-        key_name,
-        passed,
-        lambda name: 0 < observed.get(name, 0) < observed[""],
-    )
+    chosen = resolve_columns(info, request.columns, key_name, passed, _labels_by_default(con, info))
     kinds = column_kinds(info, chosen)
     labelled = [name for name in chosen if kinds[name] in LABELLED]
     numeric = [name for name in chosen if name not in labelled]
@@ -193,13 +186,20 @@ def profile_table(
     )
 
 
-def _labelled_observed(con: duckdb.DuckDBPyConnection, info: TableInfo) -> dict[str, int]:
-    """The observed cells of each boolean, text and enum column, and the rows (under ""): the
-    default columns take those with a NULL and an observed cell."""
+def _labels_by_default(con: duckdb.DuckDBPyConnection, info: TableInfo) -> Callable[[str], bool]:
+    """Which boolean, text and enum columns the default columns take: those with a NULL and an
+    observed cell, and the complete ones with few labels (`is_label_feature`)."""
     names = [c.name for c in info.columns if c.kind in LABELLED]
-    counts = "".join(f", count({quote_identifier(n)})" for n in names)
+    counts = "".join(
+        f", count({quote_identifier(n)}), count(DISTINCT {quote_identifier(n)})" for n in names
+    )
     row = con.execute(f"SELECT count(*){counts} FROM {info.sql}").fetchall()[0]
-    return {"": int(row[0])} | {name: int(n) for name, n in zip(names, row[1:], strict=True)}
+    n_rows, taken = int(row[0]), set()
+    for j, name in enumerate(names):
+        observed, distinct = int(row[1 + 2 * j]), int(row[2 + 2 * j])
+        if 0 < observed < n_rows or (observed == n_rows and is_label_feature(distinct, n_rows)):
+            taken.add(name)
+    return taken.__contains__
 
 
 def _labels(con: duckdb.DuckDBPyConnection, src: str, name: str) -> tuple[object, ...]:

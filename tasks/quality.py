@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -12,9 +13,16 @@ import pandera.errors
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from schemas.expectations import CHECK_COLUMN, CHECK_META, RANGE_FACTOR, expectation_suite
+from schemas.expectations import (
+    CHECK_COLUMN,
+    CHECK_META,
+    LABEL_SHARE_THRESHOLD,
+    RANGE_FACTOR,
+    expectation_suite,
+)
 from schemas.output import output_schema
 from tasks.bounds import ColumnBounds
+from tasks.drift import label_shares, largest_departure, share_distance
 from tasks.errors import QualityCheckError
 from tasks.frames import as_float_frame
 from tasks.load import SourceTable
@@ -23,6 +31,7 @@ from tasks.warehouse.tables import INTEGER
 
 __all__ = [
     "INTEGRAL",
+    "LABEL_SHARES",
     "CheckOutcome",
     "QualityReport",
     "check_quality",
@@ -32,23 +41,28 @@ __all__ = [
 
 INTEGRAL = "integral_values"
 """The name of the check that an integer column holds whole numbers only."""
+LABEL_SHARES = "label_shares"
+"""The name of the check that the imputed cells of each text, enum or boolean column take its
+labels in shares near the observed ones (a warning, not a failure)."""
 
 
 @dataclass(frozen=True)
 class CheckOutcome:
-    """One named check, whether it passed, and what was seen."""
+    """One named check, whether it passed, and what was seen; a `warning` check that does not
+    pass is reported, but does not fail the run."""
 
     name: str
     passed: bool
     detail: str
+    warning: bool = False
 
 
 @dataclass(frozen=True)
 class QualityReport:
-    """Every check run on the imputed table; `passed` only if all of them passed. `bounds`
-    holds, per numeric imputed column, the [low, high] its sane-range check allowed;
-    `value_bounds` the bounds its imputed values were held to (`tasks.bounds`), `labels` the
-    number of labels observed in each boolean or categorical column."""
+    """Every check run on the imputed table; `passed` unless a check failed (a warning does not
+    fail). `bounds` holds, per numeric imputed column, the [low, high] its sane-range check
+    allowed; `value_bounds` the bounds its imputed values were held to (`tasks.bounds`),
+    `labels` the number of labels observed in each boolean or categorical column."""
 
     checks: tuple[CheckOutcome, ...]
     range_factor: float
@@ -58,8 +72,18 @@ class QualityReport:
 
     @property
     def passed(self) -> bool:
-        """Whether every check passed."""
-        return all(c.passed for c in self.checks)
+        """Whether every check passed (a warning does not count)."""
+        return not self.failures
+
+    @property
+    def failures(self) -> tuple[CheckOutcome, ...]:
+        """The checks that failed (and so fail the run)."""
+        return tuple(c for c in self.checks if not c.passed and not c.warning)
+
+    @property
+    def warnings(self) -> tuple[CheckOutcome, ...]:
+        """The warning checks that did not pass."""
+        return tuple(c for c in self.checks if not c.passed and c.warning)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary for the lineage row (the bounds as [low, high, where the low
@@ -87,9 +111,11 @@ def check_quality(
     imputed: pd.DataFrame,
     range_factor: float = RANGE_FACTOR,
     observed_range: Mapping[str, tuple[float, float]] | None = None,
+    label_share_threshold: float = LABEL_SHARE_THRESHOLD,
 ) -> QualityReport:
     """Run the GX suite, the output schema, the integer and observed-cells checks; raise if any
-    fails.
+    fails. Warn (`label_shares`) when a labelled column's imputed cells take its labels in
+    shares further than `label_share_threshold` from the observed ones.
 
     `observed_range` gives each numeric column's observed (min, max) over the whole table when
     `source` holds one partition of it; by default they are taken from `source`.
@@ -116,6 +142,11 @@ def check_quality(
         *_integral(imputed, [name for name in numeric if plan.kind(name) == INTEGER]),
         _observed_cells_identical(original, imputed[numeric]),
         *([_observed_labels_identical(source.frame, imputed, labelled)] if labelled else []),
+        *(
+            [_label_shares(source.frame, imputed, labelled, label_share_threshold)]
+            if labelled
+            else []
+        ),
     ]
     report = QualityReport(
         checks=tuple(checks),
@@ -125,7 +156,7 @@ def check_quality(
         labels={name: len(plan.labels[name]) for name in labelled},
     )
     if not report.passed:
-        failed = "; ".join(f"{c.name}: {c.detail}" for c in report.checks if not c.passed)
+        failed = "; ".join(f"{c.name}: {c.detail}" for c in report.failures)
         raise QualityCheckError(
             f'The imputed table "{plan.target_table}" (from "{plan.source_table}") failed its '
             f"quality checks, so nothing was written: {failed}."
@@ -255,6 +286,45 @@ def _observed_labels_identical(
     return CheckOutcome("observed_labels_identical", True, f"{total} cells")
 
 
+def _label_shares(
+    source: pd.DataFrame, imputed: pd.DataFrame, columns: list[str], threshold: float
+) -> CheckOutcome:
+    """Per labelled column with imputed cells, the total variation distance between the label
+    shares of its imputed cells and of its observed ones. A column departs when the distance is
+    past `threshold` and past three times what as many cells drawn at random with the observed
+    shares show on average (so that a few imputed cells do not warn for chance alone)."""
+    departed, largest = [], (0.0, "")
+    for name in columns:
+        missing = source[name].isna().to_numpy()
+        if not missing.any():
+            continue
+        observed = label_shares(source[name])
+        filled = label_shares(imputed[name][missing])
+        distance = share_distance(observed, filled)
+        n = int(missing.sum())
+        # n cells drawn with share p show |share - p| of sqrt(2 p (1 - p) / (pi n)) on average
+        chance = sum(math.sqrt(2 * p * (1 - p) / (math.pi * n)) for p in observed.values()) / 2
+        if distance > threshold and distance > 3 * chance:
+            label = largest_departure(observed, filled)
+            departed.append(
+                f'"{name}" {distance:.2f} ({n} cells; "{label}": {observed.get(label, 0.0):.0%} '
+                f"of the observed cells, {filled.get(label, 0.0):.0%} of the imputed ones)"
+            )
+        largest = max(largest, (distance, name))
+    if departed:
+        detail = (
+            f"imputed label shares depart from the observed ones by more than {threshold:g} in "
+            f"total variation: {'; '.join(departed)}"
+        )
+        return CheckOutcome(LABEL_SHARES, False, detail, warning=True)
+    detail = (
+        f'largest distance {largest[0]:.2f} ("{largest[1]}"), threshold {threshold:g}'
+        if largest[1]
+        else "no imputed label"
+    )
+    return CheckOutcome(LABEL_SHARES, True, detail, warning=True)
+
+
 def _observed_cells_identical(original: pd.DataFrame, imputed: pd.DataFrame) -> CheckOutcome:
     source = original.to_numpy()
     result = imputed.to_numpy()
@@ -286,6 +356,6 @@ def merge_reports(reports: Sequence[QualityReport]) -> QualityReport:
             if not failed
             else f"failed on {len(failed)} of {len(same)} partitions: {failed[0].detail}"
         )
-        merged.append(CheckOutcome(name=first.name, passed=not failed, detail=detail))
+        merged.append(replace(first, passed=not failed, detail=detail))
     # Every partition is checked against the whole table's observed range: the same bounds.
     return replace(reports[0], checks=tuple(merged))

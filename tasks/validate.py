@@ -19,6 +19,7 @@ from schemas.input import (
     MAX_LABELS,
     MIN_ROWS,
     input_schema,
+    is_label_feature,
 )
 from schemas.lineage import IMPUTED_CELLS_TABLE, LINEAGE_TABLE
 from tasks.bounds import ColumnBounds, table_bounds
@@ -51,8 +52,9 @@ BoundsConfig = Mapping[str, Sequence[float | None]]
 
 @dataclass(frozen=True)
 class TableRequest:
-    """Which table to impute: its columns (None: every numeric one, and every text, enum or
-    boolean one with a NULL, but the key and the `pass_through` ones), its key, the target
+    """Which table to impute: its columns (None: every numeric one, every text, enum or boolean
+    one with a NULL, and every complete one with few labels (`is_label_feature`), but the key and
+    the `pass_through` ones), its key, the target
     (None: the source name plus the target suffix, or the source itself), bounds per numeric
     column ([low, high], None: open) that replace the observed range, and whether NaN values
     are imputed as missing cells (`nan_as_missing`; otherwise a column to impute that holds
@@ -132,10 +134,14 @@ def validate_input(
     passed = resolve_pass_through(table, pass_through)
     frame = source.frame
 
-    def partly_missing(name: str) -> bool:
-        return name in frame and bool(frame[name].isna().any() and frame[name].notna().any())
+    def by_default(name: str) -> bool:
+        if name not in frame or not frame[name].notna().any():
+            return False
+        if frame[name].isna().any():
+            return True
+        return is_label_feature(int(frame[name].nunique()), len(frame))
 
-    chosen = resolve_columns(table, columns, key_name, passed, partly_missing)
+    chosen = resolve_columns(table, columns, key_name, passed, by_default)
     if not nan_as_missing and (problems := nan_problems(source.nan_cells, chosen)):
         raise PipelineInputError(f'Table "{table.qualified}" cannot be imputed: {problems}')
     kinds = column_kinds(table, chosen)
@@ -176,8 +182,9 @@ def nan_problems(nan_cells: Mapping[str, int], columns: Sequence[str]) -> str:
 
 
 def plan_notes(plan: ImputationPlan) -> list[str]:
-    """Lines for the run's log: each imputed column's kind and bounds or labels, and the CHECK
-    constraints not used for bounds."""
+    """Lines for the run's log: each imputed column's kind and bounds or labels, the complete
+    label columns that inform the fit, the columns passed through, and the CHECK constraints not
+    used for bounds."""
     notes = []
     for name in plan.columns:
         if not plan.missing.get(name):
@@ -188,6 +195,10 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
             what = f"{plan.kind(name)}, {len(plan.labels.get(name, ()))} observed labels"
         notes.append(f'\n  "{name}": {plan.missing[name]} cells, {what}')
     lines = [f'Columns of "{plan.source_table}" to impute:' + "".join(notes)] if notes else []
+    if complete := [name for name in plan.labelled if not plan.missing.get(name)]:
+        lines.append(
+            f"Complete label columns informing the fit (nothing to impute): {_names(complete)}"
+        )
     if plan.pass_through:
         lines.append(f"Passed through with their NULLs: {_names(plan.pass_through)}")
     lines += [
@@ -272,13 +283,13 @@ def resolve_columns(
     columns: Sequence[str] | None,
     key: str | None,
     pass_through: Sequence[str] = (),
-    partly_missing: Callable[[str], bool] = lambda name: True,
+    by_default: Callable[[str], bool] = lambda name: True,
 ) -> list[str]:
     """The stored names of the columns to impute: `columns`, or by default every numeric
-    column and every text, enum or boolean column with a NULL and an observed value
-    (`partly_missing`), but the key, the `pass_through` and the generated columns; at most
-    `MAX_COLUMNS` of them."""
-    chosen = _chosen_columns(table, columns, key, pass_through, partly_missing)
+    column and the text, enum and boolean columns that `by_default` takes (those with a NULL and
+    an observed value, and the complete ones with few labels: they inform the fit), but the key,
+    the `pass_through` and the generated columns; at most `MAX_COLUMNS` of them."""
+    chosen = _chosen_columns(table, columns, key, pass_through, by_default)
     if len(chosen) > MAX_COLUMNS:
         raise PipelineInputError(
             f'Table "{table.qualified}" has {len(chosen):,} columns to impute; one run imputes '
@@ -294,7 +305,7 @@ def _chosen_columns(
     columns: Sequence[str] | None,
     key: str | None,
     pass_through: Sequence[str],
-    partly_missing: Callable[[str], bool],
+    by_default: Callable[[str], bool],
 ) -> list[str]:
     if columns is None:
         chosen = [
@@ -302,20 +313,20 @@ def _chosen_columns(
             for c in table.columns
             if c.name != key
             and c.name not in pass_through
-            and (c.is_numeric or (c.kind is not None and partly_missing(c.name)))
+            and (c.is_numeric or (c.kind is not None and by_default(c.name)))
         ]
         if not chosen:
             raise PipelineInputError(
                 f'Table "{table.qualified}" has no column to impute: no numeric column, and no '
-                "text, enum or boolean column with a NULL, that is not the key or passed "
-                f"through (columns: {_describe(table)})."
+                "text, enum or boolean column with a NULL or with few labels, that is not the "
+                f"key or passed through (columns: {_describe(table)})."
             )
         return chosen
     if not columns:
         raise PipelineInputError(
             f'No column to impute was given for table "{table.qualified}"; name at least one, '
             "or leave the columns out to impute every numeric column and every text, enum or "
-            "boolean column with a NULL."
+            "boolean column with a NULL (those with few labels inform the fit)."
         )
     unknown = [name for name in columns if table.column(name) is None]
     if unknown:

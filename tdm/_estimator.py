@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor, nn
@@ -62,10 +62,14 @@ __all__ = ["BatchOTImputer"]
 _UNSET = object()
 
 
-class BatchOTImputer(TransformerMixin, BaseEstimator):
+class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Base class: subclasses set their public hyperparameters in ``__init__``, extend
     :attr:`_PARAMETER_CONSTRAINTS` and build the network in :meth:`_make_network`; the private
-    settings are the :class:`tdm._config.Config` in ``_config``."""
+    settings are the :class:`tdm._config.Config` in ``_config``.
+
+    Every column of ``X`` comes back imputed, in its place (``fit`` refuses a column with no
+    observed value rather than drop it), so ``get_feature_names_out`` gives the input features,
+    and ``set_output`` (e.g. ``transform="pandas"`` in a ``Pipeline``) is available."""
 
     #: Accepted values of every setting, public or private, checked at the start of ``fit``.
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {

@@ -56,6 +56,7 @@ CHECK_KINDS: Mapping[str, str] = {
     "expect_column_values_to_be_in_set": "observed labels",
     "integral_values": "integral",
     "observed_labels_identical": "observed labels unchanged",
+    "label_shares": "imputed label shares",
 }
 _RANGE_KIND = "sane range"
 _CHECK_NAME = re.compile(r'(?P<kind>[^\[]+)(?:\["(?P<column>.*)"\])?', re.DOTALL)
@@ -78,25 +79,24 @@ def run_report_markdown(
     quality: QualityReport,
     outcome: ImputationOutcome | None,
 ) -> str:
-    """The markdown report: the verdict, any failed check, the checks by kind, each column's
-    cells and sane range, the columns that could be declared NOT NULL, the fit, the lineage and
-    the time split."""
-    failed = [c for c in quality.checks if not c.passed]
+    """The markdown report: the verdict, any failed check and warning, the checks by kind, each
+    column's cells and sane range, the columns that could be declared NOT NULL, the fit, the
+    lineage and the time split."""
+    failed, warned = quality.failures, quality.warnings
     verdict = "passed" if not failed else "FAILED"
     source, target = code_span(result.source_table), code_span(result.target_table)
     lines = [
         f"# Imputation of {source} → {target}: {verdict}",
         "",
         f"**{'Passed' if not failed else 'FAILED'}**: {_what_was_done(result, passed=not failed)}; "
-        + (
-            f"all {len(quality.checks)} quality checks passed."
-            if not failed
-            else f"{len(failed)} of {len(quality.checks)} quality checks failed."
-        ),
+        + _checks_summary(len(quality.checks), len(failed), len(warned)),
     ]
     if failed:
         lines += ["", "## Failed checks", ""]
         lines += [f"- {_failure(check, quality)}" for check in failed]
+    if warned:
+        lines += ["", "## Warnings", ""]
+        lines += [f"- {_failure(check, quality)}" for check in warned]
     lines += ["", "## Checks", ""]
     lines += [f"- {line}" for line in _passed_by_kind(quality.checks)]
     if quality.bounds:
@@ -157,6 +157,16 @@ def not_null_note(result: ImputeTableResult) -> str:
         f"NOT NULL: {listed} hold no NULL now that their gaps are imputed; nullable in the source, "
         f"they are nullable in {result.target_table!r} too, and could be declared NOT NULL."
     )
+
+
+def _checks_summary(n_checks: int, n_failed: int, n_warned: int) -> str:
+    if n_failed:
+        summary = f"{n_failed} of {n_checks} quality checks failed"
+    elif n_warned:
+        summary = f"{n_checks - n_warned} of {n_checks} quality checks passed"
+    else:
+        summary = f"all {n_checks} quality checks passed"
+    return summary + (f", {n_warned} warned (not a failure)." if n_warned else ".")
 
 
 def _model_section(result: ImputeTableResult) -> list[str]:
@@ -319,6 +329,8 @@ def publish_run_report(
     if FlowRunContext.get() is None:
         return
     table = result.source_table
+    for check in quality.warnings:
+        get_run_logger().warning("Table %r: %s: %s", table, _kind(check)[0], check.detail)
     try:
         create_markdown_artifact(
             key=artifact_key("report", table),

@@ -1,7 +1,9 @@
 """The statistics artifact of a run: per imputed column, before and after imputation.
 
-A markdown table rather than a Prefect table artifact: a table artifact cannot align or format
-numbers, and the UIs clip its columns and page its rows. Pure functions, for tests.
+Markdown tables rather than a Prefect table artifact: a table artifact cannot align or format
+numbers, and the UIs clip its columns and page its rows. Each statistic's before and after share
+a cell, and the tables have few columns, so that they fit the UI's artifact page. Pure
+functions, for tests.
 """
 
 from __future__ import annotations
@@ -14,45 +16,46 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 from tasks.artifacts.markdown import code_span, format_number, table_cell
+from tasks.drift import label_shares, largest_departure, share_distance
 from tasks.frames import as_float_frame
 
-__all__ = ["column_statistics", "statistics_markdown"]
+__all__ = ["TOP_LABELS", "column_statistics", "statistics_markdown"]
+
+TOP_LABELS = 3
+"""How many of a labelled column's most common observed labels its row shows."""
 
 
 def column_statistics(
     source: pd.DataFrame, imputed: pd.DataFrame, cells_imputed: Mapping[str, int]
 ) -> list[dict[str, Any]]:
-    """One row per imputed column: counts; mean, std, min and max before and after imputation;
-    the mean's shift in observed standard deviations and the std's relative change.
+    """One row per imputed column: counts; for a numeric column, mean, std, min and max before
+    and after imputation, the mean's shift in observed standard deviations and the std's
+    relative change; for a boolean or categorical column, its label shares.
 
     "Before" describes the observed values of the source column (NULL left out), "after" the
     whole imputed column. `std` is the sample standard deviation (n - 1). A statistic that is
-    not defined (the std of one value; a shift relative to a std of 0; any statistic of a
-    boolean or categorical column, which gets its counts only) is None.
+    not defined (the std of one value; a shift relative to a std of 0) is None.
+
+    A labelled column's row holds `labels` (observed labels), `shares` (label: [share among the
+    observed cells, share among the imputed cells or None], most common observed label first),
+    `share distance` (total variation distance between the two shares, None without an imputed
+    cell) and `largest departure` (the label whose share moved most, or None).
     """
     columns = [name for name in cells_imputed if _numeric(imputed[name])]
     before, after = as_float_frame(source, columns), as_float_frame(imputed, columns)
     rows: list[dict[str, Any]] = []
     for name in cells_imputed:
-        if name not in columns:  # labels: counts only
-            given = source[name]
-            rows.append(
-                {
-                    "column": name,
-                    "observed": int(given.notna().sum()),
-                    "missing": int(given.isna().sum()),
-                    "imputed": int(cells_imputed[name]),
-                }
-                | dict.fromkeys(_NUMBER_FIELDS)
-            )
-            continue
-        observed, filled = before[name].dropna(), after[name]
+        given = source[name]
         row: dict[str, Any] = {
             "column": name,
-            "observed": len(observed),
-            "missing": int(before[name].isna().sum()),
+            "observed": int(given.notna().sum()),
+            "missing": int(given.isna().sum()),
             "imputed": int(cells_imputed[name]),
         }
+        if name not in columns:
+            rows.append(row | _label_statistics(given, imputed[name]))
+            continue
+        observed, filled = before[name].dropna(), after[name]
         for when, values in (("before", observed), ("after", filled)):
             row[f"mean {when}"] = _number(values.mean())
             row[f"std {when}"] = _number(values.std())
@@ -71,11 +74,20 @@ def column_statistics(
     return rows
 
 
-_NUMBER_FIELDS = (
-    *(f"{stat} {when}" for stat in ("mean", "std", "min", "max") for when in ("before", "after")),
-    "mean shift",
-    "std change",
-)
+def _label_statistics(given: pd.Series, imputed: pd.Series) -> dict[str, Any]:
+    missing = given.isna().to_numpy()
+    observed = label_shares(given)
+    filled = label_shares(imputed[missing]) if missing.any() else None
+    ordered = sorted(observed, key=lambda label: (-observed[label], label))
+    return {
+        "labels": len(observed),
+        "shares": {
+            label: [observed.get(label, 0.0), None if filled is None else filled.get(label, 0.0)]
+            for label in ordered + sorted(set(filled or ()) - set(observed))
+        },
+        "share distance": None if filled is None else share_distance(observed, filled),
+        "largest departure": None if filled is None else largest_departure(observed, filled),
+    }
 
 
 def _numeric(column: pd.Series) -> bool:
@@ -84,34 +96,85 @@ def _numeric(column: pd.Series) -> bool:
 
 
 def statistics_markdown(rows: list[dict[str, Any]], table: str) -> str:
-    """The rows of :func:`column_statistics` as one markdown table, numbers right-aligned."""
-    lines = [
-        f"# Column statistics of {code_span(table)}",
-        "",
-        "Before: the observed values of each column (NULL left out); after: the whole column "
-        "once imputed. Numbers have 4 significant digits; the mean's shift is in standard "
-        "deviations of the observed values, the std's change in percent.",
-        "",
-        "| column | observed | imputed | mean before | mean after | mean shift (sd) "
-        "| std before | std after | std change | range before | range after |",
-        "|---|" + "---:|" * 10,
-    ]
-    for row in rows:
-        cells = [
-            table_cell(code_span(row["column"])),
-            str(row["observed"]),
-            str(row["imputed"]),
-            _shown(row["mean before"]),
-            _shown(row["mean after"]),
-            _signed(row["mean shift"], "{:+.3f}"),
-            _shown(row["std before"]),
-            _shown(row["std after"]),
-            _signed(row["std change"], "{:+.1%}"),
-            f"{_shown(row['min before'])} … {_shown(row['max before'])}",
-            f"{_shown(row['min after'])} … {_shown(row['max after'])}",
+    """The rows of :func:`column_statistics` as markdown narrow enough for the UI's artifact
+    page (about 800 pixels at a window of 1,400; it neither wraps nor scrolls a table): for the
+    numeric columns, a table of counts, mean and std, each as "before → after", and one of their
+    ranges; for the labelled columns, a table of counts and label share distances, then a list
+    of their most common labels, which wraps. Numbers are right-aligned."""
+    numeric = [row for row in rows if "labels" not in row]
+    labelled = [row for row in rows if "labels" in row]
+    lines = [f"# Column statistics of {code_span(table)}"]
+    if numeric:
+        lines += [
+            "",
+            "Numeric columns, each statistic as before → after: before, the observed values of "
+            "the column (NULL left out); after, the whole column once imputed. Numbers have 4 "
+            "significant digits; the mean's shift is in standard deviations of the observed "
+            "values, the std's change in percent.",
+            "",
+            "| column | observed | imputed | mean | shift (sd) | std | change |",
+            "|---|" + "---:|" * 6,
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines += [
+            _row(
+                row["column"],
+                str(row["observed"]),
+                str(row["imputed"]),
+                _pair(row, "mean"),
+                _signed(row["mean shift"], "{:+.3f}"),
+                _pair(row, "std"),
+                _signed(row["std change"], "{:+.1%}"),
+            )
+            for row in numeric
+        ]
+        lines += ["", "| column | min | max |", "|---|---:|---:|"]
+        lines += [_row(row["column"], _pair(row, "min"), _pair(row, "max")) for row in numeric]
+    if labelled:
+        lines += [
+            "",
+            "Text, enum and boolean columns: the distance between the label shares of the "
+            "observed cells and of the imputed ones (total variation: 0 the same shares, 1 no "
+            "label in common), and the label whose share moved most, as observed → imputed.",
+            "",
+            "| column | observed | imputed | labels | distance | largest departure |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
+        for row in labelled:
+            departure = row["largest departure"]
+            lines.append(
+                _row(
+                    row["column"],
+                    str(row["observed"]),
+                    str(row["imputed"]),
+                    str(row["labels"]),
+                    _signed(row["share distance"], "{:.3f}"),
+                    "n/a" if departure is None else _share(departure, row["shares"][departure]),
+                )
+            )
+        lines += ["", f"The {TOP_LABELS} most common observed labels, observed → imputed:", ""]
+        for row in labelled:
+            shares = row["shares"]
+            top = [_share(label, shares[label]) for label in list(shares)[:TOP_LABELS]]
+            more = row["labels"] - TOP_LABELS
+            listed = ", ".join(top) + (f", … ({more} more)" if more > 0 else "")
+            lines.append(f"- {code_span(row['column'])}: {listed}")
     return "\n".join(lines)
+
+
+def _row(column: str, *cells: str) -> str:
+    """A markdown table row: the column's name as code, then `cells`."""
+    return "| " + " | ".join(table_cell(c) for c in (code_span(column), *cells)) + " |"
+
+
+def _pair(row: dict[str, Any], stat: str) -> str:
+    return f"{_shown(row[f'{stat} before'])} → {_shown(row[f'{stat} after'])}"
+
+
+def _share(label: str, shares: list[float | None]) -> str:
+    """`label` with its observed share, and its imputed share where there is one."""
+    observed, imputed = shares
+    text = f"{code_span(label)} {observed:.0%}"
+    return text if imputed is None else f"{text} → {imputed:.0%}"
 
 
 def _number(value: float) -> float | None:

@@ -83,9 +83,13 @@ def test_mixed_table_is_imputed_end_to_end(warehouse: Path) -> None:
         "readings", "readings_imputed", 80,
     )  # fmt: skip
     assert row["source_rows"] == 80 and len(row["source_hash"]) == 32
-    assert json.loads(row["columns_imputed"]) == [*numeric, "price"]
+    # the complete text and boolean columns inform the fit, unchanged (above), no cell imputed
+    assert json.loads(row["columns_imputed"]) == [*numeric, "site", "ok", "price"]
     cells = json.loads(row["cells_imputed"])
-    assert cells == {name: int(source[name].isna().sum()) for name in [*numeric, "price"]}
+    assert cells == {
+        name: int(source[name].isna().sum()) for name in [*numeric, "site", "ok", "price"]
+    }
+    assert cells["site"] == cells["ok"] == 0
     hyper = json.loads(row["hyperparameters"])
     assert hyper["max_iter"] == 15 and hyper["random_state"] == 1
     assert row["imputer"] == "TDMImputer" and row["seed"] == 1 and row["device"] == auto_device()

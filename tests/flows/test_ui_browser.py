@@ -147,8 +147,8 @@ def test_the_ui_shows_the_report_statistics_and_loss_plot_of_a_run(
     assert run_id in report
     assert re.search(r"temperature</code>\s*</td>\s*<td[^>]*>\s*5\s*<", report), report[-3000:]
 
-    statistics = page(f"/artifacts/artifact/{ids[keys['statistics']]}", "mean after")
-    headers = ("observed", "mean before", "mean after", "std before", "range after", "pressure")
+    statistics = page(f"/artifacts/artifact/{ids[keys['statistics']]}", "shift (sd)")
+    headers = ("observed", "shift (sd)", "std", "change", "max", "pressure")
     assert all(h in statistics for h in headers)
 
     loss = page(f"/artifacts/artifact/{ids[keys['loss']]}", "<img")

@@ -218,6 +218,20 @@ def test_report_names_the_columns_that_could_be_declared_not_null() -> None:
     assert "NOT NULL:" not in run_report_markdown(_result(), quality=PASSED, outcome=None)
 
 
+def test_report_lists_warnings_apart_and_still_passes() -> None:
+    """A warning check that did not pass (imputed label shares far from the observed ones) gets
+    a section of its own after the verdict; the run still passed."""
+    warned = CheckOutcome("label_shares", False, '"kind" 0.61 (40 cells)', warning=True)
+    quality = QualityReport(checks=(*PASSED.checks, warned), range_factor=1.0)
+    assert quality.passed and quality.warnings == (warned,) and not quality.failures
+    text = run_report_markdown(_result(), quality=quality, outcome=None)
+    lines = text.splitlines()
+    assert lines[0].endswith(": passed")
+    assert lines[2].endswith("; 7 of 8 quality checks passed, 1 warned (not a failure).")
+    assert lines[4:7] == ["## Warnings", "", '- imputed label shares: "kind" 0.61 (40 cells)']
+    assert "Failed" not in text
+
+
 def test_an_unknown_check_keeps_its_own_name() -> None:
     """A check the report has no short name for is listed under its name."""
     quality = QualityReport(checks=(CheckOutcome("new_check", True, "fine"),), range_factor=1.0)
@@ -263,15 +277,38 @@ def test_statistics_match_hand_computed_values() -> None:
     assert (c["missing"], c["imputed"], c["std before"], c["std after"]) == (0, 0, 0.0, 0.0)
 
 
-def test_statistics_of_a_labelled_column_are_its_counts() -> None:
-    """A text or boolean column gets its counts; its numeric statistics are n/a."""
-    source = pd.DataFrame({"s": ["a", None, "b", None], "x": [1.0, 2.0, np.nan, 4.0]})
-    imputed = pd.DataFrame({"s": ["a", "b", "b", "a"], "x": [1.0, 2.0, 3.0, 4.0]})
-    label, number = column_statistics(source, imputed, {"s": 2, "x": 1})
-    assert (label["observed"], label["missing"], label["imputed"]) == (2, 2, 2)
-    assert label["mean before"] is None and label["std change"] is None
-    assert number["mean after"] == 2.5
-    assert "| `s` | 2 | 2 | n/a | n/a | n/a |" in statistics_markdown([label], "t")
+def test_statistics_of_a_labelled_column_are_its_label_shares() -> None:
+    """Bug: label columns showed n/a only, so imputed cells all on one label went unseen. A
+    text, enum or boolean column gets, in a table of its own, its counts, the label shares of
+    its observed and imputed cells, their total variation distance, the label that moved most
+    and the most common labels; a complete column, its observed shares only."""
+    source = pd.DataFrame(
+        {
+            "s": ["a", None, "b", None, "a", "c"],
+            "k": ["x", "x", "y", "x", "y", "x"],
+            "m": list("pqrstu"),
+            "x": [1.0, 2.0, np.nan, 4.0, 5.0, 6.0],
+        }
+    )
+    imputed = source.assign(s=["a", "b", "b", "b", "a", "c"], x=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    label, complete, many, number = column_statistics(
+        source, imputed, {"s": 2, "k": 0, "m": 0, "x": 1}
+    )
+    assert (label["observed"], label["missing"], label["imputed"]) == (4, 2, 2)
+    assert label["labels"] == 3
+    assert label["shares"] == {"a": [0.5, 0.0], "b": [0.25, 1.0], "c": [0.25, 0.0]}
+    assert label["share distance"] == 0.75 and label["largest departure"] == "b"
+    assert complete["share distance"] is None and complete["shares"]["x"] == [4 / 6, None]
+    assert number["mean after"] == 3.5
+    text = statistics_markdown([number, label, complete, many], "t")
+    assert "| column | observed | imputed | labels | distance | largest departure |" in text
+    assert "| `s` | 4 | 2 | 3 | 0.750 | `b` 25% → 100% |" in text
+    assert "| `k` | 6 | 0 | 2 | n/a | n/a |" in text
+    assert text.index("| `x` |") < text.index("| column | observed | imputed | labels")
+    # the most common labels in a list, which wraps where a table would be clipped
+    assert "- `s`: `a` 50% → 0%, `b` 25% → 100%, `c` 25% → 0%" in text
+    assert "- `k`: `x` 67%, `y` 33%" in text
+    assert "- `m`: `p` 17%, `q` 17%, `r` 17%, … (3 more)" in text
 
 
 def test_statistics_of_a_single_observed_value_have_no_std() -> None:
@@ -280,31 +317,31 @@ def test_statistics_of_a_single_observed_value_have_no_std() -> None:
     rows = column_statistics(source, source.fillna(2.0), {"a": 3})
     assert rows[0]["std before"] is None and rows[0]["std after"] == 0.0
     assert rows[0]["mean before"] == 2.0 and rows[0]["std change"] is None
-    assert "| `a` | 1 | 3 | 2.000 | 2.000 | n/a | n/a | 0.000 | n/a |" in statistics_markdown(
-        rows, "t"
-    )
+    text = statistics_markdown(rows, "t")
+    assert "| `a` | 1 | 3 | 2.000 → 2.000 | n/a | n/a → 0.000 | n/a |" in text
 
 
-def test_statistics_markdown_puts_before_and_after_side_by_side_right_aligned() -> None:
-    """One row per column: counts, then each statistic before and after, and the changes."""
+def test_statistics_markdown_puts_before_and_after_in_one_cell_right_aligned() -> None:
+    """Bug: the table of 11 columns was clipped on the UI's artifact page at 1,400 px. One row
+    per column: counts, mean and std as before → after, and their changes; then the ranges in a
+    table of their own (7 and 3 columns fit the page's 800 px)."""
     source, imputed = _frames()
     text = statistics_markdown(column_statistics(source, imputed, {"a": 1, "d": 2}), "t")
     lines = text.splitlines()
     assert lines[0] == "# Column statistics of `t`"
     header = lines.index(next(line for line in lines if line.startswith("| column |")))
-    assert lines[header] == (
-        "| column | observed | imputed | mean before | mean after | mean shift (sd) "
-        "| std before | std after | std change | range before | range after |"
-    )
-    assert lines[header + 1] == "|---|" + "---:|" * 10
-    assert lines[header + 2] == (
-        "| `a` | 3 | 1 | 3.000 | 3.000 | +0.000 | 2.000 | 1.633 | -18.4% "
-        "| 1.000 … 5.000 | 1.000 … 5.000 |"
-    )
-    assert lines[header + 3] == (
-        "| `d` | 2 | 2 | 2.500 | 2.500 | n/a | 0.000 | 1.225 | n/a "
-        "| 2.500 … 2.500 | 1.000 … 4.000 |"
-    )
+    assert lines[header : header + 4] == [
+        "| column | observed | imputed | mean | shift (sd) | std | change |",
+        "|---|" + "---:|" * 6,
+        "| `a` | 3 | 1 | 3.000 → 3.000 | +0.000 | 2.000 → 1.633 | -18.4% |",
+        "| `d` | 2 | 2 | 2.500 → 2.500 | n/a | 0.000 → 1.225 | n/a |",
+    ]
+    assert lines[header + 5 : header + 9] == [
+        "| column | min | max |",
+        "|---|---:|---:|",
+        "| `a` | 1.000 → 1.000 | 5.000 → 5.000 |",
+        "| `d` | 2.500 → 1.000 | 2.500 → 4.000 |",
+    ]
     assert "4 significant digits" in text
 
 
@@ -385,8 +422,9 @@ def test_a_flow_run_publishes_report_statistics_loss_and_progress(warehouse: Pat
     statistics = artifacts["tdm-statistics-readings"]
     assert statistics.type == "markdown"
     rows = re.findall(r"^\| `([^`]+)` \| (\d+) \| (\d+) \|", statistics.data, re.MULTILINE)
-    assert [column for column, _, _ in rows] == list(result.cells_imputed)
+    assert sorted(column for column, _, _ in rows) == sorted(result.cells_imputed)
     assert {column: int(n) for column, _, n in rows} == result.cells_imputed
+    assert "- `site`: `" in statistics.data  # a complete label column: its observed shares
     assert all(int(observed) + int(n) == 80 for _, observed, n in rows)
     loss = artifacts["tdm-loss-readings"]
     assert "data:image/png;base64," in loss.data

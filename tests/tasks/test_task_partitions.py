@@ -21,7 +21,9 @@ from tasks.partitions import (
 )
 from tasks.validate import TableRequest
 
-COLUMNS = ("temperature", "pressure", "humidity", "visits", "price")
+NUMERIC = ("temperature", "pressure", "humidity", "visits", "price")
+# the complete text and boolean columns (three and two labels) inform the fit
+COLUMNS = ("temperature", "pressure", "humidity", "visits", "site", "ok", "price")
 
 
 def _profile(con: duckdb.DuckDBPyConnection, db: Path, partition_rows: int = 50) -> TableProfile:
@@ -48,7 +50,8 @@ def test_count_rows_counts_a_table_and_is_none_for_a_missing_one(readings: Path)
 def test_profile_plans_the_columns_counts_the_missing_cells_and_the_observed_range(
     readings: Path,
 ) -> None:
-    """The profile's plan and ranges agree with the table read whole by pandas."""
+    """The profile's plan and ranges agree with the table read whole by pandas; the complete
+    label columns are planned with their labels and nothing to impute."""
     with duckdb.connect(str(readings), read_only=True) as con:
         profile = _profile(con, readings)
         whole = con.execute("SELECT * FROM readings").df()
@@ -60,8 +63,9 @@ def test_profile_plans_the_columns_counts_the_missing_cells_and_the_observed_ran
     )
     assert plan.columns == COLUMNS and plan.n_rows == 120
     assert dict(plan.missing) == {c: int(whole[c].isna().sum()) for c in COLUMNS}
-    values = whole[list(COLUMNS)].astype(float)
-    assert profile.observed_range == {c: (values[c].min(), values[c].max()) for c in COLUMNS}
+    assert dict(plan.labels) == {"site": ("east", "north", "south"), "ok": (False, True)}
+    values = whole[list(NUMERIC)].astype(float)
+    assert profile.observed_range == {c: (values[c].min(), values[c].max()) for c in NUMERIC}
     assert profile.fingerprint.rows == 120
 
 
@@ -76,7 +80,7 @@ def test_profile_moments_are_the_whole_table_s_as_the_imputer_computes_them(
         con.execute("UPDATE readings SET pressure = 1e300 WHERE id = 7")  # squares overflow
         profile = _profile(con, readings)
         whole = con.execute("SELECT * FROM readings").df()
-    expected = fit_column_scaling(whole[list(COLUMNS)].astype(float).to_numpy())
+    expected = fit_column_scaling(whole[list(NUMERIC)].astype(float).to_numpy())
     np.testing.assert_allclose(profile.moments[0], expected.mean, rtol=1e-9)
     np.testing.assert_allclose(profile.moments[1], expected.scale, rtol=1e-9)
     assert np.isfinite(profile.moments[1]).all()

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import numpy as np
+import pandas as pd
 import pytest
 
 from tasks.errors import PipelineInputError
 from tasks.load import load_table
-from tasks.validate import validate_input
+from tasks.validate import TableRequest, plan_notes, validate_input
 
 
 def _table(tmp_path: Path, sql: str, name: str = "t") -> Path:
@@ -24,14 +26,18 @@ def _validate(path: Path, table: str = "t", **kwargs: object):
     return validate_input.fn(source, **kwargs)
 
 
-def test_default_columns_are_the_numeric_ones_but_the_key(warehouse: Path) -> None:
-    """Without --columns, every numeric column except the key is imputed (text and boolean
-    columns without a NULL are not); counts are reported."""
+def test_default_columns_are_the_numeric_and_label_ones_but_the_key(warehouse: Path) -> None:
+    """Without --columns, every numeric column except the key is imputed, and the complete
+    text and boolean columns inform the fit with nothing to impute; counts are reported."""
     plan = _validate(warehouse, "readings", key="id")
-    assert plan.columns == ("temperature", "pressure", "humidity", "visits", "price")
+    assert plan.columns == ("temperature", "pressure", "humidity", "visits", "site", "ok", "price")
     assert plan.target_table == "readings_imputed"
-    assert plan.missing["price"] == 0
+    assert plan.missing["price"] == plan.missing["site"] == plan.missing["ok"] == 0
+    assert plan.labelled == ("site", "ok")
     assert plan.n_missing == sum(plan.missing.values()) > 0
+    notes = plan_notes(plan)
+    assert notes[-1] == 'Complete label columns informing the fit (nothing to impute): "site", "ok"'
+    assert "site" not in notes[0]  # not among the columns to impute
 
 
 def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
@@ -209,7 +215,8 @@ def test_a_table_without_missing_values_is_valid(tmp_path: Path) -> None:
 
 def test_a_mixed_table_plans_kinds_labels_and_bounds(tmp_path: Path) -> None:
     """Text, enum and boolean columns with a NULL are imputed by default, with their observed
-    labels (not a complete one, nor one with nothing observed); a pass-through column keeps its
+    labels (not a complete one with one label, nor one with nothing observed); a pass-through
+    column keeps its
     NULLs; numeric columns get bounds: the observed range, or the config (null = open)."""
     path = tmp_path / "w.duckdb"
     with duckdb.connect(str(path)) as con:
@@ -280,3 +287,95 @@ def test_a_table_wider_than_a_run_imputes_is_refused_naming_the_limit(tmp_path: 
     assert f'Table "t" has {MAX_COLUMNS + 1} columns to impute' in message
     assert f"at most {MAX_COLUMNS} together" in message and "--columns" in message
     assert len(_validate(path, columns=["c0", "c1"]).columns) == 2
+
+
+def _label_table(tmp_path: Path) -> Path:
+    """1,100 rows: a numeric column with NULLs; complete label columns: a species (3 labels), a
+    BOOLEAN, an identifier (every value distinct), one of 550 labels (each twice: more than
+    `MAX_LABELS`) and a constant; a text column with NULLs."""
+    return _table(
+        tmp_path,
+        "SELECT CASE WHEN i % 7 THEN i * 0.5 END AS x, ['a', 'b', 'c'][i % 3 + 1] AS species, "
+        "i % 2 = 0 AS flag, 'k' || i AS code, 'm' || (i % 550) AS many, 'c' AS constant, "
+        "CASE WHEN i % 5 THEN ['u', 'v'][i % 2 + 1] END AS note FROM range(1100) r(i)",
+    )
+
+
+@pytest.mark.parametrize("reader", ["validate", "partitions"])
+def test_complete_label_columns_with_few_labels_inform_the_fit(tmp_path: Path, reader: str) -> None:
+    """By default a complete text, enum or boolean column is a feature when it has few labels
+    (two or more, each held by two rows on average, at most `MAX_LABELS`): an identifier, a
+    column of too many labels and a constant are left out, not refused. The validate step and
+    the partitioned profile (in SQL) choose alike; named, a column over the limit is refused."""
+    from tasks.partitions import profile_table
+
+    path = _label_table(tmp_path)
+    if reader == "validate":
+        plan = _validate(path)
+    else:
+        with duckdb.connect(str(path), read_only=True) as con:
+            request = TableRequest("t")
+            plan = profile_table(
+                con, str(path), request, target_suffix="_i", partition_rows=500
+            ).plan
+    assert plan.columns == ("x", "species", "flag", "note")
+    assert dict(plan.labels) == {
+        "species": ("a", "b", "c"), "flag": (False, True), "note": ("u", "v")
+    }  # fmt: skip
+    assert plan.missing["species"] == plan.missing["flag"] == 0 < plan.missing["note"]
+    for named in ("many", "code"):
+        with pytest.raises(PipelineInputError, match=rf'column "{named}" holds \d+ distinct'):
+            _validate(path, columns=["x", named])
+
+
+# Per species: flipper length (mm), body mass (g), bill depth (mm), and their spreads.
+PENGUINS = {"Adelie": (190, 3700, 18.3), "Chinstrap": (196, 3730, 18.4), "Gentoo": (217, 5076, 15)}
+SPREADS = (6.0, 400.0, 1.0)
+MEASURES = ("flipper", "mass", "bill_depth")
+
+
+def _penguins(path: Path, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    """Table `penguins` as the penguins case: a complete `species` that shifts every measure,
+    the first 4 birds of each species with every measure missing, 10% of other cells missing.
+    Returns the truth and which rows are blank."""
+    rng = np.random.default_rng(seed)
+    rows = [
+        (name, *(m + s * rng.normal() for m, s in zip(means, SPREADS, strict=True)))
+        for name, means in PENGUINS.items()
+        for _ in range(20)
+    ]
+    truth = pd.DataFrame(rows, columns=["species", *MEASURES])
+    blank = (np.arange(len(truth)) % 20) < 4
+    holed = truth.copy()
+    gaps = (rng.random((len(truth), len(MEASURES))) < 0.1) | blank[:, None]
+    holed[list(MEASURES)] = truth[list(MEASURES)].mask(gaps)
+    with duckdb.connect(str(path)) as con:
+        con.register("frame", holed)
+        con.execute("CREATE TABLE penguins AS SELECT * FROM frame")
+    return truth, blank
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_a_complete_label_column_informs_the_fit_by_default(tmp_path: Path) -> None:
+    """Bug (the penguins case): a complete `species` was left out of the fit, so a bird with
+    every measure missing got the all-penguin average. By default it is a feature: such birds
+    come out closer to their species than with `species` passed through; it is not imputed, and
+    its observed cells come back unchanged."""
+    from tasks.impute import impute
+    from tasks.quality import check_quality
+    from tasks.scaling import inverse_scale, standardise
+
+    path = tmp_path / "w.duckdb"
+    truth, blank = _penguins(path)
+    errors = {}
+    for passed in ([], ["species"]):
+        source = load_table.fn(str(path), "penguins", None, passed)
+        plan = validate_input.fn(source, pass_through=passed)
+        scaled = standardise.fn(source.frame, plan.columns, kinds=plan.kinds)
+        fitted = impute.fn(scaled.frame, {"max_iter": 10, "init": "ice"}, 0, bounds=scaled.bounds)
+        imputed = inverse_scale.fn(fitted.frame, scaled.scaling, source.frame)
+        assert check_quality.fn(source, plan, imputed).passed  # observed cells unchanged
+        off = (imputed.loc[blank, list(MEASURES)] - truth.loc[blank, list(MEASURES)]).abs()
+        errors["species" in plan.columns] = float((off / SPREADS).to_numpy().mean())
+        assert plan.missing.get("species", 0) == 0
+    assert errors[True] < 0.6 * errors[False], errors
