@@ -288,7 +288,8 @@ def resolve_columns(
     """The stored names of the columns to impute: `columns`, or by default every numeric
     column and the text, enum and boolean columns that `by_default` takes (those with a NULL and
     an observed value, and the complete ones with few labels: they inform the fit), but the key,
-    the `pass_through` and the generated columns; at most `MAX_COLUMNS` of them."""
+    the `pass_through`, the generated columns and the identifiers (a column that is a PRIMARY
+    KEY or UNIQUE on its own: passed through unless named); at most `MAX_COLUMNS` of them."""
     chosen = _chosen_columns(table, columns, key, pass_through, by_default)
     if len(chosen) > MAX_COLUMNS:
         raise PipelineInputError(
@@ -313,6 +314,7 @@ def _chosen_columns(
             for c in table.columns
             if c.name != key
             and c.name not in pass_through
+            and c.name not in table.identifiers
             and (c.is_numeric or (c.kind is not None and by_default(c.name)))
         ]
         if not chosen:

@@ -29,6 +29,7 @@ from tasks.warehouse.names import quote_identifier
 __all__ = [
     "CHECK",
     "FOREIGN_KEY",
+    "UNIQUE_KINDS",
     "CheckBounds",
     "Constraint",
     "Limit",
@@ -39,7 +40,7 @@ __all__ = [
 
 CHECK = "CHECK"
 FOREIGN_KEY = "FOREIGN KEY"
-_UNIQUE_KINDS = ("PRIMARY KEY", "UNIQUE")
+UNIQUE_KINDS = ("PRIMARY KEY", "UNIQUE")
 
 _NUMBER = r"[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d+)?"
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
@@ -74,7 +75,7 @@ def broken_rows(constraint: Constraint, rows: str, schema: str) -> str | None:
     no imputed cell breaks (each is set)."""
     columns = [quote_identifier(c) for c in constraint.columns]
     present = " AND ".join(f"t.{c} IS NOT NULL" for c in columns)
-    if constraint.kind in _UNIQUE_KINDS:
+    if constraint.kind in UNIQUE_KINDS:
         return (
             f"SELECT count(*) FROM (SELECT 1 FROM {rows} AS t WHERE {present} "
             f"GROUP BY {', '.join(f't.{c}' for c in columns)} HAVING count(*) > 1)"

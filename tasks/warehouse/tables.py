@@ -17,7 +17,7 @@ import duckdb
 
 from tasks.errors import PipelineInputError, WarehouseBusyError, setting
 from tasks.warehouse.access import busy_message
-from tasks.warehouse.constraints import CHECK, Constraint
+from tasks.warehouse.constraints import CHECK, UNIQUE_KINDS, Constraint
 from tasks.warehouse.names import DEFAULT_SCHEMA, canonical_name, parse_table_name, quote_identifier
 
 if TYPE_CHECKING:
@@ -100,6 +100,14 @@ class TableInfo:
     def checks(self) -> tuple[str, ...]:
         """The expressions of its CHECK constraints, as DuckDB prints them (`(x >= 0)`)."""
         return tuple(c.expression for c in self.constraints if c.kind == CHECK and c.expression)
+
+    @property
+    def identifiers(self) -> frozenset[str]:
+        """The columns that are, each on its own, the table's PRIMARY KEY or UNIQUE: identifiers,
+        which no imputation can fill (a filled cell would repeat a value or invent one)."""
+        return frozenset(
+            c.columns[0] for c in self.constraints if c.kind in UNIQUE_KINDS and len(c.columns) == 1
+        )
 
     @property
     def qualified(self) -> str:

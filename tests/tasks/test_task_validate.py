@@ -379,3 +379,23 @@ def test_a_complete_label_column_informs_the_fit_by_default(tmp_path: Path) -> N
         errors["species" in plan.columns] = float((off / SPREADS).to_numpy().mean())
         assert plan.missing.get("species", 0) == 0
     assert errors[True] < 0.6 * errors[False], errors
+
+
+def test_identifiers_are_passed_through_unless_named(tmp_path: Path) -> None:
+    """A column that is a PRIMARY KEY or UNIQUE on its own is an identifier: by default it is
+    neither imputed nor a feature (an imputed cell would repeat or invent a value), though a
+    column in a UNIQUE of several columns is; named, it is imputed (and the writer refuses a
+    value held twice)."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, ref DOUBLE UNIQUE, x DOUBLE, y DOUBLE, "
+            "UNIQUE (x, y))"
+        )
+        con.execute(
+            "INSERT INTO t SELECT i, CASE WHEN i % 4 THEN i * 1.5 END, "
+            "CASE WHEN i % 5 THEN i * 0.5 END, i * 2.0 FROM range(30) r(i)"
+        )
+    plan = _validate(path)
+    assert plan.columns == ("x", "y")
+    assert _validate(path, columns=["ref", "x"]).columns == ("ref", "x")
