@@ -143,20 +143,25 @@ def test_one_table_s_unexpected_error_does_not_stop_the_others(
     )
 
 
-@pytest.mark.usefixtures("prefect_harness")
-def test_convergence_warnings_are_printed_once(
-    tmp_path: Path, make_readings: Callable[..., pd.DataFrame]
-) -> None:
-    """Bug: scikit-learn's ConvergenceWarning (from the ICE start) was printed twice per run."""
-    db = tmp_path / "w.duckdb"
-    make_readings(db, n_rows=200, missing_rate=0.3)
+def test_each_warning_is_shown_once_per_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command's warning display (`configure_warnings`): a warning repeated with the same
+    text is shown once, another text is shown too, and `quiet` shows none; the display it
+    replaced is put back after."""
+    import warnings
 
-    run = run_tdm(
-        ["impute", "--db", str(db), "--table", "readings", "--key", "id"], tdm_env(tmp_path)
-    )
+    from cli.errors import configure_warnings
 
-    assert run.returncode == 0, run.stderr
-    assert (run.stdout + run.stderr).count("ConvergenceWarning") <= 1
+    shown: list[str] = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *args: shown.append(str(message)))
+    display = warnings.showwarning
+    for quiet, expected in ((False, ["drift 1", "drift 2"]), (True, [])):
+        shown.clear()
+        restore = configure_warnings(quiet=quiet)
+        for text in ("drift 1", "drift 1", "drift 2"):
+            warnings.showwarning(UserWarning(text), UserWarning, "x.py", 1)
+        restore()
+        assert shown == expected
+        assert warnings.showwarning is display
 
 
 @pytest.mark.usefixtures("prefect_harness")
