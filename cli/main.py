@@ -327,7 +327,12 @@ def _imputer(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_impute(args: argparse.Namespace) -> int:
+    from uuid import UUID
+
+    from cli.deployments import print_reports
+    from deployments.trigger import run_reports
     from flows.impute_table import impute_table
+    from flows.steps import DRY_RUN
     from tasks.imputer_settings import imputer_settings, settings_from_env
 
     settings = _settings(args)
@@ -353,6 +358,8 @@ def _run_impute(args: argparse.Namespace) -> int:
         refit=args.refit,
     )
     _print_result(result)
+    if result.status != DRY_RUN:  # a dry run publishes no report
+        print_reports(run_reports(UUID(result.run_id)))
     return 0
 
 
