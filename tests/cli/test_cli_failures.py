@@ -341,13 +341,17 @@ def test_a_temporary_server_that_starts_too_late_is_said_so_not_called_a_bug(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Bug: under load, Prefect's temporary server missed its start-up timeout and `tdm` said
-    "This is a bug"; it names the timeout and what to do, and the file is as it was."""
+    "This is a bug". It is tried once more (the slow one stopped first); failing again, `tdm`
+    names the timeout's setting and what to do, and the file is as it was."""
     from prefect.server.api import server
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from tests.tables import file_hash
 
+    starts: list[object] = []
+
     def late(self: object, *args: object, **kwargs: object) -> None:
+        starts.append(self)
         raise RuntimeError(
             "Timed out while attempting to connect to ephemeral Prefect API server. stdout: ..."
         )
@@ -357,6 +361,31 @@ def test_a_temporary_server_that_starts_too_late_is_said_so_not_called_a_bug(
     with temporary_settings(restore_defaults={PREFECT_API_URL}):
         assert main(["impute", "--db", str(warehouse), "--table", "readings"]) == 1
     err = capsys.readouterr().err
-    assert "did not start within" in err and "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT" in err
+    assert len(starts) == 2 and starts[0] is not starts[1]  # the first stopped, a new one tried
+    assert "trying once more" in err and "did not start within" in err and "twice" in err
+    assert "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" in err
     assert "bug" not in err.lower() and "Traceback" not in err
     assert file_hash(warehouse) == before
+
+
+def test_a_temporary_server_that_starts_on_the_second_try_runs_the_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A busy night: the temporary server misses its start-up time once, and the command runs
+    all the same, saying it tried again."""
+    import cli.main
+
+    calls: list[str] = []
+
+    def impute(args: object) -> int:
+        calls.append("impute")
+        if len(calls) == 1:
+            raise RuntimeError(
+                "Timed out while attempting to connect to ephemeral Prefect API server."
+            )
+        return 0
+
+    monkeypatch.setattr(cli.main, "_run_impute", impute)
+    assert main(["impute", "--table", "readings"]) == 0
+    assert calls == ["impute", "impute"]
+    assert "trying once more" in capsys.readouterr().err
