@@ -165,19 +165,18 @@ def impute_incremental(
     if model is None:
         assert reason is not None and fit_rows is not None
         logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
-        model = clock(
-            "fit",
-            _fit,
-            fit_rows,
-            db_path,
-            profile,
-            options,
-            settings,
-            run.run_id,
-            latest,
-            incremental,
-            runner,
-        )
+        with clock.timing("fit"):
+            model = _fit(
+                fit_rows,
+                db_path,
+                profile,
+                options,
+                settings,
+                run.run_id,
+                latest,
+                incremental,
+                runner,
+            )
     imputed, quality = _impute_rows(
         db_path, profile, new, model, options, clock, settings=settings, runner=runner
     )
@@ -370,17 +369,8 @@ def _impute_rows(
     if model.fitted is not None and model.fit_index is not None:
         scaled = model.fitted.outcome.frame.loc[new.frame.index]
     else:
-        scaled = clock(
-            "impute",
-            _transform,
-            db_path,
-            plan.source_table,
-            new,
-            model,
-            options,
-            settings=settings,
-            runner=runner,
-        )
+        with clock.timing("impute"):
+            scaled = _transform(db_path, plan.source_table, new, model, options, settings, runner)
     imputed = clock("inverse-scale", inverse_scale.fn, scaled, model.scaling, new.frame)
     quality = clock(
         "check-quality",
@@ -400,7 +390,6 @@ def _transform(
     new: NewRows,
     model: _Model,
     options: ImputeOptions,
-    *,
     settings: PipelineSettings,
     runner: Any,
 ) -> pd.DataFrame:

@@ -156,9 +156,7 @@ def leave_out_foreseen_tracebacks() -> None:
     message says it all), for the rest of the process: the engine that runs a flow logs its
     error after the flow has returned. Records of other errors pass unchanged."""
     for name in _RUN_LOGGERS:
-        logger = logging.getLogger(name)
-        if _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
+        logging.getLogger(name).addFilter(_FILTER)  # once: a filter already there is not added
 
 
 def run_guarded(body: Callable[[], R]) -> R | Any:
