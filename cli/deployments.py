@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from cli.arguments import (
@@ -22,7 +23,7 @@ from cli.arguments import (
 )
 from deployments.server import DEFAULT_PORT, api_url_for
 
-__all__ = ["EXIT_TIMEOUT", "add_deployment_commands"]
+__all__ = ["EXIT_TIMEOUT", "add_deployment_commands", "print_reports"]
 
 EXIT_TIMEOUT = 124
 """Exit status of `tdm run` when its --timeout passed (as timeout(1)'s)."""
@@ -168,6 +169,7 @@ def _run(args: argparse.Namespace) -> int:
         run = trigger_deployment(
             TABLE_DEPLOYMENT,
             parameters,
+            run_name=f"impute-{args.table}",  # as the flow names its runs
             wait=args.wait,
             timeout=args.timeout,
             on_created=show_created,
@@ -191,6 +193,12 @@ def _run(args: argparse.Namespace) -> int:
     if not run.succeeded:
         print(f"tdm run: {run.message or run.state}", file=sys.stderr)
         return 1
-    for report in run.reports:
-        print(report)
+    print_reports(run.reports)
     return 0
+
+
+def print_reports(reports: Iterable[str]) -> None:
+    """A run's reports (markdown), each in full after a blank line: `tdm run` and `tdm impute`
+    print them alike."""
+    for report in reports:
+        print(f"\n{report}")

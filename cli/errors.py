@@ -106,10 +106,10 @@ def configure_warnings(*, quiet: bool = False) -> Callable[[], None]:
     """The command's own warning display: each warning (category and text) once per run, or
     none at all when `quiet`.
 
-    scikit-learn's ConvergenceWarning, for one, came twice: TDM's start runs IterativeImputer
-    more than once. A "once" filter cannot do this (Python forgets what it showed whenever a
-    filter changes, as imports and `catch_warnings` do); the library leaves filters alone.
-    Returns what puts the previous display back."""
+    A warning raised at each of a run's tables or partitions is shown once. A "once" filter
+    cannot do this (Python forgets what it showed whenever a filter changes, as imports and
+    `catch_warnings` do); the library leaves filters alone. Returns what puts the previous
+    display back."""
     shown: set[tuple[str, str]] = set()
     show = warnings.showwarning
 

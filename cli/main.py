@@ -37,9 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     # Before Prefect reads its settings: the temporary server it starts when no PREFECT_API_URL is
-    # set sends no telemetry unless asked to, and gets time to start on a busy machine.
+    # set sends no telemetry unless asked to, and gets time to start on a busy machine (Prefect's
+    # default is 20 s; `_run_handler` waits as long again once).
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault(_STARTUP_SETTING, "120")
 
     from pydantic import ValidationError
 
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.attach(expected=PipelineError)  # tracebacks go to the log file, never the console
     show_logs(verbosity)
     try:
-        return int(args.handler(args))
+        return _run_handler(args)
     except (PipelineError, *_failed_run()) as error:
         # A foreseen failure; or Prefect's FailedRun, when the client re-sent a flow's Failed
         # state after a lost answer and the server's copy came back without its error.
@@ -91,14 +92,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 _SERVER_TIMEOUT = "Timed out while attempting to connect to ephemeral Prefect API server"
 """How Prefect's error begins when its temporary server did not answer in time."""
 
+_STARTUP_SETTING = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+
+
+def _run_handler(args: argparse.Namespace) -> int:
+    """The command's handler; run once more when Prefect's temporary server did not start in
+    time (a busy machine: its first client call failed, so nothing ran), the slow server
+    stopped first."""
+    try:
+        return int(args.handler(args))
+    except RuntimeError as error:
+        if not str(error).startswith(_SERVER_TIMEOUT):
+            raise
+    from deployments.lifeline import stop_ephemeral_server
+
+    stop_ephemeral_server()
+    print(
+        f"tdm {args.command}: the temporary Prefect server did not start within "
+        f"{_startup_seconds()} s ({_STARTUP_SETTING}); trying once more.",
+        file=sys.stderr,
+        flush=True,
+    )
+    return int(args.handler(args))
+
+
+def _startup_seconds() -> int:
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().server.ephemeral.startup_timeout_seconds
+
 
 def _server_timeout_message() -> str:
-    seconds = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "?")
     return (
-        f"the temporary Prefect server did not start within {seconds} s "
-        "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS), so nothing ran and nothing was "
-        "written; the machine is likely busy. Run again, set that variable higher, or start "
-        "one server (`tdm serve`, or `prefect server start`) and point PREFECT_API_URL at it."
+        f"the temporary Prefect server did not start within {_startup_seconds()} s, twice "
+        f"({_STARTUP_SETTING}), so nothing ran and nothing was written; the machine is likely "
+        "busy. Run again, set that variable higher, or start one server (`tdm serve`, or "
+        "`prefect server start`) and point PREFECT_API_URL at it."
     )
 
 
@@ -327,7 +356,12 @@ def _imputer(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_impute(args: argparse.Namespace) -> int:
+    from uuid import UUID
+
+    from cli.deployments import print_reports
+    from deployments.trigger import run_reports
     from flows.impute_table import impute_table
+    from flows.steps import DRY_RUN
     from tasks.imputer_settings import imputer_settings, settings_from_env
 
     settings = _settings(args)
@@ -353,6 +387,8 @@ def _run_impute(args: argparse.Namespace) -> int:
         refit=args.refit,
     )
     _print_result(result)
+    if result.status != DRY_RUN:  # a dry run publishes no report
+        print_reports(run_reports(UUID(result.run_id)))
     return 0
 
 

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["die_with_parent", "tie_ephemeral_server"]
+__all__ = ["die_with_parent", "stop_ephemeral_server", "tie_ephemeral_server"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -83,3 +83,12 @@ def tie_ephemeral_server() -> None:
     if isinstance(getattr(server, "subprocess", None), _SubprocessWithLifeline):
         return
     server.subprocess = _SubprocessWithLifeline()  # type: ignore[assignment]
+
+
+def stop_ephemeral_server() -> None:
+    """Stop the temporary Prefect server of this process, if there is one, answering or not: one
+    that missed its start-up time may still be starting, and the next client would start
+    another beside it."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    SubprocessASGIServer().stop()

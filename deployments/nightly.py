@@ -93,7 +93,7 @@ def with_settings(
     The config is made absolute (from `cwd`, default the working directory) and read, so that a
     missing or invalid file is refused now rather than at night; the schedule is validated (cron
     and IANA time zone). The nightly description states the table list and the time with its
-    time zone.
+    time zone, and so does the schedule's slug (`describe_schedule`).
     """
     nightly = nightly_spec(specs)
     parameters = dict(nightly.parameters)
@@ -110,7 +110,15 @@ def with_settings(
     updated = nightly.model_copy(
         update={
             "parameters": parameters,
-            "schedules": [{"cron": cron, "timezone": timezone, "active": True}],
+            # The slug is what the UI's schedule card shows: the time with its time zone.
+            "schedules": [
+                {
+                    "cron": cron,
+                    "timezone": timezone,
+                    "active": True,
+                    "slug": describe_schedule(cron, timezone),
+                }
+            ],
             "description": f"Impute every table listed in {config}, "
             f"{describe_schedule(cron, timezone)}.",
         }

@@ -40,6 +40,7 @@ __all__ = [
     "ServeSettings",
     "TagLimit",
     "build_deployments",
+    "drop_replaced_schedules",
     "ensure_tag_limit",
     "load_flow",
     "serve_deployments",
@@ -94,6 +95,7 @@ def serve_deployments(specs: list[DeploymentSpec], *, limit: int | None = None) 
     from prefect import serve
 
     deployments = build_deployments(specs=specs)
+    drop_replaced_schedules(deployments)
     with warnings.catch_warnings():
         # Prefect's runner calls its async stop() without awaiting it on SIGTERM; the shutdown
         # (pausing the schedules) happens anyway when the runner's context exits.
@@ -136,23 +138,52 @@ def serve_here(
     prefect_settings = get_current_settings()
     url = prefect_settings.api.url
     started_server = url is None
-    with contextlib.ExitStack() as stack, contextlib.suppress(KeyboardInterrupt):
-        stack.enter_context(_exit_on_sigterm())
-        stack.enter_context(_environment(run_env))  # the runs' processes inherit it
-        if url is None:
-            log = Path(prefect_settings.home).expanduser() / f"tdm-server-{port}.log"
-            print(f"Starting a Prefect server on 127.0.0.1:{port} (its log: {log}) ...", flush=True)
-            url = stack.enter_context(local_server(port, log_path=log))
-            stack.enter_context(temporary_settings({PREFECT_API_URL: url}))
-            stack.enter_context(_environment({"PREFECT_API_URL": url}))
-        elif not server_answers(url):
-            raise PipelineError(
-                f"No Prefect server answers at PREFECT_API_URL={url}: start it, or unset "
-                "PREFECT_API_URL to let `tdm serve` start one."
-            )
-        gpu = ensure_tag_limit(GPU_TAG, gpu_slots)
-        _print_banner(url, gpu, specs, started_server=started_server)
-        serve_deployments(specs, limit=limit)
+    serving = False
+    try:
+        with contextlib.ExitStack() as stack, contextlib.suppress(KeyboardInterrupt):
+            stack.enter_context(_exit_on_sigterm())
+            stack.enter_context(_environment(run_env))  # the runs' processes inherit it
+            if url is None:
+                log = Path(prefect_settings.home).expanduser() / f"tdm-server-{port}.log"
+                print(
+                    f"Starting a Prefect server on 127.0.0.1:{port} (its log: {log}) ...",
+                    flush=True,
+                )
+                url = stack.enter_context(local_server(port, log_path=log))
+                stack.enter_context(temporary_settings({PREFECT_API_URL: url}))
+                stack.enter_context(_environment({"PREFECT_API_URL": url}))
+            elif not server_answers(url):
+                raise PipelineError(
+                    f"No Prefect server answers at PREFECT_API_URL={url}: start it, or unset "
+                    "PREFECT_API_URL to let `tdm serve` start one."
+                )
+            gpu = ensure_tag_limit(GPU_TAG, gpu_slots)
+            _print_banner(url, gpu, specs, started_server=started_server)
+            serving = True
+            serve_deployments(specs, limit=limit)
+    finally:
+        if serving:
+            server = " and stopped its Prefect server" if started_server else ""
+            print(f"tdm serve: stopped serving the deployments{server}.", flush=True)
+
+
+def drop_replaced_schedules(deployments: list[RunnerDeployment]) -> None:
+    """Delete the schedules each deployment has on the server under a slug it no longer has (a
+    schedule changed since it was last served): the server keeps such schedules when the
+    deployment is applied again, and both would start runs."""
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        for deployment in deployments:
+            slugs = {schedule.slug for schedule in deployment.schedules or []}
+            try:
+                found = client.read_deployment_by_name(f"{deployment.flow_name}/{deployment.name}")
+            except ObjectNotFound:
+                continue
+            for schedule in found.schedules:
+                if schedule.slug not in slugs:
+                    client.delete_deployment_schedule(found.id, schedule.id)
 
 
 @dataclass(frozen=True)
@@ -190,20 +221,30 @@ def _print_banner(
     how = "created" if gpu.created else "changed" if gpu.changed else "already set"
     env = "" if url == api_url_for(DEFAULT_PORT) else f"PREFECT_API_URL={url} "
     threads = os.environ.get("TDM_TORCH_THREADS", "")
-    retries = os.environ.get("PREFECT_FLOWS_DEFAULT_RETRIES", "0")
-    delay = os.environ.get("PREFECT_FLOWS_DEFAULT_RETRY_DELAY_SECONDS", "0")
     print(
         f"Prefect UI: {ui}\n"
         f"Nightly {nightly_spec(specs).name}: {nightly_spec(specs).description}\n"
         f"Served runs: torch threads {threads if threads != '0' else 'torch default'} "
-        f"(TDM_TORCH_THREADS); a failed run is retried {retries} times, {delay} s apart "
-        "(PREFECT_FLOWS_DEFAULT_RETRIES).\n"
+        f"(TDM_TORCH_THREADS); {_retries()}\n"
         f"GPU imputations: at most {gpu.slots} at once (tag concurrency limit {gpu.tag!r}, "
         f"{how}).\n"
         f"Trigger a run from another terminal: {env}tdm run TABLE, or {env}prefect deployment "
         "run 'impute-table/impute-table' -p source_table=TABLE.\n"
         f"Ctrl-C stops serving{' and the server' if started_server else ''}.",
         flush=True,
+    )
+
+
+def _retries() -> str:
+    """What the served runs' retries do, from PREFECT_FLOWS_DEFAULT_RETRIES and its delay."""
+    retries = int(os.environ.get("PREFECT_FLOWS_DEFAULT_RETRIES") or 0)
+    if not retries:
+        return "a failed run is not retried (PREFECT_FLOWS_DEFAULT_RETRIES=0)."
+    delay = os.environ.get("PREFECT_FLOWS_DEFAULT_RETRY_DELAY_SECONDS") or "0"
+    return (
+        f"a run that fails because its warehouse file is locked is retried up to {retries} "
+        f"time{'s' if retries > 1 else ''}, {delay} s apart (PREFECT_FLOWS_DEFAULT_RETRIES); any "
+        "other failure (bad input, a failed check) would fail again and is not retried."
     )
 
 

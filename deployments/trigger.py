@@ -27,6 +27,7 @@ __all__ = [
     "TABLE_DEPLOYMENT",
     "CreatedRun",
     "TriggeredRun",
+    "run_reports",
     "target_api_url",
     "trigger_deployment",
 ]
@@ -72,7 +73,7 @@ class TriggeredRun(CreatedRun):
     final: bool
     succeeded: bool
     reports: tuple[str, ...]
-    """Summaries (markdown) of the run's report artifacts, one per table."""
+    """The run's report artifacts (markdown), one per table (`run_reports`)."""
     timed_out: bool = False
     """Whether the time limit passed first (the run was then cancelled)."""
 
@@ -88,6 +89,7 @@ def trigger_deployment(
     name: str,
     parameters: dict[str, Any],
     *,
+    run_name: str | None = None,
     wait: bool = True,
     api_url: str | None = None,
     poll_interval: float = 1.0,
@@ -96,7 +98,8 @@ def trigger_deployment(
     on_created: Callable[[CreatedRun], None] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> TriggeredRun:
-    """Create a run of deployment `name` with `parameters` and watch it.
+    """Create a run of deployment `name` with `parameters` (named `run_name`; None: the server
+    gives it a random name until the flow names it as it starts) and watch it.
 
     With `wait`, until it ends; without, until a runner or worker has taken it (or has seen it
     and queued it). `on_created` gets the run as soon as it exists; `progress` gets one line per
@@ -137,7 +140,7 @@ def trigger_deployment(
                 )
             try:
                 flow_run = client.create_flow_run_from_deployment(
-                    deployment.id, parameters=parameters
+                    deployment.id, parameters=parameters, name=run_name
                 )
             except PrefectHTTPStatusError as error:
                 raise PipelineError(
@@ -162,7 +165,7 @@ def trigger_deployment(
         state = flow_run.state
         final = state is not None and state.is_final()
         succeeded = state is not None and state.is_completed()
-        reports = _report_summaries(flow_run.id) if final else ()
+        reports = run_reports(flow_run.id) if final else ()
     return TriggeredRun(
         **vars(created),
         state=_state_name(state),
@@ -266,8 +269,9 @@ def _clock() -> str:
     return datetime.now().strftime("%H:%M:%S")
 
 
-def _report_summaries(flow_run_id: UUID) -> tuple[str, ...]:
-    """The head of each report artifact of the run (its lines before the first table), by key."""
+def run_reports(flow_run_id: UUID) -> tuple[str, ...]:
+    """The report artifacts (markdown) of a flow run on the current API, by key: one per table
+    the run wrote."""
     from prefect import get_client
     from prefect.client.schemas.filters import (
         ArtifactFilter,
@@ -283,17 +287,11 @@ def _report_summaries(flow_run_id: UUID) -> tuple[str, ...]:
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
             sort=ArtifactSort.KEY_ASC,
         )
-    summaries = []
-    for artifact in artifacts:
-        if not (artifact.key or "").startswith(REPORT_KEY_PREFIX) or not artifact.data:
-            continue
-        head = []
-        for line in str(artifact.data).splitlines():
-            if line.startswith("|"):
-                break
-            head.append(line)
-        summaries.append("\n".join(head).strip())
-    return tuple(summaries)
+    return tuple(
+        str(artifact.data).strip()
+        for artifact in artifacts
+        if (artifact.key or "").startswith(REPORT_KEY_PREFIX) and artifact.data
+    )
 
 
 def _detail(error: Exception) -> str:

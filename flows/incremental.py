@@ -14,7 +14,6 @@ values unless `rewrite_on_refit`, which replaces the target whole.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +33,7 @@ from flows.runners import gpu_annotation
 from flows.runs import OUTCOME, for_table
 from flows.settings import PipelineSettings
 from flows.steps import (
+    Clock,
     ImputeOptions,
     describe_dry_run,
     dry_run_result,
@@ -116,10 +116,10 @@ def impute_incremental(
         check_writable(db_path)
     logger = get_run_logger()
     run = current_run(options.started)
-    started = time.perf_counter()
+    clock = Clock()
     # Read-only, and closed for the fit: the write lock is held only by the write, as in every
     # other run; the writer checks that the target is as it was read.
-    with connect(db_path, read_only=True) as con:
+    with clock.timing("load-validate-read"), connect(db_path, read_only=True) as con:
         profile = profile_request(con, db_path, request, settings)
         plan = profile.plan
         if plan.key is None and incremental.watermark is None:
@@ -165,12 +165,20 @@ def impute_incremental(
     if model is None:
         assert reason is not None and fit_rows is not None
         logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
-        model = _fit(
-            fit_rows, db_path, profile, options, settings, run.run_id, latest, incremental, runner
-        )
-    seconds = {"load-validate-read": time.perf_counter() - started}
+        with clock.timing("fit"):
+            model = _fit(
+                fit_rows,
+                db_path,
+                profile,
+                options,
+                settings,
+                run.run_id,
+                latest,
+                incremental,
+                runner,
+            )
     imputed, quality = _impute_rows(
-        db_path, profile, new, model, options, seconds, settings=settings, runner=runner
+        db_path, profile, new, model, options, clock, settings=settings, runner=runner
     )
     source = profile.source(new.frame)
     part_plan = plan_for_rows(plan, new.frame)
@@ -194,17 +202,18 @@ def impute_incremental(
     if dry_run:
         outcome = model.fitted.outcome if model.fitted else None
         result = replace(
-            dry_run_result(db_path, part_plan, outcome, seconds, replaces=rewrite),
+            dry_run_result(db_path, part_plan, outcome, clock.seconds, replaces=rewrite),
             **model_fields(lineage),
         )
         logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
         return result
-    clock = time.perf_counter()
     folder = model_folder(db_path, settings.model_dir)
-    with TableWriter(db_path, WriteMode.APPEND, replace=rewrite, folder=folder) as writer:
+    with (
+        clock.timing("write"),
+        TableWriter(db_path, WriteMode.APPEND, replace=rewrite, folder=folder) as writer,
+    ):
         written, lineage = writer.commit(lineage, imputed, model=model.stored)
-    seconds["write"] = time.perf_counter() - clock
-    result = table_result(written, lineage, seconds)
+    result = table_result(written, lineage, clock.seconds)
     logger.info("%s", describe_increment(result), extra={OUTCOME: True})
     publish_run_report(
         result, source=source, imputed=imputed, quality=lineage.quality, outcome=lineage.outcome
@@ -348,35 +357,24 @@ def _impute_rows(
     new: NewRows,
     model: _Model,
     options: ImputeOptions,
-    seconds: dict[str, float],
+    clock: Clock,
     *,
     settings: PipelineSettings,
     runner: Any,
 ) -> tuple[pd.DataFrame, QualityReport]:
     """The new rows imputed in the data's units, and their checks: the fit's own imputation
-    where the model was fitted on the whole table now, else the model's `transform`, one task
-    per `TDM_PARTITION_ROWS` rows over `runner` (with the `gpu` tag on a GPU)."""
+    where the model was fitted on the whole table now (timed as the fit), else the model's
+    `transform` (`_transform`, timed as `impute`)."""
     plan = profile.plan
-    table = plan.source_table
-    clock = time.perf_counter()
     if model.fitted is not None and model.fit_index is not None:
         scaled = model.fitted.outcome.frame.loc[new.frame.index]
-    elif len(new.frame):
-        frame = apply_scaling(new.frame, model.scaling)
-        tags = gpu_tags(options, settings)
-        futures = []
-        for index, start in enumerate(range(0, len(frame), settings.partition_rows)):
-            part = frame.iloc[start : start + settings.partition_rows]
-            task = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
-            parameters = {"imputer": model.imputer, "frame": part, "table": table}
-            with gpu_annotation(settings):
-                futures.append(runner.submit(task, parameters={**parameters, "partition": index}))
-        scaled = pd.concat([future.result() for future in futures])
     else:
-        scaled = apply_scaling(new.frame, model.scaling)
-    seconds["impute"] = time.perf_counter() - clock
-    imputed = inverse_scale.fn(scaled, model.scaling, new.frame)
-    quality = check_quality.fn(
+        with clock.timing("impute"):
+            scaled = _transform(db_path, plan.source_table, new, model, options, settings, runner)
+    imputed = clock("inverse-scale", inverse_scale.fn, scaled, model.scaling, new.frame)
+    quality = clock(
+        "check-quality",
+        check_quality.fn,
         profile.source(new.frame),
         plan_for_rows(plan, new.frame),
         imputed,
@@ -385,3 +383,28 @@ def _impute_rows(
         label_share_threshold=options.label_share_threshold,
     )
     return imputed, quality
+
+
+def _transform(
+    db_path: str,
+    table: str,
+    new: NewRows,
+    model: _Model,
+    options: ImputeOptions,
+    settings: PipelineSettings,
+    runner: Any,
+) -> pd.DataFrame:
+    """The new rows, scaled, imputed by the model's `transform`: one task per
+    `TDM_PARTITION_ROWS` rows over `runner` (with the `gpu` tag on a GPU)."""
+    frame = apply_scaling(new.frame, model.scaling)
+    if not len(frame):
+        return frame
+    tags = gpu_tags(options, settings)
+    futures = []
+    for index, start in enumerate(range(0, len(frame), settings.partition_rows)):
+        part = frame.iloc[start : start + settings.partition_rows]
+        task = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
+        parameters = {"imputer": model.imputer, "frame": part, "table": table}
+        with gpu_annotation(settings):
+            futures.append(runner.submit(task, parameters={**parameters, "partition": index}))
+    return pd.concat([future.result() for future in futures])

@@ -4,16 +4,14 @@ Flow runs are named after what they impute (`impute-<table>`, `warehouse-<config
 runs after their task and table (`load-table-<table>`), and both carry the tags
 `table:<table>` and `warehouse:<file name>`, so that the runs list says which table failed. A
 foreseen failure (a `PipelineError`) ends the run in a Failed state whose message is the error's
-one paragraph, and its traceback is left out of the run's logs; any other error keeps Prefect's
-full report, traceback included.
+one paragraph, and its traceback is left out of the run's logs, Prefect's own closing record
+included; any other error keeps Prefect's full report, traceback included.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -29,7 +27,7 @@ __all__ = [
     "end_retries",
     "fail_run",
     "for_table",
-    "foreseen_tracebacks_left_out",
+    "leave_out_foreseen_tracebacks",
     "run_guarded",
     "run_tags",
     "tag_flow_run",
@@ -130,51 +128,46 @@ def end_retries() -> None:
     run.empirical_policy = policy
 
 
+_ENGINE_EXIT = "Engine execution"
+"""How the record begins that Prefect's engine logs, with the traceback, when a flow run it
+executes (a served or deployed run) ends in a raised error: for a Failed state too."""
+
+
 class _LeaveOutForeseenTracebacks(logging.Filter):
-    """Drops the traceback of a foreseen error from a run's log record, and marks the record."""
+    """Drops the traceback of a foreseen error from a run's log record, and marks the record;
+    drops the engine's closing record of a foreseen error, which repeats the Failed state."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, PipelineError):
-            record.exc_info, record.exc_text = None, None
-            setattr(record, OUTCOME, True)
+        if not isinstance(error, PipelineError):
+            return True
+        if str(record.msg).startswith(_ENGINE_EXIT):
+            return False
+        record.exc_info, record.exc_text = None, None
+        setattr(record, OUTCOME, True)
         return True
 
 
 _FILTER = _LeaveOutForeseenTracebacks()
-_LOCK = threading.Lock()
-_USERS = 0
 
 
-@contextlib.contextmanager
-def foreseen_tracebacks_left_out() -> Iterator[None]:
-    """Within it, Prefect's flow- and task-run loggers log foreseen errors without their
-    traceback (the message says it all); removed again when the last flow using it ends."""
-    global _USERS
-    with _LOCK:
-        _USERS += 1
-        if _USERS == 1:
-            for name in _RUN_LOGGERS:
-                logging.getLogger(name).addFilter(_FILTER)
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _USERS -= 1
-            if _USERS == 0:
-                for name in _RUN_LOGGERS:
-                    logging.getLogger(name).removeFilter(_FILTER)
+def leave_out_foreseen_tracebacks() -> None:
+    """Make Prefect's flow- and task-run loggers log foreseen errors without their traceback (the
+    message says it all), for the rest of the process: the engine that runs a flow logs its
+    error after the flow has returned. Records of other errors pass unchanged."""
+    for name in _RUN_LOGGERS:
+        logging.getLogger(name).addFilter(_FILTER)  # once: a filter already there is not added
 
 
 def run_guarded(body: Callable[[], R]) -> R | Any:
     """Run a flow's `body` as the imputation flows fail: a foreseen error (`PipelineError`)
     becomes the Failed state `fail_run` gives, without its traceback in the logs; any other
     error ends the run's retries (another attempt would fail the same way) and is raised."""
-    with foreseen_tracebacks_left_out():
-        try:
-            return body()
-        except PipelineError as error:
-            return fail_run(error)
-        except Exception:
-            end_retries()
-            raise
+    leave_out_foreseen_tracebacks()
+    try:
+        return body()
+    except PipelineError as error:
+        return fail_run(error)
+    except Exception:
+        end_retries()
+        raise

@@ -10,8 +10,9 @@ would have written.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
@@ -35,6 +36,7 @@ from tasks.write import write_back
 
 __all__ = [
     "DRY_RUN",
+    "Clock",
     "ImputeOptions",
     "PreparedTable",
     "describe_dry_run",
@@ -78,7 +80,7 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
     """Check the file can be written (before any fit), load (read-only), validate and
     standardise one table."""
     check_writable(db_path)
-    clock = _Clock()
+    clock = Clock()
     table = request.source_table
     source = clock(
         "load",
@@ -134,7 +136,7 @@ def finish_table(
     `dry_run`, stop after the checks and say what would have been written."""
     source, plan = prepared.source, prepared.plan
     table, db_path = plan.source_table, source.db_path
-    clock = _Clock(prepared.seconds)
+    clock = Clock(prepared.seconds)
     if outcome is not None and prepared.scaled is not None:
         clock.seconds["impute"] = outcome.fit_seconds
         imputed = clock(
@@ -299,15 +301,22 @@ def log_plan(plan: ImputationPlan) -> None:
         logger.info("%s", line)
 
 
-class _Clock:
-    """Calls a step and adds its wall time, in seconds, under a name."""
+class Clock:
+    """The wall time of a run's steps, in seconds, added up by step name (`seconds`)."""
 
     def __init__(self, seconds: dict[str, float] | None = None) -> None:
         self.seconds = dict(seconds or {})
 
     def __call__(self, name: str, step: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call `step` and add its time under `name`."""
+        with self.timing(name):
+            return step(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def timing(self, name: str) -> Iterator[None]:
+        """Add the time spent within it under `name`."""
         started = time.perf_counter()
         try:
-            return step(*args, **kwargs)
+            yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started

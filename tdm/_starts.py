@@ -2,8 +2,10 @@
 self-supervised choice between them (``TDMImputer(init="auto")``).
 
 One construction of each chained-equation imputer (ICE: a Bayesian linear regression per column;
-MissForest: a random forest per column), shared by the starts and by the benchmark's ICE and
-MissForest baselines, so that a start and its baseline are the same method.
+MissForest: a random forest per column) for the benchmark's ICE and MissForest baselines; the
+starts write their rounds out, the same imputations bit for bit, so that a start and its baseline
+are the same method, without the baselines' ``ConvergenceWarning`` (a start stops after a fixed
+number of rounds by design).
 """
 
 from __future__ import annotations
@@ -185,7 +187,8 @@ def start_fill(
 ) -> np.ndarray:
     """``values`` with its ``mask`` cells replaced by the ``"ice"`` or ``"forest"`` start.
 
-    ICE: :func:`make_ice`'s imputation, every coordinate regressed on its own. Forest: a light
+    ICE: the rounds of ``make_ice(seed).fit_transform`` written out (:func:`_ice_rounds`), every
+    coordinate regressed on its own, without scikit-learn's ``ConvergenceWarning``. Forest: a light
     MissForest's, ``size`` = (trees, rounds, warm-up rounds: :func:`round_trees`), each
     forest fitted on ``n_jobs`` threads (scikit-learn's meaning; ``None``: 1): the rounds of
     ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform`` written out,
@@ -196,9 +199,8 @@ def start_fill(
     feature the column is one number, its coordinates' projection on a fixed direction: one
     forest per original column, one feature per other column.
     """
-    if init != "forest":  # scikit-learn's ConvergenceWarning passes on, as the ICE baseline's
-        completed = make_ice(seed).fit_transform(np.where(mask, np.nan, values))
-        return np.where(mask, completed, values)
+    if init != "forest":
+        return np.where(mask, _ice_rounds(np.where(mask, np.nan, values)), values)
     forest_seed = _forest_seeds(seed)[0]
     filled = SimpleImputer(strategy="mean").fit_transform(np.where(mask, np.nan, values))
     n_features = values.shape[1]
@@ -222,6 +224,43 @@ def start_fill(
             predicted = forest.predict(features[rows])
             filled[np.ix_(np.flatnonzero(rows), cols)] = predicted.reshape(-1, cols.size)
     return np.where(mask, filled, values)
+
+
+def _ice_rounds(X: np.ndarray, max_iter: int = 10, tol: float = 1e-3) -> np.ndarray:
+    """``X`` (NaN: missing; every column with an observed value) with its missing cells imputed
+    by ICE: ``make_ice(seed, max_iter=max_iter, tol=tol).fit_transform(X)``, bit for bit, its
+    rounds written out.
+
+    The cells start at their column's mean; each round regresses every column with a missing
+    cell on all the others (a fresh ``BayesianRidge``, fitted on the rows where the column is
+    observed) in ascending order of missingness, and replaces its missing cells by the posterior
+    means. The rounds stop after ``max_iter``, or earlier once a round changes the cells by less
+    than ``tol`` times the largest observed absolute value (the matrix infinity norm of the
+    change, scikit-learn's rule). Stopping at ``max_iter`` is the design, not a failure: nothing
+    is warned. The order and the Fortran memory layout are scikit-learn's, so that every sum is
+    taken in the same order.
+    """
+    X = np.asfortranarray(X)
+    missing = np.isnan(X)
+    filled = SimpleImputer(strategy="mean").fit_transform(X)
+    n_features = X.shape[1]
+    if n_features == 1 or missing.all():
+        return filled
+    tolerance = tol * np.max(np.abs(X[~missing]))
+    order = np.argsort(missing.mean(axis=0), kind="mergesort")
+    previous = filled.copy()
+    for _ in range(max_iter):
+        for j in order:
+            rows = missing[:, j]
+            if not rows.any():
+                continue  # scikit-learn fits a model here too, and uses none of it
+            others = filled[:, np.concatenate((np.arange(j), np.arange(j + 1, n_features)))]
+            model = BayesianRidge().fit(others[~rows], filled[:, j][~rows])
+            filled[rows, j] = model.predict(others[rows])
+        if np.linalg.norm(filled - previous, ord=np.inf) < tolerance:
+            break
+        previous = filled.copy()
+    return filled
 
 
 def choose_start(

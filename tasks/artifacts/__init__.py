@@ -133,6 +133,11 @@ def run_report_markdown(
             f"- imputer: {outcome.imputer} on `{outcome.device}`, {outcome.n_iter} iterations in "
             f"{outcome.fit_seconds:.2f} s, final loss {outcome.final_loss:.4g}{tail}"
         )
+    elif result.model_version is not None:
+        lines.append(
+            f"- imputer: the stored model, version {result.model_version} in `tdm_models`, "
+            "imputed the new rows with its `transform` (no fit in this run)"
+        )
     else:
         lines.append("- imputer: none (the table has no missing value: it was copied through)")
     lines.append(

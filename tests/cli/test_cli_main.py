@@ -107,11 +107,14 @@ def test_invalid_setting_is_a_clear_error(
 def test_impute_writes_the_target_and_says_where(
     warehouse: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`tdm impute` exits 0 and reports the target, the cells imputed and the lineage run."""
+    """`tdm impute` exits 0 and reports the target, the cells imputed and the lineage run, then
+    the run's report in full, as `tdm run` prints it."""
     args = ["impute", "--db", str(warehouse), "--table", "readings", "--key", "id"]
     assert main([*args, "--columns", "temperature,pressure", "--max-iter", "8"]) == 0
     out = capsys.readouterr().out
     assert "Wrote 'readings_imputed'" in out and "tdm_lineage" in out
+    assert "\n\n# Imputation of `readings` → `readings_imputed`: passed" in out
+    assert "| column | cells imputed |" in out and "## Run" in out
     with duckdb.connect(str(warehouse), read_only=True) as con:
         row = con.execute("SELECT columns_imputed, n_iter FROM tdm_lineage").fetchall()[0]
     assert json.loads(row[0]) == ["temperature", "pressure"] and row[1] == 8

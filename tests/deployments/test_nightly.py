@@ -61,7 +61,9 @@ def test_shipped_nightly_states_its_time_and_zone() -> None:
     specs = with_settings(read_deployment_specs(), ServeSettings(), cwd=REPO)
     nightly = nightly_spec(specs)
     assert nightly.parameters == {"config": "deployments/warehouse.yaml"}
-    assert nightly.schedules == [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}]
+    assert nightly.schedules == [
+        {"cron": "0 2 * * *", "timezone": "UTC", "active": True, "slug": "every day at 02:00 (UTC)"}
+    ]
     assert nightly.description == (
         "Impute every table listed in deployments/warehouse.yaml, every day at 02:00 (UTC)."
     )

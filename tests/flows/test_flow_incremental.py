@@ -85,6 +85,9 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
         "imputed", 1, 80, 0
     )  # fmt: skip
     assert "first run" in first.refit_reason
+    # Bug: the first run's fit was timed as "load-validate-read", and "impute" showed 0.00 s.
+    steps = ["load-validate-read", "fit", "inverse-scale", "check-quality", "write"]
+    assert list(first.seconds) == steps and first.seconds["fit"] >= first.fit_seconds
     before = _target(warehouse, 80)
 
     _append_rows(warehouse, 81, 20, seed=5)
@@ -103,6 +106,7 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
     assert second.refit_reason is None
     assert table_body(warehouse, "readings_imputed") == table_body(warehouse, "readings")
     assert second.could_be_not_null == tuple(NUMERIC)
+    assert list(second.seconds) == [steps[0], "impute", *steps[2:]]  # no fit: the stored model
     pd.testing.assert_frame_equal(_target(warehouse, 80), before, check_exact=True)
     source = _query(warehouse, "SELECT * FROM readings WHERE id > 80 ORDER BY id")
     added = _query(warehouse, "SELECT * FROM readings_imputed WHERE id > 80 ORDER BY id")

@@ -170,6 +170,9 @@ def test_report_of_an_incremental_run_names_its_model_rows_and_drift() -> None:
     assert "| `price` | mean_shift_sd | 3.02 | 1.00 | 25 | yes |" in text
     assert "| `shop` | label_tv | 0.100 | 0.250 | 30 | yes (unseen labels: kiosk) |" in text
     assert "| `qty` | mean_shift_sd | 0.200 | 1.00 | 28 | no |" in text
+    # Bug: a run that imputed with the stored model said "imputer: none (... copied through)".
+    assert "imputer: the stored model, version 2 in `tdm_models`, imputed the new rows" in text
+    assert "copied through" not in text
     refit = _result(model_version=3, rows_new=110, rows_reused=0, appended=False,
                     refit_reason="refit asked for")  # fmt: skip
     text = run_report_markdown(refit, quality=PASSED, outcome=None)

@@ -162,6 +162,36 @@ def test_the_forest_start_is_missforest_bit_for_bit_without_its_warning() -> Non
     assert np.allclose(one_column[mask[:, 0], 0], X_nan[~mask[:, 0], 0].mean())
 
 
+@pytest.mark.parametrize(
+    ("seed", "n_features", "rate"),
+    [(0, 6, 0.2), (1, 5, 0.4), (8, 3, 0.3), (11, 2, 0.5), (3, 1, 0.3)],
+    ids=["all-rounds", "all-rounds-more-missing", "early-stop", "two-columns", "one-column"],
+)
+def test_the_ice_start_is_iterative_imputer_bit_for_bit_without_its_warning(
+    seed: int, n_features: int, rate: float
+) -> None:
+    """The written-out ICE rounds equal scikit-learn's IterativeImputer (`make_ice`) bit for
+    bit, whether its rounds stop early or run out, and running out (the design: ten rounds at
+    most) is not reported as a failure to converge."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from tdm._starts import make_ice, start_fill
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(120, n_features)) @ rng.normal(size=(n_features, n_features)) * 30
+    X_nan, mask = mcar(X, rate, seed=seed)
+    if n_features > 2:
+        mask[:, 0], X_nan[:, 0] = False, X[:, 0]  # a complete column: a feature, never a target
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = start_fill("ice", X, mask, seed=seed)
+    assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reference = make_ice(seed).fit_transform(X_nan)
+    assert ours.tobytes() == np.where(mask, reference, X).tobytes()
+
+
 def _nonlinear(n: int = 400, seed: int = 0) -> np.ndarray:
     """Columns that are even functions of a latent: no linear regression can predict them."""
     rng = np.random.default_rng(seed)
