@@ -464,7 +464,6 @@ def _run_warehouse(args: argparse.Namespace) -> int:
 def _print_result(result: Any) -> None:
     from flows.incremental import describe_increment
     from flows.steps import DRY_RUN, describe_dry_run
-    from tasks.artifacts import not_null_note
 
     if result.status == DRY_RUN:
         print(describe_dry_run(result))
@@ -489,8 +488,6 @@ def _print_result(result: Any) -> None:
             f"{cells} cells imputed ({per_column}); fit {result.fit_seconds:.1f} s on "
             f"{result.device}, {result.n_iter} iterations, final loss {result.final_loss:.4g}."
         )
-    if result.could_be_not_null:
-        print(not_null_note(result))
     print(
         f"Lineage: run {result.run_id} in tdm_lineage; the imputed cells are listed in "
         "tdm_imputed_cells."

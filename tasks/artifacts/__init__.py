@@ -37,7 +37,6 @@ __all__ = [
     "CHECK_KINDS",
     "artifact_key",
     "figure_markdown",
-    "not_null_note",
     "publish_run_report",
     "run_report_markdown",
 ]
@@ -119,7 +118,7 @@ def run_report_markdown(
         ]
     lines += ["", *_columns_table(result, quality)]
     if result.could_be_not_null:
-        lines += ["", not_null_note(result)]
+        lines += ["", _not_null_note(result)]
     lines += [*_model_section(result), "", "## Run", ""]
     if outcome is not None:
         ratios = outcome.cost_ratio_history[np.isfinite(outcome.cost_ratio_history)]
@@ -155,7 +154,7 @@ def run_report_markdown(
     return "\n".join(lines)
 
 
-def not_null_note(result: ImputeTableResult) -> str:
+def _not_null_note(result: ImputeTableResult) -> str:
     """The sentence saying which imputed columns could now be declared NOT NULL."""
     listed = ", ".join(f'"{name}"' for name in result.could_be_not_null)
     return (
