@@ -313,7 +313,12 @@ def make_readings() -> Callable[..., pd.DataFrame]:
 
 
 def prepare_write(
-    db_path: Path, table: str = "readings", *, key: str | None = "id", max_iter: int = 10
+    db_path: Path,
+    table: str = "readings",
+    *,
+    key: str | None = "id",
+    max_iter: int = 10,
+    columns: list[str] | None = None,
 ) -> tuple:
     """Run load → validate → standardise → impute → inverse-scale → quality with `task.fn`.
 
@@ -328,7 +333,7 @@ def prepare_write(
 
     params = {"max_iter": max_iter, "init": "mean"}  # as TDM_INIT above
     source = load_table.fn(str(db_path), table, key)
-    plan = validate_input.fn(source, None, key)
+    plan = validate_input.fn(source, columns, key)
     scaled = standardise.fn(source.frame, plan.columns)
     outcome = impute.fn(scaled.frame, params, 0, table=table)
     imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
