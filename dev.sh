@@ -58,12 +58,19 @@ Point pip at PyTorch's CPU wheel index (PIP_EXTRA_INDEX_URL), or set TDM_ALLOW_C
     fi
 }
 
+workers() {
+    local cores
+    cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+    echo $(( cores + 1 < 4 ? cores + 1 : 4 ))
+}
+
 cmd=${1:-}
 [[ $# -gt 0 ]] && shift
 case "$cmd" in
     setup) setup ;;
     demo) setup; exec "$VENV/bin/tdm" demo "$@" ;;
-    # Up to 4 worker processes, one per core (pytest-xdist); `-n 0` after `test` runs in one.
-    test) setup; exec "$VENV/bin/python" -m pytest -n auto --maxprocesses 4 "$@" ;;
+    # pytest-xdist workers: one more than the cores (much of the suite waits on Prefect servers
+    # and `tdm` processes), at most 4; `-n 0` after `test` runs in one.
+    test) setup; exec "$VENV/bin/python" -m pytest -n "$(workers)" "$@" ;;
     *) die "usage: ./dev.sh {demo|test|setup} [args...]" ;;
 esac
