@@ -105,11 +105,11 @@ def test_default_and_verbose_terminal_output(warehouse: Path, tmp_path: Path) ->
 
 
 @pytest.mark.e2e
-def test_quiet_hides_the_temporary_server_too(warehouse: Path, tmp_path: Path) -> None:
+def test_quiet_hides_the_temporary_server_too(warehouse: Path, prefect_home: Path) -> None:
     """Without PREFECT_API_URL, `tdm` starts a temporary Prefect server and stops it as it
     exits, after the command has returned: -q must hide that line too."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_API_")}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), OMP_NUM_THREADS="1")
+    env.update(PREFECT_HOME=str(prefect_home), OMP_NUM_THREADS="1")
     run = subprocess.run(
         [sys.executable, "-m", "cli.main", "impute", "--db", str(warehouse), "--table",
          "readings", "--max-iter", "5", "--torch-threads", "1", "-q", "--dry-run"],

@@ -243,12 +243,12 @@ def _gone(pid: int, within: float) -> bool:
 @pytest.mark.e2e
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_the_temporary_prefect_server_dies_with_a_killed_tdm(
-    tmp_path: Path, make_readings: Callable[..., pd.DataFrame]
+    tmp_path: Path, prefect_home: Path, make_readings: Callable[..., pd.DataFrame]
 ) -> None:
     """Bug: after `kill -9` of `tdm impute`, its temporary Prefect server (uvicorn) ran on."""
     db = tmp_path / "w.duckdb"
     make_readings(db)
-    env = tdm_env(tmp_path, TDM_MAX_ITER="100000")
+    env = tdm_env(tmp_path, TDM_MAX_ITER="100000", PREFECT_HOME=str(prefect_home))
     del env["PREFECT_API_URL"]  # the temporary server of this process
     log = tmp_path / "tdm.log"
     with log.open("w") as out:

@@ -36,7 +36,7 @@ from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse
 from schemas.warehouse import load_warehouse_config
 from tasks.errors import PipelineError
-from tests.conftest import build_readings
+from tests.conftest import build_readings, fresh_prefect_home
 
 REPO = Path(__file__).resolve().parents[2]
 WAREHOUSE_DEPLOYMENT = "impute-warehouse/impute-warehouse"
@@ -208,7 +208,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # the .venv/bin
-        PREFECT_HOME=str(tmp / "prefect"),
+        PREFECT_HOME=str(fresh_prefect_home(tmp / "prefect")),
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         PREFECT_SERVER_API_PORT=str(port),  # a free port instead of 4200, for server and client
         PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="2",  # create the next runs at once

@@ -23,6 +23,7 @@ import pytest
 
 from deployments.server import local_server
 from tasks.artifacts import artifact_key
+from tests.conftest import fresh_prefect_home
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -55,7 +56,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as env:
         for name in [n for n in os.environ if n.startswith("PREFECT_")]:
             env.delenv(name)
-        env.setenv("PREFECT_HOME", str(home))
+        env.setenv("PREFECT_HOME", str(fresh_prefect_home(home)))
         env.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
         with local_server(port, log_path=home / "server.log", startup_timeout=SERVER_START_SECONDS):
             yield f"http://127.0.0.1:{port}"
