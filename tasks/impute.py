@@ -47,8 +47,10 @@ class PrefectProgress:
     transport cost (a step's transport cost over the mean cost of all pairs across its two
     batches; 1 = no better than random pairs), or of the loss where that is not recorded: a
     median, so that a spike of one or two steps, which the fit recovers from, shows in the loss
-    plot but does not alarm in the log. Inside a task run, the artifact `tdm-progress-<table>`
-    shows the share of `max_iter` done; `finish` sets it to 100% when the fit stops early.
+    plot but does not alarm in the log. The start's column models are logged likewise before the
+    steps. Inside a task run, the artifact `tdm-progress-<table>` shows the share of the start's
+    models done, then of `max_iter`, its description naming which; `finish` sets it to 100%
+    when the fit stops early.
     """
 
     def __init__(self, table: str, *, every: float = 0.1) -> None:
@@ -71,10 +73,15 @@ class PrefectProgress:
             self._artifact = artifact if isinstance(artifact, UUID) else None
 
     def __call__(self, progress: FitProgress) -> None:
-        """Record the step; report every `every` of `max_iter` iterations, and at the last one."""
+        """Record the step; report every `every` of `max_iter` iterations, and at the last one
+        (the start's models likewise, before the steps)."""
+        step = max(1, math.ceil(progress.max_iter * self.every))
+        if progress.stage == "start":
+            if progress.iteration % step == 0 or progress.iteration == progress.max_iter:
+                self._report_start(progress)
+            return
         self._ratios.append(progress.cost_ratio)
         self._losses.append(progress.loss)
-        step = max(1, math.ceil(progress.max_iter * self.every))
         if progress.iteration % step and progress.iteration != progress.max_iter:
             return
         done = progress.iteration / progress.max_iter
@@ -93,8 +100,24 @@ class PrefectProgress:
             summary,
             len(losses),
         )
+        self._show(done, f'TDM fit on table "{self.table}": optimisation steps')
+
+    def _report_start(self, progress: FitProgress) -> None:
+        done = progress.iteration / progress.max_iter
+        self._logger.info(
+            "TDM start on %r: %3.0f%% (%d/%d column models of the chained-equation start)",
+            self.table,
+            100 * done,
+            progress.iteration,
+            progress.max_iter,
+        )
+        self._show(done, f'TDM fit on table "{self.table}": chained-equation start')
+
+    def _show(self, done: float, description: str) -> None:
         if self._artifact is not None:
-            update_progress_artifact(artifact_id=self._artifact, progress=100.0 * done)
+            update_progress_artifact(
+                artifact_id=self._artifact, progress=100.0 * done, description=description
+            )
 
     def finish(self) -> None:
         """Show the fit as done (it may have stopped before `max_iter`, e.g. early stopping)."""
@@ -187,14 +210,9 @@ def _fit(
         progress.finish()
     used = {k: v for k, v in imputer.get_params().items() if k not in ("callback", "verbose")}
     used["device"] = str(used["device"])
-    # What the fit chose (with init="auto": ICE's or the forest's start, and the probe errors;
-    # on a large table, how far from the start to the refinement the safeguard went).
+    # What the fit chose (with init="auto": ICE's or the trees' start, and the probe errors).
     used["start_used"] = imputer.init_
     used["start_scores"] = imputer.start_scores_
-    used["forest_size"] = None if imputer.forest_size_ is None else list(imputer.forest_size_)
-    used["refined_share"] = imputer.refined_share_
-    scores = imputer.safeguard_scores_
-    used["safeguard_scores"] = None if scores is None else {f"{k:g}": v for k, v in scores.items()}
     losses = np.asarray(imputer.loss_history_, dtype=float)
     outcome = ImputationOutcome(
         frame=_as_frame(filled, frame),

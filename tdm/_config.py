@@ -49,15 +49,8 @@ class Config:
         cost of the mean-filled data.
     init_noise : float, default=0.0
         N(0, init_noise²) noise added to every starting value.
-    forest_trees, forest_rounds, forest_warm_rounds : int or None, default=None
-        Trees per column, rounds, and 20-tree warm-up rounds of the forest start; ``None``: by
-        the table's size (:func:`tdm._starts.forest_size`).
-    safeguard : bool, default=True
-        With ``init="auto"`` on a large table, keep the probe cells hidden through the fit and
-        let them choose how far from the start to the refinement the missing cells end
-        (:mod:`tdm._safeguard`).
     n_jobs : int or None, default=None
-        Threads of each forest of the forest start (``None``: 1; -1: every core).
+        Threads of each LightGBM model of the trees start (``None``: 1; -1: every core).
     bounds_margin : float, default=0.0
         Share of a column's observed range added below and above it by the observed bounds.
     bounds_method : {"project", "transform", "clip"}, default="project"
@@ -77,10 +70,6 @@ class Config:
     solver: str = "assignment"
     epsilon: float = 0.05
     init_noise: float = 0.0
-    forest_trees: int | None = None
-    forest_rounds: int | None = None
-    forest_warm_rounds: int | None = None
-    safeguard: bool = True
     n_jobs: int | None = None
     bounds_margin: float = 0.0
     bounds_method: str = "project"
@@ -100,10 +89,6 @@ CONFIG_CONSTRAINTS: Mapping[str, Sequence[Any]] = MappingProxyType(
         "solver": [Options(SOLVERS)],
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "init_noise": [Interval(Real, 0, None)],
-        "forest_trees": [Interval(Integral, 1, None), None],
-        "forest_rounds": [Interval(Integral, 1, None), None],
-        "forest_warm_rounds": [Interval(Integral, 0, None), None],
-        "safeguard": [Boolean()],
         "n_jobs": [Integral, None],
         "bounds_margin": [Interval(Real, 0, None)],
         "bounds_method": [Options(BOUNDS_METHODS)],
@@ -127,10 +112,6 @@ PAPER = Config(
     cost="euclidean",  # the published code's cost, which produced the paper's tables
     solver="assignment",  # exact OT, as the published network simplex
     init_noise=0.1,
-    forest_trees=20,  # used only if a start other than the mean is asked for
-    forest_rounds=3,
-    forest_warm_rounds=0,
-    safeguard=False,
 )
 
 #: Paper mode's public parameters.

@@ -5,7 +5,9 @@ stopping. Subclasses declare their own hyperparameters and build the network."""
 from __future__ import annotations
 
 import inspect
+import math
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, fields, replace
 from numbers import Integral, Real
@@ -33,7 +35,6 @@ from tdm._optimise import (
     run_steps,
 )
 from tdm._persistence import load_imputer, save_imputer
-from tdm._safeguard import guard
 from tdm._starts import fit_start
 from tdm._tables import (
     BoundsParam,
@@ -118,9 +119,6 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     best_iteration_: int | None
     init_: str
     start_scores_: dict[str, float] | None
-    forest_size_: tuple[int, int, int] | None
-    safeguard_scores_: dict[float, float] | None
-    refined_share_: float
     encoding_: TableEncoding
     column_kinds_: dict[Any, str]
     categories_: dict[Any, np.ndarray]
@@ -362,24 +360,14 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         )
         train_mask = mask if holdout is None else mask | holdout
         train_Z = Z if holdout is None else np.where(holdout, np.nan, Z)
-        start = fit_start(self._start_kind(), train_Z, train_mask, rng, cell_groups, config)
-        self.init_, self.start_scores_, self.forest_size_ = (
-            start.init,
-            start.scores,
-            start.forest_size,
+        start = fit_start(
+            self._start_kind(), train_Z, train_mask, rng, self.encoding_, config, self._start_report
         )
-        probe, anchor = start.probe, start.anchor
-        if probe is not None:  # kept hidden: they score the start against the refinement
-            train_mask, train_Z = train_mask | probe, np.where(probe, np.nan, train_Z)
+        self.init_, self.start_scores_ = start.init, start.scores
         bounded = self._bounded_cells(device, dtype)
         cells = MissingCells.build(
             train_Z, train_mask, self.encoding_, bounded, rng, config.init_noise, start=start.values
         )
-        initial = cells.result() if probe is not None else None
-        if anchor is not None:  # as the start's cells are: within bounds, labels at points
-            anchor = MissingCells.build(
-                train_Z, train_mask, self.encoding_, bounded, rng.spawn(1)[0], 0.0, start=anchor
-            ).result()
         # Complete data still trains the network (``transform`` then has a learned geometry).
         groups: list[dict[str, Any]] = []
         weights = [p for p in network.parameters() if p.requires_grad]
@@ -415,14 +403,17 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.validation_scores_ = None if monitor is None else np.asarray(monitor.scores)
         self.best_iteration_ = None if monitor is None else monitor.restore_best()
         filled = cells.result()
-        self.refined_share_, self.safeguard_scores_ = 1.0, None
-        if probe is not None and initial is not None:  # the safeguard chooses the share
-            filled, self.refined_share_, self.safeguard_scores_ = guard(
-                filled, initial, probe, Z, len(self.encoding_.numeric), anchor
-            )
         if holdout is not None:
             filled[holdout] = Z[holdout]  # held-out cells are observed: give back their values
         return filled, history
+
+    def _start_report(self, done: int, planned: int) -> None:
+        """Progress of the start: ``callback`` gets ``FitProgress(done, planned, stage="start")``
+        after each of its models; with ``verbose``, stderr a line at every tenth of them."""
+        if self.callback is not None:
+            self.callback(FitProgress(done, planned, math.nan, "start"))
+        if self.verbose and (done % max(1, planned // 10) == 0 or done == planned):
+            print(f"{self._owner()} start: model {done}/{planned}", file=sys.stderr)
 
     def _cell_lr(self, rows_per_step: int, n_rows: int) -> float:
         """RMSprop rate of the missing cells when ``rows_per_step`` of ``n_rows`` rows are drawn."""

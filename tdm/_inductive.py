@@ -1,7 +1,6 @@
 """``transform`` on rows unseen in ``fit``: their missing cells are optimised with the fitted
 network held fixed, each batch mixing new rows with fitted ones, so that the mapped new rows
-match other fitted rows in transport cost. Where ``fit`` kept its start or a share of the way to
-its refinement (the safeguard), new rows get the same share. The fitted imputer is left as it
+match other fitted rows in transport cost. The fitted imputer is left as it
 was (its network is copied), so that several threads may transform with one imputer."""
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ from sklearn.utils import check_random_state
 
 from tdm._cells import MissingCells
 from tdm._optimise import default_transform_iter
-from tdm._safeguard import share_of
-from tdm._starts import LIGHT_FOREST, context_start
+from tdm._starts import context_start
 from tdm._validation import resolve_device, resolve_dtype
 from tdm.transport import TransportTerms
 
@@ -48,8 +46,7 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
             Z,
             sub_mask,
             rng,
-            est.encoding_.groups if est.encoding_.mixed else None,
-            est.forest_size_ or LIGHT_FOREST,
+            est.encoding_,
             est._config.n_jobs,
         )
     cells = MissingCells.build(
@@ -76,9 +73,7 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
         z1 = torch.cat([z_new, latent_fit[fit[: B - k]]])
         return est._loss(z1, latent_fit[fit[B - k :]])
 
-    share = est.refined_share_
-    initial = cells.result() if 0.0 < share < 1.0 else None
-    if cells.parameters() and share > 0.0:  # share 0: the safeguard kept the start, so here
+    if cells.parameters():
         optimizer = torch.optim.RMSprop(cells.parameters(), lr=est._cell_lr(k, n_new))
         est._run(
             step,
@@ -89,8 +84,5 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
             stage="transform",
             after_step=cells.project_,
         )
-    result = cells.result()
-    filled[rows_missing] = (
-        result if initial is None else share_of(initial, result, share, len(est.encoding_.numeric))
-    )
+    filled[rows_missing] = cells.result()
     return filled

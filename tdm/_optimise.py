@@ -56,6 +56,7 @@ class FitProgress:
     loss : float
         Transport cost of this step's batches.
     stage : str
+        ``"start"`` (the start's models: ``iteration`` of ``max_iter`` fitted, ``loss`` NaN),
         ``"fit"`` or ``"transform"``.
     cost_ratio : float
         ``loss`` divided by the mean cost of all pairs across the two batches: in ``[0, 1]`` for

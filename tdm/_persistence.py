@@ -17,7 +17,7 @@ from tdm._version import __version__
 
 __all__ = ["FORMAT_VERSION", "SavedImputer", "load_imputer", "save_imputer"]
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 """Layout of the saved state; a file of another layout is refused."""
 
 
@@ -70,11 +70,6 @@ def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
         "best_iteration_": imputer.best_iteration_,
         "init_": imputer.init_,
         "start_scores_": imputer.start_scores_,
-        "forest_size_": None if imputer.forest_size_ is None else list(imputer.forest_size_),
-        "safeguard_scores_": None
-        if imputer.safeguard_scores_ is None
-        else [[share, score] for share, score in imputer.safeguard_scores_.items()],
-        "refined_share_": imputer.refined_share_,
         "device_": str(imputer.device_),
         "encoding_": save_encoding(imputer.encoding_),
         "bounds_": [[_plain(k), lo, hi] for k, (lo, hi) in imputer.bounds_.items()],
@@ -132,11 +127,6 @@ def load_imputer(
     est.best_iteration_ = state["best_iteration_"]
     est.init_ = state["init_"]
     est.start_scores_ = state["start_scores_"]
-    size = state["forest_size_"]
-    est.forest_size_ = None if size is None else tuple(int(v) for v in size)
-    scores = state["safeguard_scores_"]
-    est.safeguard_scores_ = None if scores is None else {float(s): float(v) for s, v in scores}
-    est.refined_share_ = float(state["refined_share_"])
     est.device_ = torch.device(state["device_"])
     loaded: Imputer = est
     return loaded

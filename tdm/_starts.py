@@ -1,18 +1,28 @@
-"""Starting points of the missing cells: ICE's and a light MissForest's imputations, and the
-self-supervised choice between them (``TDMImputer(init="auto")``).
+"""Starting points of the missing cells: chained equations on LightGBM tree ensembles or on
+Bayesian linear regressions (ICE), and the self-supervised choice between them
+(``TDMImputer(init="auto")``).
 
-One construction of each chained-equation imputer (ICE: a Bayesian linear regression per column;
-MissForest: a random forest per column) for the benchmark's ICE and MissForest baselines; the
-starts write their rounds out, the same imputations bit for bit, so that a start and its baseline
-are the same method, without the baselines' ``ConvergenceWarning`` (a start stops after a fixed
-number of rounds by design).
+A *trees* start imputes one column at a time in ascending order of missingness, for
+:data:`TREE_ROUNDS` rounds: a numeric column by a regressor, a label column by a classifier
+(its most probable label), each on every other column, label columns as native categorical
+features, missing values as LightGBM's own missing values in the first round. A column's model
+is sized by its fitted rows: gradient-boosted trees whose number early stopping chooses on a
+held-out share of the rows, or, below :data:`BOOSTING_ROWS` rows, a random forest of
+:data:`FOREST_TREES` trees, which overfits less on few rows.
+
+The ICE start writes out the rounds of scikit-learn's ``IterativeImputer`` with a
+``BayesianRidge`` per coordinate, the same imputation bit for bit, without its
+``ConvergenceWarning`` (a start stops after a fixed number of rounds by design). The benchmark's
+ICE and MissForest baselines are built here too (:func:`make_ice`, :func:`make_missforest`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+import lightgbm
 import numpy as np
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enables the import)
@@ -21,48 +31,53 @@ from sklearn.linear_model import BayesianRidge
 
 from tdm._config import Config
 from tdm._early_stopping import holdout_cells
+from tdm._mixed import TableEncoding
 from tdm._seeds import spawn_seeds
 
 __all__ = [
     "LARGE_CELLS",
-    "LARGE_FOREST",
-    "LIGHT_FOREST",
-    "WARM_TREES",
+    "TREE_ROUNDS",
     "Start",
     "choose_start",
     "context_start",
     "fit_start",
-    "forest_size",
     "make_ice",
     "make_missforest",
-    "round_trees",
     "start_fill",
 ]
 
-#: The forest start's (trees, rounds, warm-up rounds) on a table of fewer than
-#: :data:`LARGE_CELLS` observed cells (the MissForest baseline: 100 trees, up to 10 rounds) ...
-LIGHT_FOREST = (20, 3, 0)
-#: ... and from there.
-LARGE_FOREST = (100, 2, 5)
-#: Trees of a *warm-up* round: a light forest's round that brings the cells near where the
-#: full rounds after it settle.
-WARM_TREES = 20
+TREE_ROUNDS = 2
+"""Rounds of the trees start: every column with a missing cell is imputed once per round."""
+BOOSTING_ROWS = 1_000
+"""Fitted rows from which a column's model is gradient boosted; below, a random forest."""
+FOREST_TREES = 50
+"""Trees of a random-forest model, each grown on 63% of the rows (bagging) among all features: a
+column set by one other column is found by every tree."""
+MAX_BOOSTED_TREES = 1_000
+"""Most trees of a gradient-boosted model; early stopping usually stops far sooner ..."""
+EARLY_STOPPING_SHARE = 0.1
+"""... on this share of its fitted rows, held out ..."""
+EARLY_STOPPING_PATIENCE = 20
+"""... once this many trees in a row have not lowered their loss."""
+MAX_CATEGORICAL_LABELS = 255
+"""Labels from which a label column is an ordinal feature (its codes) rather than a categorical
+one (LightGBM's bins of categories)."""
 
 PROBE_FRACTION = 0.05
 """Share of the observed cells hidden by ``init="auto"`` to score the candidate starts..."""
 PROBE_MAX_CELLS = 2_000
 """... but never more cells than this."""
 LARGE_CELLS = 100_000
-"""Observed cells (a categorical cell counts once) from which a table is *large*: its probe hides
-at most 2% of them. There the forest start is :data:`LARGE_FOREST`, and ``init="auto"`` takes
-the chosen candidate's probe run as the start and keeps the probe cells hidden to guard the
-refinement (the safeguard), the start computed again on every observed cell being where the
-guarded cells end at share 0 (:func:`fit_start`). On smaller tables the start is computed again
-on every observed cell."""
-FOREST_MARGIN = 0.9
-"""``init="auto"`` takes the forest's start only if its probe error is below this times ICE's."""
+"""Observed cells (a categorical cell counts once) from which a table is *large*: there
+``init="auto"`` takes the trees start without a probe, ICE's linear models being no match for the
+trees' on that many cells and a second trees run the larger cost."""
+TREES_MARGIN = 0.9
+"""``init="auto"`` takes the trees start only if its probe error is below this times ICE's."""
 START_CONTEXT_ROWS = 10_000
-"""Fitted rows given as context when ICE or a forest starts new rows."""
+"""Fitted rows given as context when ICE or the trees start new rows."""
+
+#: Reports one more column model fitted by a start (:func:`fit_start`'s ``progress``).
+Progress = Callable[[], None]
 
 
 def make_ice(seed: int, *, max_iter: int = 10, tol: float = 1e-3) -> IterativeImputer:
@@ -117,63 +132,9 @@ def _forest_seeds(seed: int) -> tuple[int, int]:
     return forest, imputer
 
 
-def observed_cells(mask: np.ndarray, groups: np.ndarray | None = None) -> int:
-    """Observed cells of ``mask``, a categorical cell (``groups``) counted once."""
-    return int((~(mask if groups is None else mask[:, _firsts(groups)])).sum())
-
-
-def forest_size(
-    observed: int,
-    trees: int | None = None,
-    rounds: int | None = None,
-    warm_rounds: int | None = None,
-) -> tuple[int, int, int]:
-    """The forest start's trees, rounds and warm-up rounds: those given, else by the table's
-    ``observed`` cells (:data:`LIGHT_FOREST` below :data:`LARGE_CELLS`, :data:`LARGE_FOREST`
-    from there)."""
-    default = LARGE_FOREST if observed >= LARGE_CELLS else LIGHT_FOREST
-    given = (trees, rounds, warm_rounds)
-    trees, rounds, warm = (d if g is None else g for d, g in zip(default, given, strict=True))
-    return trees, rounds, warm
-
-
-def round_trees(size: tuple[int, int, int]) -> list[int]:
-    """The trees of each round of a forest start of ``size`` = (trees, rounds, warm-up rounds):
-    :data:`WARM_TREES` for each warm-up round, then ``trees`` for each round."""
-    trees, rounds, warm = size
-    return [WARM_TREES] * warm + [trees] * rounds
-
-
-def _label_directions(targets: list[np.ndarray], seed: int) -> list[np.ndarray | None]:
-    """A fixed unit direction per block of several coordinates (``None`` for one coordinate)."""
-    rng = np.random.default_rng(seed)
-    directions: list[np.ndarray | None] = []
-    for cols in targets:
-        if cols.size == 1:
-            directions.append(None)
-            continue
-        u = rng.standard_normal(cols.size)
-        directions.append(u / np.linalg.norm(u))
-    return directions
-
-
-def _column_features(
-    filled: np.ndarray,
-    targets: list[np.ndarray],
-    directions: list[np.ndarray | None],
-    skip: int,
-) -> np.ndarray:
-    """One feature per column but ``targets[skip]``: a numeric column's values, a categorical
-    block's projection on its direction."""
-    if all(u is None for u in directions):  # a numeric table: its columns, as they are
-        return np.delete(filled, targets[skip], axis=1)
-    return np.column_stack(
-        [
-            filled[:, cols[0]] if u is None else filled[:, cols] @ u
-            for j, (cols, u) in enumerate(zip(targets, directions, strict=True))
-            if j != skip
-        ]
-    )
+def observed_cells(mask: np.ndarray, encoding: TableEncoding) -> int:
+    """Observed cells of ``mask``, a categorical cell counted once."""
+    return int((~encoding.column_mask(mask)).sum())
 
 
 def start_fill(
@@ -181,49 +142,159 @@ def start_fill(
     values: np.ndarray,
     mask: np.ndarray,
     seed: int,
-    groups: np.ndarray | None = None,
-    size: tuple[int, int, int] = LIGHT_FOREST,
+    encoding: TableEncoding,
     n_jobs: int | None = None,
+    progress: Progress | None = None,
 ) -> np.ndarray:
-    """``values`` with its ``mask`` cells replaced by the ``"ice"`` or ``"forest"`` start.
+    """``values`` (the optimised space of ``encoding``) with its ``mask`` cells replaced by the
+    ``"ice"`` or ``"trees"`` start.
 
     ICE: the rounds of ``make_ice(seed).fit_transform`` written out (:func:`_ice_rounds`), every
-    coordinate regressed on its own, without scikit-learn's ``ConvergenceWarning``. Forest: a light
-    MissForest's, ``size`` = (trees, rounds, warm-up rounds: :func:`round_trees`), each
-    forest fitted on ``n_jobs`` threads (scikit-learn's meaning; ``None``: 1): the rounds of
-    ``make_missforest(seed, n_estimators=trees, max_iter=rounds).fit_transform`` written out,
-    the same imputations bit for bit, without scikit-learn's ``ConvergenceWarning`` (stopping
-    after a few rounds is the design) and without forests for columns with nothing to impute.
-    With ``groups`` (the original column of every column, :attr:`tdm._mixed.TableEncoding.groups`),
-    the coordinates of a categorical column are one multi-output forest's targets, and as a
-    feature the column is one number, its coordinates' projection on a fixed direction: one
-    forest per original column, one feature per other column.
+    coordinate regressed on its own. Trees: :func:`_tree_rounds`, each model on ``n_jobs``
+    threads (LightGBM's meaning; ``None``: 1), ``progress`` called after each model.
     """
-    if init != "forest":
-        return np.where(mask, _ice_rounds(np.where(mask, np.nan, values)), values)
-    forest_seed = _forest_seeds(seed)[0]
-    filled = SimpleImputer(strategy="mean").fit_transform(np.where(mask, np.nan, values))
-    n_features = values.shape[1]
-    if groups is None:
-        groups = np.arange(n_features)
-    targets = [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    if len(targets) == 1:  # no other column to regress on: the mean, as IterativeImputer gives
-        return np.where(mask, filled, values)
-    directions = _label_directions(targets, forest_seed)
-    missingness = [mask[:, cols[0]].mean() for cols in targets]
-    for trees in round_trees(size):
-        for k in np.argsort(missingness, kind="mergesort"):  # ascending missingness
-            cols = targets[k]
-            rows = mask[:, cols[0]]
+    if init == "trees":
+        return _tree_rounds(values, mask, seed, encoding, n_jobs, progress)
+    return np.where(mask, _ice_rounds(np.where(mask, np.nan, values)), values)
+
+
+def tree_models(mask: np.ndarray, encoding: TableEncoding) -> int:
+    """The models a trees start of the ``mask`` cells fits: one per column with a missing cell
+    and round (none where only one column exists)."""
+    missing = encoding.column_mask(mask).any(axis=0)
+    return 0 if len(encoding.columns) == 1 else TREE_ROUNDS * int(missing.sum())
+
+
+def _tree_rounds(
+    values: np.ndarray,
+    mask: np.ndarray,
+    seed: int,
+    encoding: TableEncoding,
+    n_jobs: int | None,
+    progress: Progress | None,
+) -> np.ndarray:
+    """The trees start (module docstring): ``values`` with its ``mask`` cells imputed.
+
+    The table is seen one column per original column (:func:`_label_table`): a numeric column's
+    value or a label column's code, NaN where missing. A table of one column gets its mean (or
+    most frequent label), as chained equations have nothing to regress on.
+    """
+    table, categorical = _label_table(values, mask, encoding)
+    missing = encoding.column_mask(mask)
+    rng = np.random.default_rng(seed)
+    order = np.argsort(missing.mean(axis=0), kind="mergesort")
+    if table.shape[1] == 1:
+        observed = table[~missing[:, 0], 0]
+        table[missing[:, 0], 0] = _most_frequent(observed) if categorical[0] else observed.mean()
+    for _ in range(TREE_ROUNDS if table.shape[1] > 1 else 0):
+        for k in order:
+            rows = missing[:, k]
             if not rows.any():
                 continue
-            features = _column_features(filled, targets, directions, skip=k)
-            forest = _forest(forest_seed, trees, n_jobs=n_jobs)
-            target = filled[~rows][:, cols[0]] if cols.size == 1 else filled[~rows][:, cols]
-            forest.fit(features[~rows], target)
-            predicted = forest.predict(features[rows])
-            filled[np.ix_(np.flatnonzero(rows), cols)] = predicted.reshape(-1, cols.size)
-    return np.where(mask, filled, values)
+            features = np.delete(table, k, axis=1)
+            feature_labels = np.delete(categorical, k)
+            table[rows, k] = _fit_predict(
+                features, table[:, k], rows, feature_labels, categorical[k], rng, n_jobs
+            )
+            if progress is not None:
+                progress()
+    return np.where(mask, _from_label_table(table, encoding), values)
+
+
+def _label_table(
+    values: np.ndarray, mask: np.ndarray, encoding: TableEncoding
+) -> tuple[np.ndarray, np.ndarray]:
+    """One column per original column: numeric values, then each label column's codes (the
+    index of its point), NaN where missing; and which columns are label columns."""
+    p = len(encoding.numeric)
+    column_mask = encoding.column_mask(mask)
+    codes = [c.astype(np.float64) for c in encoding.decode_labels(np.where(mask, 0.0, values))]
+    table = np.column_stack([values[:, :p], *codes]) if codes else values[:, :p].copy()
+    order = [*encoding.numeric, *encoding.categorical]  # the original column of each
+    table[column_mask[:, order]] = np.nan
+    categorical = np.arange(table.shape[1]) >= p
+    return table, categorical
+
+
+def _from_label_table(table: np.ndarray, encoding: TableEncoding) -> np.ndarray:
+    """The optimised space's values of a complete label table: each code as its label's point."""
+    p = len(encoding.numeric)
+    points = [
+        encoding.columns[j].embedding[table[:, p + i].astype(np.int64)]  # type: ignore[index]
+        for i, j in enumerate(encoding.categorical)
+    ]
+    return np.column_stack([table[:, :p], *points]) if points else table[:, :p].copy()
+
+
+def _most_frequent(codes: np.ndarray) -> float:
+    labels, counts = np.unique(codes, return_counts=True)
+    return float(labels[np.argmax(counts)])
+
+
+def _fit_predict(
+    features: np.ndarray,
+    target: np.ndarray,
+    rows: np.ndarray,
+    feature_labels: np.ndarray,
+    classify: bool,
+    rng: np.random.Generator,
+    n_jobs: int | None,
+) -> np.ndarray:
+    """A model of ``target`` on ``features``, fitted on the rows not in ``rows`` and predicting
+    ``rows``: a classifier of a label column's codes (its most probable code), else a
+    regressor. Label features with at most :data:`MAX_CATEGORICAL_LABELS` codes are categorical."""
+    X, y = features[~rows], target[~rows]
+    if classify and np.unique(y).size == 1:
+        return np.full(int(rows.sum()), y[0])
+    categorical = [
+        int(i)
+        for i in np.flatnonzero(feature_labels)
+        if np.nanmax(features[:, i], initial=0) < MAX_CATEGORICAL_LABELS
+    ]
+    params = _model_params(y.size, int(rng.integers(2**31 - 1)), n_jobs)
+    model = (lightgbm.LGBMClassifier if classify else lightgbm.LGBMRegressor)(**params)
+    fit: dict[str, Any] = {"categorical_feature": categorical or "auto"}
+    if params["boosting_type"] == "gbdt":
+        held = rng.random(y.size) < EARLY_STOPPING_SHARE
+        if classify:  # the held-out rows may hold only labels the model is fitted on
+            held &= np.isin(y, y[~held])
+        fit.update(
+            eval_X=X[held],
+            eval_y=y[held],
+            callbacks=[lightgbm.early_stopping(EARLY_STOPPING_PATIENCE, verbose=False)],
+        )
+        X, y = X[~held], y[~held]
+    model.fit(X, y, **fit)
+    return np.asarray(model.predict(features[rows]), dtype=np.float64)
+
+
+def _model_params(n_rows: int, seed: int, n_jobs: int | None) -> dict[str, Any]:
+    """LightGBM's settings of a column's model fitted on ``n_rows`` rows (module docstring);
+    deterministic for a seed, whatever the threads."""
+    common = {
+        "random_state": seed,
+        "n_jobs": 1 if n_jobs is None else n_jobs,
+        "deterministic": True,
+        "force_col_wise": True,
+        "verbose": -1,
+    }
+    if n_rows >= BOOSTING_ROWS:
+        return {
+            **common,
+            "boosting_type": "gbdt",
+            "n_estimators": MAX_BOOSTED_TREES,
+            "learning_rate": 0.1,
+            "num_leaves": 63,
+        }
+    return {
+        **common,
+        "boosting_type": "rf",
+        "n_estimators": FOREST_TREES,
+        "num_leaves": 31,
+        "min_child_samples": int(np.clip(n_rows // 50, 2, 20)),
+        "subsample": 0.632,
+        "subsample_freq": 1,
+    }
 
 
 def _ice_rounds(X: np.ndarray, max_iter: int = 10, tol: float = 1e-3) -> np.ndarray:
@@ -263,44 +334,51 @@ def _ice_rounds(X: np.ndarray, max_iter: int = 10, tol: float = 1e-3) -> np.ndar
     return filled
 
 
+class _Models:
+    """Counts a start's fitted models, reporting ``(done, planned)`` after each."""
+
+    def __init__(self, planned: int, report: Callable[[int, int], None] | None) -> None:
+        self.planned, self.done, self.report = planned, 0, report
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.report is not None:
+            self.report(self.done, max(self.done, self.planned))
+
+
 def choose_start(
     Z: np.ndarray,
     mask: np.ndarray,
     rng: np.random.Generator,
     seed: int,
-    groups: np.ndarray | None = None,
-    size: tuple[int, int, int] = LIGHT_FOREST,
+    encoding: TableEncoding,
     n_jobs: int | None = None,
-) -> tuple[str, dict[str, float], np.ndarray, np.ndarray | None]:
-    """``init="auto"``: ICE's start, or the forest's where it imputes probe cells clearly better.
+    report: Callable[[int, int], None] | None = None,
+) -> tuple[str, dict[str, float], np.ndarray]:
+    """``init="auto"``: ICE's start, or the trees' where they impute probe cells clearly better.
 
     A share (:data:`PROBE_FRACTION`, at most :data:`PROBE_MAX_CELLS` cells) of the observed
-    cells is hidden, both candidates impute them along with the missing cells, and their mean
-    absolute errors (standardised units) on the probe cells are compared. The forest (``size``:
-    trees, rounds) is chosen when its error is below :data:`FOREST_MARGIN` times ICE's, ICE being
-    the cheaper of the two. No ground truth of the missing cells is used. ``groups``
-    (:func:`tdm._early_stopping.holdout_cells`) hides the coordinates of a categorical cell
-    together.
-
-    Returns the choice, both scores, the start and the probe. On a large table
-    (:data:`LARGE_CELLS`) the start is ``Z`` with its ``mask`` *and probe* cells imputed by the
-    chosen candidate in that same run, and the probe is returned, for the caller to keep hidden
-    or give back: the probe cells then score the start against the refinement, neither having
-    seen them. On a smaller table the start imputes the ``mask`` cells in a run of its own on
-    every observed cell, and the probe is ``None``.
+    cells is hidden (a categorical cell's coordinates together), both candidates impute them
+    along with the missing cells, and their mean absolute errors (standardised units) on the
+    probe cells are compared. The trees are chosen when their error is below
+    :data:`TREES_MARGIN` times ICE's, ICE being the cheaper. No ground truth of the missing
+    cells is used. Returns the choice, both scores, and the chosen start of the ``mask`` cells,
+    computed again on every observed cell.
     """
-    observed = observed_cells(mask, groups)
-    fraction = min(PROBE_FRACTION, PROBE_MAX_CELLS / max(observed, 1))
-    probe = holdout_cells(mask, fraction, rng, groups)
+    groups = encoding.groups if encoding.mixed else None
+    observed = observed_cells(mask, encoding)
+    probe = holdout_cells(
+        mask, min(PROBE_FRACTION, PROBE_MAX_CELLS / max(observed, 1)), rng, groups
+    )
     hidden = mask | probe
+    models = _Models(tree_models(hidden, encoding) + tree_models(mask, encoding), report)
     filled = {
-        name: start_fill(name, Z, hidden, seed, groups, size, n_jobs) for name in ("ice", "forest")
+        name: start_fill(name, Z, hidden, seed, encoding, n_jobs, models)
+        for name in ("ice", "trees")
     }
     scores = {name: float(np.abs(f[probe] - Z[probe]).mean()) for name, f in filled.items()}
-    choice = "forest" if scores["forest"] < FOREST_MARGIN * scores["ice"] else "ice"
-    if observed >= LARGE_CELLS:
-        return choice, scores, np.where(hidden, filled[choice], Z), probe
-    return choice, scores, start_fill(choice, Z, mask, seed, groups, size, n_jobs), None
+    choice = "trees" if scores["trees"] < TREES_MARGIN * scores["ice"] else "ice"
+    return choice, scores, start_fill(choice, Z, mask, seed, encoding, n_jobs, models)
 
 
 @dataclass(frozen=True, eq=False)
@@ -312,24 +390,14 @@ class Start:
     init : str
         The start used: ``init``, or what ``"auto"`` chose.
     scores : dict or None
-        With ``"auto"``: each candidate's mean absolute error on the probe cells.
-    forest_size : tuple of int or None
-        The forest's (trees, rounds, warm-up rounds) where a forest started the fit.
+        Where ``"auto"`` probed: each candidate's mean absolute error on the probe cells.
     values : ndarray or None
         ``Z`` with its missing cells started (``None``: the mean start).
-    probe : ndarray or None
-        The probe cells to keep hidden through the fit (the safeguard), else ``None``.
-    anchor : ndarray or None
-        With the probe: the chosen start computed again with every observed cell, where the
-        safeguard's share 0 leaves the missing cells (:func:`tdm._safeguard.guard`).
     """
 
     init: str
     scores: dict[str, float] | None = None
-    forest_size: tuple[int, int, int] | None = None
     values: np.ndarray | None = None
-    probe: np.ndarray | None = None
-    anchor: np.ndarray | None = None
 
 
 def fit_start(
@@ -337,42 +405,24 @@ def fit_start(
     Z: np.ndarray,
     mask: np.ndarray,
     rng: np.random.Generator,
-    groups: np.ndarray | None,
+    encoding: TableEncoding,
     config: Config,
+    report: Callable[[int, int], None] | None = None,
 ) -> Start:
-    """The ``init`` start of the ``mask`` cells of ``Z``; the forest's size, the safeguard and
-    the forests' threads come from ``config``. The mean start draws nothing from ``rng``.
-
-    With ``"auto"`` on a large table and the safeguard, the started values are the probe run's
-    (blind to the probe cells, which the safeguard scores them on), and the anchor is the
-    chosen start computed again with every observed cell (the same seed). Without the
-    safeguard, the probe run's start is kept with its probe cells observed again.
+    """The ``init`` start of the ``mask`` cells of ``Z``, its models on ``config.n_jobs``
+    threads, ``report(done, planned)`` called after each trees model. ``"auto"`` probes ICE
+    against the trees (:func:`choose_start`) on a table of fewer than :data:`LARGE_CELLS`
+    observed cells, and takes the trees from there. The mean start draws nothing from ``rng``.
     """
     if init == "mean":
         return Start(init)
     seed = int(rng.integers(2**31 - 1))
-    size = forest_size(
-        observed_cells(mask, groups),
-        config.forest_trees,
-        config.forest_rounds,
-        config.forest_warm_rounds,
-    )
-    n_jobs = config.n_jobs
-    scores = probe = anchor = None
-    if init == "auto":
-        init, scores, start, probe = choose_start(Z, mask, rng, seed, groups, size, n_jobs)
-    else:
-        start = start_fill(init, Z, mask, seed, groups, size, n_jobs)
-    if probe is not None and not config.safeguard:
-        start, probe = np.where(mask, start, Z), None
-    if probe is not None:
-        anchor = start_fill(init, Z, mask, seed, groups, size, n_jobs)
-    return Start(init, scores, size if init == "forest" else None, start, probe, anchor)
-
-
-def _firsts(groups: np.ndarray) -> np.ndarray:
-    """The first coordinate of every original column."""
-    return np.unique(groups, return_index=True)[1]
+    if init == "auto" and observed_cells(mask, encoding) < LARGE_CELLS:
+        init, scores, start = choose_start(Z, mask, rng, seed, encoding, config.n_jobs, report)
+        return Start(init, scores, start)
+    init = "trees" if init == "auto" else init
+    models = _Models(tree_models(mask, encoding) if init == "trees" else 0, report)
+    return Start(init, None, start_fill(init, Z, mask, seed, encoding, config.n_jobs, models))
 
 
 def context_start(
@@ -381,13 +431,12 @@ def context_start(
     Z: np.ndarray,
     mask: np.ndarray,
     rng: np.random.Generator,
-    groups: np.ndarray | None = None,
-    size: tuple[int, int, int] = LIGHT_FOREST,
+    encoding: TableEncoding,
     n_jobs: int | None = None,
 ) -> np.ndarray:
     """The ``init`` start of new rows ``Z``, imputed beside (at most
-    :data:`START_CONTEXT_ROWS`) complete fitted rows ``X_fit`` as context (``size``, ``n_jobs``:
-    the forest's trees and rounds, and its threads)."""
+    :data:`START_CONTEXT_ROWS`) complete fitted rows ``X_fit`` as context, the models on
+    ``n_jobs`` threads."""
     n_fit = X_fit.shape[0]
     context = X_fit
     if n_fit > START_CONTEXT_ROWS:
@@ -395,5 +444,5 @@ def context_start(
     stacked = np.vstack([np.asarray(context, dtype=np.float64), Z])
     known = np.zeros(context.shape, dtype=bool)
     seed = int(rng.integers(2**31 - 1))
-    filled = start_fill(init, stacked, np.vstack([known, mask]), seed, groups, size, n_jobs)
+    filled = start_fill(init, stacked, np.vstack([known, mask]), seed, encoding, n_jobs)
     return filled[context.shape[0] :]

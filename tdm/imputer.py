@@ -23,7 +23,7 @@ __all__ = ["OTImputer", "TDMImputer"]
 
 
 #: Starting points of the missing cells (``TDMImputer(init=...)``).
-INITS = ("auto", "ice", "forest", "mean")
+INITS = ("auto", "ice", "trees", "mean")
 
 
 class TDMImputer(BatchOTImputer):
@@ -64,18 +64,18 @@ class TDMImputer(BatchOTImputer):
         than half of the batches, whose rarely drawn cells would take larger steps).
     network_lr : float or None, default=3e-3
         RMSprop learning rate of the network weights; ``None`` uses ``lr``.
-    init : {"auto", "ice", "forest", "mean"}, default="auto"
+    init : {"auto", "ice", "trees", "mean"}, default="auto"
         Where the missing cells start; TDM then refines that imputation. ``"ice"``: chained
-        equations with a Bayesian linear regression per column. ``"forest"``: a light
-        MissForest (20 trees, 3 rounds; on a large table 100 trees, 2 rounds after 5 warm-up
-        rounds). ``"auto"``: hide 5% of the observed cells (at most 2,000), impute them with
-        both, and take the forest's start only if its error on them is at least 10% lower
-        than ICE's (``init_``, ``start_scores_``). On a large table (at least 100,000 observed
-        cells, a categorical cell counting once) the refinement starts from that run and the
-        hidden cells choose how far from the start to the refinement the missing cells end
-        (``refined_share_``, ``safeguard_scores_``; new rows in :meth:`transform` get the same
-        share). ``"mean"``: the column's observed mean. New rows start the same way, with up
-        to 10,000 fitted rows as context.
+        equations with a Bayesian linear regression per column. ``"trees"``: chained equations
+        with LightGBM, two rounds, a regressor per numeric column and a classifier per label
+        column (label columns as categorical features): gradient-boosted trees, as many as
+        early stopping on 10% of the rows keeps, or on fewer than 1,000 rows a 50-tree random
+        forest. ``"auto"``: the trees on a large table (at least 100,000 observed cells, a
+        categorical cell counting once); on a smaller one, hide 5% of the observed cells (at
+        most 2,000), impute them with both, and take the trees' start only if their error on
+        them is at least 10% lower than ICE's (``init_``, ``start_scores_``). ``"mean"``: the
+        column's observed mean. New rows start the same way, with up to 10,000 fitted rows as
+        context. ``callback`` and ``verbose`` report the trees' models as they are fitted.
     bounds : "observed", None or dict, default="observed"
         Bounds of the imputed values of numeric columns: ``"observed"``, each column's observed
         range; ``None``, none; a dict ``{column: (low, high)}`` (a DataFrame's column name, or
@@ -100,6 +100,9 @@ class TDMImputer(BatchOTImputer):
         output on the same CPU build.
     callback : callable or None, default=None
         Called after every step with a :class:`tdm.FitProgress`; returning ``True`` stops early.
+        During the trees start, called after each of its models with ``stage="start"`` (the
+        models done and planned as ``iteration`` and ``max_iter``, the loss NaN; the return
+        value is ignored).
     verbose : int, default=0
         Print progress to stderr ten times per fit when positive.
 
@@ -128,17 +131,10 @@ class TDMImputer(BatchOTImputer):
     best_iteration_ : int or None
         With ``early_stopping``: the step whose iterate was kept (0: the initial values).
     init_ : str
-        The start used: ``init``, or the one ``"auto"`` chose (``"ice"`` or ``"forest"``).
+        The start used: ``init``, or the one ``"auto"`` chose (``"ice"`` or ``"trees"``).
     start_scores_ : dict or None
-        With ``init="auto"``: each candidate's mean absolute error (standardised units) on the
-        hidden cells.
-    forest_size_ : tuple of int or None
-        With a forest start: its (trees, rounds, warm-up rounds).
-    safeguard_scores_ : dict or None
-        On a large table with ``init="auto"``: the mean absolute error (standardised units) on
-        the hidden cells of each share of the way from the start to the refined cells.
-    refined_share_ : float
-        That share: 1.0 (the refinement) unless the hidden cells chose less.
+        Where ``init="auto"`` compared them: each candidate's mean absolute error
+        (standardised units) on the hidden cells.
     column_kinds_ : dict
         Each column's kind: ``"float"``, ``"integer"``, ``"boolean"`` or ``"categorical"``
         (keys: a DataFrame's column names, else positions).

@@ -85,18 +85,12 @@ def test_tdm_entries_use_the_right_settings() -> None:
     assert (default["init"], default["init_noise"], default["max_iter"]) == ("auto", 0.0, 2000)
     assert default["cell_lr_correction"] is True
     fixed_cell_lr = get_method("tdm_fixed_cell_lr").build()._settings()
-    later = (
-        "cell_lr_correction",
-        "forest_trees",
-        "forest_rounds",
-        "forest_warm_rounds",
-        "safeguard",
-    )
+    later = ("cell_lr_correction",)
     assert {k: v for k, v in fixed_cell_lr.items() if k not in later} == {
         k: v for k, v in default.items() if k not in later
     }
-    assert [fixed_cell_lr[k] for k in later] == [False, 20, 3, 0, False]
-    assert [default[k] for k in later] == [True, None, None, None, True]
+    assert [fixed_cell_lr[k] for k in later] == [False]
+    assert [default[k] for k in later] == [True]
     start = get_method("tdm_start").build()._settings()
     assert start == {**default, "max_iter": 0}
     ice_init = get_method("tdm_ice_init").build()._settings()

@@ -410,8 +410,10 @@ def _artifacts_of(flow_run_id: Any) -> dict[str, Any]:
 
 @pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 def test_a_flow_run_publishes_report_statistics_loss_and_progress(warehouse: Path) -> None:
-    """One impute-table run leaves four keyed artifacts holding the run's numbers."""
-    state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, return_state=True)
+    """One impute-table run leaves four keyed artifacts holding the run's numbers; the
+    progress artifact follows the start's models, then the steps."""
+    imputer = {**FAST, "init": "trees"}
+    state = impute_table("readings", db_path=warehouse, key="id", imputer=imputer, return_state=True)
     assert state.is_completed(), state.message
     result = state.result()
     artifacts = _artifacts_of(state.state_details.flow_run_id)
@@ -434,6 +436,7 @@ def test_a_flow_run_publishes_report_statistics_loss_and_progress(warehouse: Pat
     assert "Relative transport cost over 15 iterations" in loss.data
     progress = artifacts["tdm-progress-readings"]
     assert progress.type == "progress" and float(progress.data) == 100.0
+    assert progress.description == 'TDM fit on table "readings": optimisation steps'
 
 
 @pytest.mark.usefixtures("prefect_harness", "one_torch_thread")

@@ -49,9 +49,8 @@ def test_unset_settings_are_the_library_defaults_and_init_passes_through() -> No
     frame = _standardised()
     used = impute.fn(frame, {"max_iter": 3}, seed=0, table="t").hyperparameters
     assert (used["init"], used["max_iter"], used["network_lr"]) == ("auto", 3, 3e-3)
-    assert used["start_used"] in ("ice", "forest")
-    assert set(used["start_scores"]) == {"ice", "forest"}
-    assert used["refined_share"] == 1.0 and used["safeguard_scores"] is None  # a small table
+    assert used["start_used"] in ("ice", "trees")
+    assert set(used["start_scores"]) == {"ice", "trees"}
     paper = impute.fn(frame, {"max_iter": 3, "init": "mean"}, seed=0, table="t")
     assert paper.hyperparameters["init"] == "mean"
     assert (paper.hyperparameters["start_used"], paper.hyperparameters["start_scores"]) == (
@@ -87,13 +86,18 @@ def _messages(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_progress_is_logged_every_tenth_of_the_fit(caplog: pytest.LogCaptureFixture) -> None:
-    """Outside a flow, progress goes to the module logger ten times over a fit, each line with
-    the median relative transport cost of the iterations since the previous line."""
+    """Outside a flow, progress goes to the module logger ten times over the start's models,
+    then ten times over the steps, each line with the median relative transport cost of the
+    iterations since the previous line."""
     report = PrefectProgress("t")
     with caplog.at_level(logging.INFO, logger="tasks.impute"):
+        for model in range(1, 21):
+            report(FitProgress(model, 20, math.nan, stage="start"))
         for iteration in range(1, 101):
             report(FitProgress(iteration, 100, 1.0 / iteration, cost_ratio=iteration / 200))
-    lines = _messages(caplog)
+    starts, lines = _messages(caplog)[:10], _messages(caplog)[10:]
+    assert starts[0] == "TDM start on 't':  10% (2/20 column models of the chained-equation start)"
+    assert all(line.startswith("TDM start on 't': ") for line in starts)
     assert len(lines) == 10
     # iterations 91-100: ratios 0.455 ... 0.5, median 0.4775
     assert lines[-1] == (

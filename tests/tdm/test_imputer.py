@@ -139,9 +139,11 @@ def test_callback_sees_every_step_and_can_stop_early(data) -> None:
 
     def stop_at_seven(progress: FitProgress) -> bool:
         seen.append(progress)
-        return progress.iteration == 7
+        return progress.stage == "fit" and progress.iteration == 7
 
     est = TDMImputer(**{**FAST, "callback": stop_at_seven}).fit(X_nan)
+    assert seen[0].stage == "start"  # the start's models come first; their answer is ignored
+    seen = [p for p in seen if p.stage != "start"]
     assert [p.iteration for p in seen] == list(range(1, 8))
     assert all(p.max_iter == 30 and np.isfinite(p.loss) and p.stage == "fit" for p in seen)
     assert est.n_iter_ == 7
@@ -388,10 +390,6 @@ PAPER_SETTINGS = {
     "cost": "euclidean",
     "solver": "assignment",
     "init": "mean",
-    "forest_trees": 20,
-    "forest_rounds": 3,
-    "forest_warm_rounds": 0,
-    "safeguard": False,
     "init_noise": 0.1,
     "standardize": True,
     "bounds": None,

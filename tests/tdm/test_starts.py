@@ -1,4 +1,4 @@
-"""The starts of the missing cells: ICE, the light forest, the probe-cell choice of init="auto",
+"""The starts of the missing cells: ICE, the trees, the probe-cell choice of init="auto",
 and the start of unseen rows in transform."""
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from benchmarks.registry import make_imputer
 from tdm import TDMImputer
-from tdm._starts import LIGHT_FOREST
+from tdm._optimise import FitProgress
+from tdm._starts import TREE_ROUNDS
 from tests.tdm.conftest import low_rank, mcar
 
 FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}
@@ -71,9 +73,9 @@ def _spy_on_start_fill(monkeypatch, record: Callable[[str, np.ndarray, int], obj
     monkeypatch.setattr(tdm._starts, "start_fill", spy)
 
 
-@pytest.mark.parametrize("init", ["ice", "forest"])
+@pytest.mark.parametrize("init", ["ice", "trees"])
 def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> None:
-    """New rows start as the fit did (ICE or forest), given at most START_CONTEXT_ROWS fitted
+    """New rows start as the fit did (ICE or the trees), given at most START_CONTEXT_ROWS fitted
     rows as context; observed cells kept."""
     import tdm._starts
 
@@ -93,72 +95,97 @@ def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> 
     assert mae(X[300:], out, test_mask) < 0.6 * mae(X[300:], fitted_mean, test_mask)
 
 
-def test_forest_start_is_the_light_missforest_baseline(data, monkeypatch) -> None:
-    """With no step, init="forest" returns the MissForest baseline's imputation of the
-    standardised data, with 20 trees and 3 rounds (LIGHT_FOREST)."""
+def test_trees_start_reports_its_models_and_beats_ice_on_nonlinear_data(data) -> None:
+    """init="trees" fits one model per column with a missing cell and round, reporting each to
+    the callback (stage "start") before the steps; on columns that are even functions of a
+    latent, where no linear model can predict, it imputes far better than ICE."""
+    X = _nonlinear()
+    X_nan, mask = mcar(X, 0.2)
+    seen: list[FitProgress] = []
+    est = TDMImputer(init="trees", max_iter=3, batch_size=64, random_state=0, callback=seen.append)
+    trees = est.fit_transform(X_nan)
+    starts = [p for p in seen if p.stage == "start"]
+    planned = TREE_ROUNDS * X.shape[1]
+    assert [(p.iteration, p.max_iter) for p in starts] == [
+        (i, planned) for i in range(1, planned + 1)
+    ]
+    assert seen[: len(starts)] == starts and [p.stage for p in seen[len(starts) :]] == ["fit"] * 3
+    assert est.init_ == "trees" and est.start_scores_ is None
+    ice = TDMImputer(init="ice", max_iter=3, batch_size=64, random_state=0).fit_transform(X_nan)
+    assert mae(X, trees, mask) < 0.8 * mae(X, ice, mask)
+    assert trees[~mask].tobytes() == X_nan[~mask].tobytes()
 
-    _, X_nan, mask = data
-    seeds: list[int] = []
-    _spy_on_start_fill(monkeypatch, lambda kind, values, seed: seeds.append(seed))
-    est = TDMImputer(init="forest", max_iter=0, random_state=0)
-    start = est.fit_transform(X_nan)
-    assert est.init_ == "forest" and est.start_scores_ is None
-    assert LIGHT_FOREST == (20, 3, 0) and est.forest_size_ == LIGHT_FOREST
-    Z = (X_nan - est.mean_) / est.scale_
-    forest = make_imputer(
-        "missforest", random_state=seeds[0], n_estimators=20, max_iter=3
-    ).fit_transform(Z)
-    np.testing.assert_allclose(start[mask], (forest * est.scale_ + est.mean_)[mask], atol=1e-5)
-    assert start[~mask].tobytes() == X_nan[~mask].tobytes()
 
-
-def test_forest_start_on_several_threads_is_the_same_start(data, monkeypatch) -> None:
-    """n_jobs only spreads each forest over threads: the forests get n_jobs, and the start they
-    give is the single-threaded one up to the order of summing the trees' predictions."""
+def test_trees_start_is_seeded_and_sized_by_the_rows(monkeypatch) -> None:
+    """A seed gives the same start bit for bit; each model gets n_jobs threads; a column fitted
+    on fewer than BOOSTING_ROWS rows gets a random forest, from there early-stopped gradient
+    boosting, which imputes at least as well on many rows."""
     import tdm._starts
 
-    _, X_nan, mask = data
-    asked: list[int | None] = []
-    forest = tdm._starts._forest
+    asked: list[tuple[int, int | None, str]] = []
+    params = tdm._starts._model_params
 
-    def spy(seed: int, trees: int, max_features: Any = "sqrt", n_jobs: int | None = 1) -> Any:
-        asked.append(n_jobs)
-        return forest(seed, trees, max_features, n_jobs)
+    def spy(n_rows: int, seed: int, n_jobs: int | None) -> dict[str, Any]:
+        chosen = params(n_rows, seed, n_jobs)
+        asked.append((n_rows, chosen["n_jobs"], chosen["boosting_type"]))
+        return chosen
 
-    monkeypatch.setattr(tdm._starts, "_forest", spy)
-    one = TDMImputer(init="forest", max_iter=0, random_state=0).fit_transform(X_nan)
-    assert set(asked) == {None}
+    monkeypatch.setattr(tdm._starts, "_model_params", spy)
+    X = _nonlinear(n=1_500)
+    X_nan, mask = mcar(X, 0.3)
+    few = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(X_nan[:600])
+    assert {(n_jobs, kind) for _, n_jobs, kind in asked} == {(1, "rf")}
     asked.clear()
-    two = TDMImputer._configured(init="forest", max_iter=0, n_jobs=2, random_state=0).fit_transform(
-        X_nan
-    )
-    assert asked and set(asked) == {2}
-    np.testing.assert_allclose(two[mask], one[mask], rtol=0, atol=1e-9)
-    assert two[~mask].tobytes() == X_nan[~mask].tobytes()
+    many = TDMImputer._configured(init="trees", max_iter=0, n_jobs=1, random_state=0)
+    out = many.fit_transform(X_nan)
+    assert {(n_jobs, kind) for _, n_jobs, kind in asked} == {(1, "gbdt")}
+    again = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(X_nan)
+    assert again.tobytes() == out.tobytes()
+    assert mae(X, out, mask) < 0.5 * mean_imputation_mae(X, X_nan, mask)
+    assert mae(X, out, mask) < 1.05 * mae(X[:600], few, mask[:600])
     with pytest.raises(ValueError, match="n_jobs"):
         TDMImputer._configured(n_jobs="all").fit(X_nan)  # type: ignore[arg-type]
 
 
-def test_the_forest_start_is_missforest_bit_for_bit_without_its_warning() -> None:
-    """The written-out rounds equal scikit-learn's IterativeImputer with the same forest, and
-    stopping after the planned three rounds is not reported as a failure to converge."""
-    from sklearn.exceptions import ConvergenceWarning
+def test_trees_start_classifies_label_columns() -> None:
+    """A label column is imputed by a classifier (its most probable label, a label point of
+    the optimised space) and is a categorical feature of the other columns' models: labels set
+    by the numbers come back right, and numbers set by the label too."""
+    rng = np.random.default_rng(0)
+    n = 1_200
+    t = rng.uniform(-2, 2, n)
+    kind = np.where(t < -0.7, "low", np.where(t < 0.7, "mid", "high"))
+    level = rng.choice(["a", "b", "c", "d"], n)
+    offset = pd.Series(level).map({"a": 0.0, "b": 3.0, "c": 6.0, "d": 9.0}).to_numpy()
+    frame = pd.DataFrame(
+        {
+            "t": t,
+            "t2": t**2 + 0.05 * rng.normal(size=n),
+            "y": offset + 0.1 * rng.normal(size=n),
+            "kind": pd.Categorical(kind),
+            "level": pd.Categorical(level),
+        }
+    )
+    holes = rng.random(frame.shape) < 0.2
+    holes[:, 4] = False  # level stays complete: only its role as a feature is tested
+    masked = frame.mask(holes)
+    out = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(masked)
+    kind_missing = holes[:, 3]
+    right = (out["kind"][kind_missing] == frame["kind"][kind_missing]).mean()
+    commonest = (frame["kind"][kind_missing] == frame["kind"].mode()[0]).mean()
+    assert right > 0.8 and right > 2 * commonest  # t's sign is lost where only t**2 is seen
+    y_missing = holes[:, 2]
+    assert np.abs(out["y"][y_missing] - frame["y"][y_missing]).mean() < 0.3  # 3.0 apart
+    assert out["kind"].dtype == frame["kind"].dtype
 
-    from tdm._starts import make_missforest, start_fill
 
-    X = _nonlinear(n=200)
+def test_a_trees_start_of_one_column_is_its_mean() -> None:
+    from tdm._mixed import TableEncoding
+    from tdm._starts import start_fill
+
+    X = _nonlinear(n=200)[:, :1]
     X_nan, mask = mcar(X, 0.3)
-    mask[:, 3] = False  # a complete column: nothing to impute there
-    X_nan[:, 3] = X[:, 3]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ours = start_fill("forest", X, mask, seed=7)
-    assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        reference = make_missforest(7, n_estimators=20, max_iter=3).fit_transform(X_nan)
-    assert ours.tobytes() == np.where(mask, reference, X).tobytes()
-    one_column = start_fill("forest", X[:, :1], mask[:, :1], seed=7)
+    one_column = start_fill("trees", X, mask, 7, TableEncoding.from_array(1))
     assert np.allclose(one_column[mask[:, 0], 0], X_nan[~mask[:, 0], 0].mean())
 
 
@@ -175,6 +202,7 @@ def test_the_ice_start_is_iterative_imputer_bit_for_bit_without_its_warning(
     most) is not reported as a failure to converge."""
     from sklearn.exceptions import ConvergenceWarning
 
+    from tdm._mixed import TableEncoding
     from tdm._starts import make_ice, start_fill
 
     rng = np.random.default_rng(seed)
@@ -184,7 +212,7 @@ def test_the_ice_start_is_iterative_imputer_bit_for_bit_without_its_warning(
         mask[:, 0], X_nan[:, 0] = False, X[:, 0]  # a complete column: a feature, never a target
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ours = start_fill("ice", X, mask, seed=seed)
+        ours = start_fill("ice", X, mask, seed, TableEncoding.from_array(n_features))
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -201,74 +229,70 @@ def _nonlinear(n: int = 400, seed: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("X", "winner"),
-    [(low_rank(n=400, d=8, rank=1), "ice"), (_nonlinear(), "forest")],
+    [(low_rank(n=400, d=8, rank=1), "ice"), (_nonlinear(n=800), "trees")],
     ids=["linear-data", "nonlinear-data"],
 )
 def test_auto_start_picks_the_start_with_the_lower_probe_error(X, winner: str) -> None:
-    """init="auto" hides a few observed cells, imputes them with ICE and with a forest, and
-    starts from the forest only where it got them clearly (10%) better; the probe cells end up
-    observed as before."""
+    """init="auto" hides a few observed cells, imputes them with ICE and with the trees, and
+    starts from the trees only where they got them clearly (10%) better; the probe cells end
+    up observed as before."""
     X_nan, mask = mcar(X, 0.2)
     est = TDMImputer(init="auto", max_iter=0, random_state=0)
     out = est.fit_transform(X_nan)
     assert est.init_ == winner
-    assert set(est.start_scores_) == {"ice", "forest"}
+    assert set(est.start_scores_) == {"ice", "trees"}
     loser = next(k for k in est.start_scores_ if k != winner)
     assert est.start_scores_[winner] < est.start_scores_[loser]
-    if winner == "forest":
-        assert est.start_scores_["forest"] < 0.9 * est.start_scores_["ice"]
+    if winner == "trees":
+        assert est.start_scores_["trees"] < 0.9 * est.start_scores_["ice"]
     assert out[~mask].tobytes() == X_nan[~mask].tobytes()
     fixed = TDMImputer(init=winner, max_iter=0, random_state=0).fit_transform(X_nan)
     other = TDMImputer(init=loser, max_iter=0, random_state=0).fit_transform(X_nan)
     assert mae(X, fixed, mask) < mae(X, other, mask)  # the probe's choice holds on the truth
 
 
-@pytest.mark.parametrize("large_cells", [100_000, 1], ids=["small-table", "large-table"])
-@pytest.mark.parametrize(("forest_error", "choice"), [(0.95, "ice"), (0.85, "forest")])
-def test_auto_start_needs_the_forest_clearly_better(
-    monkeypatch, forest_error, choice, large_cells
-) -> None:
-    """The forest's start is taken only when its probe error is below 0.9 times ICE's. On a
-    small table the chosen start is computed again on every observed cell and no probe is
-    returned; on a large one (LARGE_CELLS observed cells) the start is the chosen candidate's
-    imputation in the probe run, probe cells included, and the probe is returned."""
+@pytest.mark.parametrize(("trees_error", "choice"), [(0.95, "ice"), (0.85, "trees")])
+def test_auto_start_needs_the_trees_clearly_better(monkeypatch, trees_error, choice) -> None:
+    """The trees' start is taken only when their probe error is below 0.9 times ICE's; the
+    chosen start is then computed again with only the missing cells hidden."""
     import tdm._starts
+    from tdm._mixed import TableEncoding
 
     hidden_sets: list[np.ndarray] = []
 
-    def fake_fill(
-        kind: str,
-        values: np.ndarray,
-        hidden: np.ndarray,
-        seed: int,
-        groups: np.ndarray | None,
-        size: tuple[int, int],
-        n_jobs: int | None = None,
-    ) -> np.ndarray:
+    def fake_fill(kind: str, values: np.ndarray, hidden: np.ndarray, *_: Any) -> np.ndarray:
         hidden_sets.append(hidden)
-        error = 1.0 if kind == "ice" else forest_error
+        error = 1.0 if kind == "ice" else trees_error
         return np.where(hidden, np.nan_to_num(values) + error, values)
 
     monkeypatch.setattr(tdm._starts, "start_fill", fake_fill)
-    monkeypatch.setattr(tdm._starts, "LARGE_CELLS", large_cells)
     X = low_rank()
     mask = np.zeros(X.shape, dtype=bool)
     mask[::5, 2] = True
     rng = np.random.default_rng(0)
-    picked, scores, start, returned = tdm._starts.choose_start(X, mask, rng, seed=0)
+    encoding = TableEncoding.from_array(X.shape[1])
+    picked, scores, start = tdm._starts.choose_start(X, mask, rng, 0, encoding)
     assert picked == choice
-    assert scores == pytest.approx({"ice": 1.0, "forest": forest_error})
-    error = 1.0 if choice == "ice" else forest_error
+    assert scores == pytest.approx({"ice": 1.0, "trees": trees_error})
     probe = hidden_sets[0] & ~mask
     assert probe.sum() == round(0.05 * (~mask).sum())
-    if large_cells == 1:  # large: two runs, the start (probe cells too) from the probe run
-        assert len(hidden_sets) == 2 and returned is not None
-        np.testing.assert_array_equal(returned, probe)
-        np.testing.assert_array_equal(start, np.where(mask | probe, X + error, X))
-    else:  # small: a third run with only the missing cells hidden
-        assert len(hidden_sets) == 3 and returned is None
-        np.testing.assert_array_equal(hidden_sets[2], mask)
-        np.testing.assert_array_equal(start, np.where(mask, X + error, X))
+    assert len(hidden_sets) == 3
+    np.testing.assert_array_equal(hidden_sets[2], mask)
+    error = 1.0 if choice == "ice" else trees_error
+    np.testing.assert_array_equal(start, np.where(mask, X + error, X))
+
+
+def test_auto_start_takes_the_trees_on_a_large_table_without_a_probe(monkeypatch) -> None:
+    """From LARGE_CELLS observed cells, "auto" is the trees start, fitted once, no probe."""
+    import tdm._starts
+
+    seen: list[tuple[str, np.ndarray]] = []
+    _spy_on_start_fill(monkeypatch, lambda kind, values, seed: seen.append((kind, values)))
+    monkeypatch.setattr(tdm._starts, "LARGE_CELLS", 1)
+    X_nan, _ = mcar(_nonlinear(), 0.2)
+    est = TDMImputer(init="auto", max_iter=0, random_state=0).fit(X_nan)
+    assert (est.init_, est.start_scores_) == ("trees", None)
+    assert [kind for kind, _ in seen] == ["trees"]
 
 
 def test_auto_start_survives_save_and_load(tmp_path: Path) -> None:
