@@ -413,7 +413,9 @@ def test_a_flow_run_publishes_report_statistics_loss_and_progress(warehouse: Pat
     """One impute-table run leaves four keyed artifacts holding the run's numbers; the
     progress artifact follows the start's models, then the steps."""
     imputer = {**FAST, "init": "trees"}
-    state = impute_table("readings", db_path=warehouse, key="id", imputer=imputer, return_state=True)
+    state = impute_table(
+        "readings", db_path=warehouse, key="id", imputer=imputer, return_state=True
+    )
     assert state.is_completed(), state.message
     result = state.result()
     artifacts = _artifacts_of(state.state_details.flow_run_id)
