@@ -28,6 +28,7 @@ from tdm.transport import TransportTerms
 __all__ = [
     "BATCH_DRAWS",
     "FitProgress",
+    "RowSampler",
     "StepHistory",
     "StopMonitor",
     "cell_rate",
@@ -109,20 +110,59 @@ def paper_batch_size(batch_size: int, n_samples: int) -> int:
 BATCH_DRAWS = ("disjoint", "independent")
 
 
-def draw_batch_rows(
-    rng: np.random.Generator, n_samples: int, batch_size: int, draw: str
-) -> np.ndarray:
-    """Row indices of one step's two batches, the first ``batch_size`` then the second.
+@dataclass(frozen=True, eq=False)
+class RowSampler:
+    """Draws of distinct row indices as tensors on ``device``, one per step.
+
+    On a CPU the draws come from the NumPy generator ``rng`` (``rng.choice``, which touches only
+    the rows it draws where a draw is small; ``torch.randperm`` shuffles all ``n`` rows). On
+    another device they come from ``generator``, a :class:`torch.Generator` on it (a slice of
+    ``torch.randperm``), so that a step neither waits for the host nor copies indices to the
+    device. Build with :meth:`on`.
+
+    Attributes
+    ----------
+    rng : numpy.random.Generator
+        The draws on a CPU.
+    device : torch.device
+        Where the indices are.
+    generator : torch.Generator or None
+        The draws elsewhere; ``None`` draws from ``rng``.
+    """
+
+    rng: np.random.Generator
+    device: torch.device
+    generator: torch.Generator | None = None
+
+    @classmethod
+    def on(cls, device: torch.device, rng: np.random.Generator) -> RowSampler:
+        """The sampler of a fit on ``device``: off a CPU, its generator is seeded from ``rng``
+        (one draw; on a CPU ``rng`` is left as it is)."""
+        if device.type == "cpu":
+            return cls(rng, device)
+        seed = int(rng.integers(2**62))
+        return cls(rng, device, torch.Generator(device=device).manual_seed(seed))
+
+    def distinct(self, n: int, size: int) -> Tensor:
+        """``size`` distinct indices of ``range(n)``, uniformly at random, shape ``(size,)``."""
+        if self.generator is None:
+            drawn = torch.from_numpy(self.rng.choice(n, size=size, replace=False))
+            return drawn.to(self.device)
+        return torch.randperm(n, generator=self.generator, device=self.device)[:size]
+
+
+def draw_batch_rows(sampler: RowSampler, n_samples: int, batch_size: int, draw: str) -> Tensor:
+    """Row indices of one step's two batches, the first ``batch_size`` then the second, on the
+    sampler's device.
 
     ``"disjoint"``: ``2 * batch_size`` distinct rows. ``"independent"``: each batch drawn on its
     own, without replacement within it, so that the two may share rows (the published code).
     """
     if draw == "disjoint":
-        return rng.choice(n_samples, size=2 * batch_size, replace=False)
+        return sampler.distinct(n_samples, 2 * batch_size)
     if draw == "independent":
-        first = rng.choice(n_samples, size=batch_size, replace=False)
-        second = rng.choice(n_samples, size=batch_size, replace=False)
-        return np.concatenate([first, second])
+        first = sampler.distinct(n_samples, batch_size)
+        return torch.cat([first, sampler.distinct(n_samples, batch_size)])
     raise ValueError(f"draw must be one of {BATCH_DRAWS}; got {draw!r}")
 
 
