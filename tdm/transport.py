@@ -213,15 +213,15 @@ class _Auction:
         b, n, _ = benefit.shape
         device = benefit.device
         self.n, self.size = n, b * n
-        self.benefit = benefit  # (b, n, n): minus the scaled costs
+        i = torch.arange(n, device=device)
+        # Profits are integers; n times them less (j - i) mod n orders row i's ties cyclically.
+        self.keys = benefit * n - (i[None, :] - i[:, None]) % n  # (b, n, n)
         self.epsilon = epsilon  # (b,)
         self.prices = torch.zeros(b * n, dtype=torch.long, device=device)
         self.owner = torch.full((b * n + 1,), -1, dtype=torch.long, device=device)
         self.column = torch.full((b * n + 1,), -1, dtype=torch.long, device=device)
         self.index = torch.arange(b * n, device=device)
         self.offsets = (torch.arange(b, device=device) * n)[:, None]
-        i = torch.arange(n, device=device)
-        self.rotation = (i[None, :] - i[:, None]) % n  # (n, n): row i's order among ties
 
     @classmethod
     def start(cls, C: Tensor) -> _Auction:
@@ -247,9 +247,7 @@ class _Auction:
         owner[:size] = torch.where(restart, -1, owner[:size])
 
         prices = self.prices.view(-1, n)
-        profit = self.benefit - prices[:, None, :]
-        # Profits are multiples of 1 here; n times them minus the rotation orders ties by row.
-        top = (profit * n - self.rotation).topk(2, dim=2)
+        top = (self.keys - prices[:, None, :] * n).topk(2, dim=2)
         best, second = (-torch.div(-top.values, n, rounding_mode="floor")).unbind(dim=2)
         choice = top.indices[..., 0]
         offer = prices.gather(1, choice) + best - second + self.epsilon[:, None]
