@@ -2,12 +2,13 @@
 missing cells (:mod:`tdm._cells` holds the cells themselves), and the step loop with its
 progress reports.
 
-Each step draws two batches of rows (disjoint, or independent: :func:`draw_batch_rows`), maps
-both through a network ``f`` (the identity for OTImputer), and lowers the optimal-transport cost
-between the two mapped batches (Zhao et al., 2023, Algorithm 1; Muzellec et al., 2020,
-Algorithm 1). Each step's cost is recorded, and so is its ratio to the mean pairwise cost of the
-two batches: TDM's latent space contracts as the network learns, so the raw cost falls whether or
-not the batches match better, while the ratio does not depend on the scale.
+Each step draws two batches of rows (disjoint, or independent: :func:`draw_batch_rows`, on the
+fit's device: :class:`RowSampler`), maps both through a network ``f`` (the identity for
+OTImputer), and lowers the optimal-transport cost between the two mapped batches (Zhao et al.,
+2023, Algorithm 1; Muzellec et al., 2020, Algorithm 1). Each step's cost is recorded, and so is
+its ratio to the mean pairwise cost of the two batches: TDM's latent space contracts as the
+network learns, so the raw cost falls whether or not the batches match better, while the ratio
+does not depend on the scale.
 """
 
 from __future__ import annotations
@@ -223,6 +224,10 @@ def run_steps(
     ten times; ``callback`` gets a :class:`FitProgress` after every step and stops the loop by
     returning ``True``; ``monitor`` may stop it too. ``after_step`` is called after every
     optimiser step (a projection of the parameters, say).
+
+    The records stay on the device: without ``callback`` the loop reads them on the host only
+    for the finiteness check, the ``verbose`` lines and at the end (the ``monitor`` and ``step``
+    may read more); a ``callback`` gets every step's values, read every step.
     """
     # Both records stay on the device: no step waits for a transfer to the host.
     history = torch.empty(n_iter, device=device, dtype=dtype)

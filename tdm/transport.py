@@ -9,10 +9,13 @@ batches at random: the loss divided by it is a scale-free measure of how well th
 Three solvers:
 
 ``"assignment"``
-    Two batches of equal size with uniform weights: the exact plan is a permutation (Birkhoff),
-    found by a Jonker-Volgenant solver (the ``lapjv`` package; SciPy's
-    :func:`scipy.optimize.linear_sum_assignment` where it is not installed). The loss is the mean
-    cost over matched pairs, so autograd only sees ``n`` pair costs, not the ``n x m`` matrix.
+    Two batches of equal size with uniform weights: the exact plan is a permutation (Birkhoff).
+    On a CPU it is found by a Jonker-Volgenant solver (the ``lapjv`` package; SciPy's
+    :func:`scipy.optimize.linear_sum_assignment` where it is not installed); on another device by
+    an auction on that device (:func:`auction_assignment`), so that the cost matrix never goes to
+    the host. Both are exact on the costs rounded to a grid (:func:`quantise`). The loss is the
+    mean cost over matched pairs, so autograd only sees ``n`` pair costs, not the ``n x m``
+    matrix.
 ``"emd"``
     The general exact solver, POT's network simplex (:func:`ot.emd`), for unequal sizes. Chosen
     automatically when ``"assignment"`` is asked for unequal batches.
@@ -366,7 +369,9 @@ def transport_terms(
     cost : {"sqeuclidean", "euclidean"}, default="sqeuclidean"
         Ground cost, see :func:`pairwise_cost`.
     solver : {"assignment", "emd", "sinkhorn"}, default="assignment"
-        See the module docstring. ``"assignment"`` falls back to ``"emd"`` when ``n != m``.
+        See the module docstring. ``"assignment"`` is solved by :func:`assignment` for points on
+        a CPU and by :func:`auction_assignment` on their device otherwise; it falls back to
+        ``"emd"`` when ``n != m``.
     epsilon : float, optional
         Absolute entropic regularisation, required by ``"sinkhorn"``.
 
