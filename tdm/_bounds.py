@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import cached_property
 from numbers import Real
 from typing import Any
 
@@ -111,9 +112,9 @@ class BoundedCells:
             torch.as_tensor(high, device=device, dtype=dtype),
         )
 
-    @property
+    @cached_property
     def active(self) -> bool:
-        """Whether any column has a finite bound."""
+        """Whether any column has a finite bound (read from the device once, not every step)."""
         return bool(torch.isfinite(self.low).any() or torch.isfinite(self.high).any())
 
     def value(self, u: Tensor) -> Tensor:

@@ -28,6 +28,7 @@ from tdm._inductive import impute_new_rows
 from tdm._mixed import TableEncoding
 from tdm._optimise import (
     FitProgress,
+    RowSampler,
     StepHistory,
     cell_rate,
     draw_batch_rows,
@@ -379,9 +380,10 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
 
         draw = config.batch_draw
+        sampler = RowSampler.on(device, rng)
 
         def step(_: int) -> TransportTerms:
-            rows = torch.from_numpy(draw_batch_rows(rng, n_samples, B, draw)).to(device)
+            rows = draw_batch_rows(sampler, n_samples, B, draw)
             latent = network(cells.values(rows))
             return self._loss(latent[:B], latent[B:])
 

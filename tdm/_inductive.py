@@ -13,7 +13,7 @@ import torch
 from sklearn.utils import check_random_state
 
 from tdm._cells import MissingCells
-from tdm._optimise import default_transform_iter
+from tdm._optimise import RowSampler, default_transform_iter
 from tdm._starts import context_start
 from tdm._validation import resolve_device, resolve_dtype
 from tdm.transport import TransportTerms
@@ -66,9 +66,11 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
     k = min(n_new, max(1, B // 2))  # new rows per batch; the rest of the batch is fitted rows
     n_iter = est.transform_max_iter or default_transform_iter(n_new, k, est.max_iter)
 
+    sampler = RowSampler.on(device, rng)
+
     def step(_: int) -> TransportTerms:
-        new = torch.from_numpy(rng.choice(n_new, size=k, replace=False)).to(device)
-        fit = torch.from_numpy(rng.choice(n_fit, size=2 * B - k, replace=False)).to(device)
+        new = sampler.distinct(n_new, k)
+        fit = sampler.distinct(n_fit, 2 * B - k)
         z_new = network(cells.values(new))
         z1 = torch.cat([z_new, latent_fit[fit[: B - k]]])
         return est._loss(z1, latent_fit[fit[B - k :]])

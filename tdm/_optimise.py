@@ -2,12 +2,13 @@
 missing cells (:mod:`tdm._cells` holds the cells themselves), and the step loop with its
 progress reports.
 
-Each step draws two batches of rows (disjoint, or independent: :func:`draw_batch_rows`), maps
-both through a network ``f`` (the identity for OTImputer), and lowers the optimal-transport cost
-between the two mapped batches (Zhao et al., 2023, Algorithm 1; Muzellec et al., 2020,
-Algorithm 1). Each step's cost is recorded, and so is its ratio to the mean pairwise cost of the
-two batches: TDM's latent space contracts as the network learns, so the raw cost falls whether or
-not the batches match better, while the ratio does not depend on the scale.
+Each step draws two batches of rows (disjoint, or independent: :func:`draw_batch_rows`, on the
+fit's device: :class:`RowSampler`), maps both through a network ``f`` (the identity for
+OTImputer), and lowers the optimal-transport cost between the two mapped batches (Zhao et al.,
+2023, Algorithm 1; Muzellec et al., 2020, Algorithm 1). Each step's cost is recorded, and so is
+its ratio to the mean pairwise cost of the two batches: TDM's latent space contracts as the
+network learns, so the raw cost falls whether or not the batches match better, while the ratio
+does not depend on the scale.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tdm.transport import TransportTerms
 __all__ = [
     "BATCH_DRAWS",
     "FitProgress",
+    "RowSampler",
     "StepHistory",
     "StopMonitor",
     "cell_rate",
@@ -110,20 +112,59 @@ def paper_batch_size(batch_size: int, n_samples: int) -> int:
 BATCH_DRAWS = ("disjoint", "independent")
 
 
-def draw_batch_rows(
-    rng: np.random.Generator, n_samples: int, batch_size: int, draw: str
-) -> np.ndarray:
-    """Row indices of one step's two batches, the first ``batch_size`` then the second.
+@dataclass(frozen=True, eq=False)
+class RowSampler:
+    """Draws of distinct row indices as tensors on ``device``, one per step.
+
+    On a CPU the draws come from the NumPy generator ``rng`` (``rng.choice``, which touches only
+    the rows it draws where a draw is small; ``torch.randperm`` shuffles all ``n`` rows). On
+    another device they come from ``generator``, a :class:`torch.Generator` on it (a slice of
+    ``torch.randperm``), so that a step neither waits for the host nor copies indices to the
+    device. Build with :meth:`on`.
+
+    Attributes
+    ----------
+    rng : numpy.random.Generator
+        The draws on a CPU.
+    device : torch.device
+        Where the indices are.
+    generator : torch.Generator or None
+        The draws elsewhere; ``None`` draws from ``rng``.
+    """
+
+    rng: np.random.Generator
+    device: torch.device
+    generator: torch.Generator | None = None
+
+    @classmethod
+    def on(cls, device: torch.device, rng: np.random.Generator) -> RowSampler:
+        """The sampler of a fit on ``device``: off a CPU, its generator is seeded from ``rng``
+        (one draw; on a CPU ``rng`` is left as it is)."""
+        if device.type == "cpu":
+            return cls(rng, device)
+        seed = int(rng.integers(2**62))
+        return cls(rng, device, torch.Generator(device=device).manual_seed(seed))
+
+    def distinct(self, n: int, size: int) -> Tensor:
+        """``size`` distinct indices of ``range(n)``, uniformly at random, shape ``(size,)``."""
+        if self.generator is None:
+            drawn = torch.from_numpy(self.rng.choice(n, size=size, replace=False))
+            return drawn.to(self.device)
+        return torch.randperm(n, generator=self.generator, device=self.device)[:size]
+
+
+def draw_batch_rows(sampler: RowSampler, n_samples: int, batch_size: int, draw: str) -> Tensor:
+    """Row indices of one step's two batches, the first ``batch_size`` then the second, on the
+    sampler's device.
 
     ``"disjoint"``: ``2 * batch_size`` distinct rows. ``"independent"``: each batch drawn on its
     own, without replacement within it, so that the two may share rows (the published code).
     """
     if draw == "disjoint":
-        return rng.choice(n_samples, size=2 * batch_size, replace=False)
+        return sampler.distinct(n_samples, 2 * batch_size)
     if draw == "independent":
-        first = rng.choice(n_samples, size=batch_size, replace=False)
-        second = rng.choice(n_samples, size=batch_size, replace=False)
-        return np.concatenate([first, second])
+        first = sampler.distinct(n_samples, batch_size)
+        return torch.cat([first, sampler.distinct(n_samples, batch_size)])
     raise ValueError(f"draw must be one of {BATCH_DRAWS}; got {draw!r}")
 
 
@@ -184,6 +225,10 @@ def run_steps(
     ten times; ``callback`` gets a :class:`FitProgress` after every step and stops the loop by
     returning ``True``; ``monitor`` may stop it too. ``after_step`` is called after every
     optimiser step (a projection of the parameters, say).
+
+    The records stay on the device: without ``callback`` the loop reads them on the host only
+    for the finiteness check, the ``verbose`` lines and at the end (the ``monitor`` and ``step``
+    may read more); a ``callback`` gets every step's values, read every step.
     """
     # Both records stay on the device: no step waits for a transfer to the host.
     history = torch.empty(n_iter, device=device, dtype=dtype)

@@ -13,6 +13,7 @@ from torch import nn
 
 from tdm._optimise import (
     FitProgress,
+    RowSampler,
     StepHistory,
     cell_rate,
     draw_batch_rows,
@@ -41,33 +42,74 @@ def _run(step: Callable[[int], TransportTerms], n_iter: int = 20, **kwargs: Any)
     )
 
 
-def test_disjoint_batches_share_no_row_and_independent_ones_may() -> None:
+_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, _CUDA])]
+
+
+def _sampler(kind: str, seed: int) -> RowSampler:
+    """The CPU's NumPy sampler, the device sampler on the CPU, or the one a CUDA fit builds."""
+    rng = np.random.default_rng(seed)
+    if kind == "numpy":
+        return RowSampler.on(torch.device("cpu"), rng)
+    if kind == "torch-cpu":
+        return RowSampler(rng, torch.device("cpu"), torch.Generator().manual_seed(seed))
+    return RowSampler.on(torch.device("cuda"), rng)
+
+
+SAMPLERS = ["numpy", "torch-cpu", pytest.param("cuda", marks=[pytest.mark.gpu, _CUDA])]
+
+
+@pytest.mark.parametrize("kind", SAMPLERS)
+def test_disjoint_batches_share_no_row_and_independent_ones_may(kind: str) -> None:
     """Each batch has distinct rows; only the independent draw puts a row in both, about as
     often as two independent draws of 4 of 10 rows would (expected overlap 1.6 rows)."""
-    rng = np.random.default_rng(0)
+    sampler = _sampler(kind, 0)
     overlaps = {}
     for draw in ("disjoint", "independent"):
         shared = []
         for _ in range(2000):
-            rows = draw_batch_rows(rng, 10, 4, draw)
-            first, second = rows[:4], rows[4:]
-            assert rows.shape == (8,) and len(set(first)) == len(set(second)) == 4
-            shared.append(len(set(first) & set(second)))
+            rows = draw_batch_rows(sampler, 10, 4, draw)
+            assert rows.device.type == sampler.device.type and rows.dtype == torch.int64
+            first, second = set(rows[:4].tolist()), set(rows[4:].tolist())
+            assert rows.shape == (8,) and len(first) == len(second) == 4
+            shared.append(len(first & second))
         overlaps[draw] = np.mean(shared)
     assert overlaps["disjoint"] == 0.0
     assert overlaps["independent"] == pytest.approx(1.6, abs=0.1)
-
-
-def test_the_disjoint_draw_is_the_one_draw_of_earlier_versions() -> None:
-    """The default's batches, and the generator's state after them, are those of one
-    ``rng.choice`` of ``2 * batch_size`` rows (tdm <= 0.10), so the default fits as before."""
-    ours, earlier = np.random.default_rng(5), np.random.default_rng(5)
-    for _ in range(3):
-        rows = draw_batch_rows(ours, 100, 16, "disjoint")
-        np.testing.assert_array_equal(rows, earlier.choice(100, size=32, replace=False))
-    assert ours.bit_generator.state == earlier.bit_generator.state
     with pytest.raises(ValueError, match="draw must be one of"):
-        draw_batch_rows(ours, 100, 16, "overlapping")
+        draw_batch_rows(sampler, 100, 16, "overlapping")
+
+
+def test_on_a_cpu_the_disjoint_draw_is_one_numpy_draw() -> None:
+    """A CPU fit's batches, and its generator's state after them, are those of one
+    ``rng.choice`` of ``2 * batch_size`` rows (NumPy's draw touches only the rows it draws,
+    where ``torch.randperm`` shuffles them all)."""
+    ours, reference = np.random.default_rng(5), np.random.default_rng(5)
+    sampler = RowSampler.on(torch.device("cpu"), ours)
+    assert sampler.generator is None
+    for _ in range(3):
+        rows = draw_batch_rows(sampler, 100, 16, "disjoint")
+        np.testing.assert_array_equal(rows.numpy(), reference.choice(100, size=32, replace=False))
+    assert ours.bit_generator.state == reference.bit_generator.state
+
+
+@pytest.mark.parametrize(
+    "kind", ["torch-cpu", pytest.param("cuda", marks=[pytest.mark.gpu, _CUDA])]
+)
+def test_a_device_sampler_repeats_its_draws_for_a_seed_and_differs_for_another(kind: str) -> None:
+    """Two device samplers seeded alike draw the same rows, step after step; another seed
+    draws others; off a CPU the sampler takes its seed from the fit's rng (one draw)."""
+    draws = [
+        torch.stack([draw_batch_rows(_sampler(kind, seed), 1000, 64, "disjoint") for _ in range(5)])
+        for seed in (3, 3, 4)
+    ]
+    torch.testing.assert_close(draws[0], draws[1], rtol=0, atol=0)
+    assert not torch.equal(draws[0], draws[2])
+    if kind == "cuda":
+        ours, reference = np.random.default_rng(7), np.random.default_rng(7)
+        RowSampler.on(torch.device("cuda"), ours)
+        reference.integers(2**62)
+        assert ours.bit_generator.state == reference.bit_generator.state
 
 
 def test_independent_batches_leave_rows_out_where_disjoint_ones_take_every_row(data) -> None:

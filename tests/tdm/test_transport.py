@@ -11,6 +11,7 @@ from scipy.optimize import linear_sum_assignment
 from tdm.transport import (
     ASSIGNMENT_GRID,
     assignment,
+    auction_assignment,
     pairwise_cost,
     plan_cost,
     sinkhorn_plan,
@@ -92,6 +93,81 @@ def test_assignment_refuses_non_finite_costs_before_the_solver(bad: float) -> No
 def test_assignment_rejects_non_square() -> None:
     with pytest.raises(ValueError, match="square"):
         assignment(np.zeros((3, 4)))
+
+
+_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, _CUDA])]
+
+
+def _matrix(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform costs, or tie-heavy ones: squared distances between clustered points, a third of
+    their coordinates at the centre (the cells of a mean start)."""
+    if kind == "random":
+        return rng.random((n, n)) * 10
+    z = rng.normal(size=(2 * n, 4)) * 0.3 + rng.integers(0, 3, size=(2 * n, 1))
+    z[rng.random(z.shape) < 0.3] = 0.0
+    return ((z[:n, None] - z[None, n:]) ** 2).sum(-1)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["random", "tie-heavy"])
+@pytest.mark.parametrize("n", [1, 2, 7, 64, 512])
+def test_auction_is_exact_on_the_grid_and_within_the_bound(n: int, kind: str, device: str) -> None:
+    """The auction's answer is a permutation, optimal on the costs rounded to the grid (as
+    LAPJV's), hence within ``n * max|C| / ASSIGNMENT_GRID`` of SciPy's optimum."""
+    rng = np.random.default_rng(n)
+    C = _matrix(kind, n, rng)
+    perm = auction_assignment(torch.as_tensor(C, device=device)).cpu().numpy()
+    assert sorted(perm.tolist()) == list(range(n))
+    rounded = np.rint(C * (ASSIGNMENT_GRID / np.abs(C).max()))
+    rows, cols = linear_sum_assignment(rounded)
+    assert rounded[np.arange(n), perm].sum() == rounded[rows, cols].sum()
+    rows, cols = linear_sum_assignment(C)
+    gap = C[np.arange(n), perm].sum() - C[rows, cols].sum()
+    assert 0.0 <= gap <= n * np.abs(C).max() / ASSIGNMENT_GRID
+
+
+def test_auction_solves_a_batch_as_its_matrices_one_by_one() -> None:
+    """A batch of three matrices (one of equal costs, one of zeros) gets each matrix's own
+    optimal permutation; a batch of 1 x 1 matrices gets zeros."""
+    rng = np.random.default_rng(3)
+    C = np.stack([rng.random((48, 48)), np.ones((48, 48)), np.zeros((48, 48))])
+    perms = auction_assignment(torch.from_numpy(C)).numpy()
+    assert perms.shape == (3, 48)
+    for matrix, perm in zip(C, perms, strict=True):
+        assert sorted(perm.tolist()) == list(range(48))
+        rows, cols = linear_sum_assignment(matrix)
+        assert matrix[np.arange(48), perm].sum() == pytest.approx(matrix[rows, cols].sum())
+    np.testing.assert_array_equal(perms[0], auction_assignment(torch.from_numpy(C[0])).numpy())
+    assert auction_assignment(torch.zeros(2, 1, 1)).tolist() == [[0], [0]]
+
+
+def test_auction_ends_on_non_finite_costs_and_refuses_non_square() -> None:
+    """NaN and infinite costs (a diverged fit, which the step loop reports) still give a
+    permutation rather than an endless auction; a non-square matrix is refused."""
+    C = torch.from_numpy(np.random.default_rng(0).random((16, 16)))
+    C[2, 3], C[5] = float("nan"), float("inf")
+    assert sorted(auction_assignment(C).tolist()) == list(range(16))
+    with pytest.raises(ValueError, match="square"):
+        auction_assignment(torch.zeros(3, 4))
+
+
+@pytest.mark.gpu
+@_CUDA
+@pytest.mark.parametrize("cost", ["sqeuclidean", "euclidean"])
+def test_cuda_transport_terms_solve_on_the_device_and_match_the_cpu(cost: str) -> None:
+    """On CUDA the loss comes from the auction, its gradient too, and equals the CPU's (LAPJV's)
+    within the grid bound."""
+    z1, z2 = _clouds(256, 256, d=5, seed=2)
+    cpu = transport_terms(z1, z2, cost=cost, solver="assignment")  # type: ignore[arg-type]
+    w1, w2 = z1.detach().cuda().requires_grad_(True), z2.detach().cuda().requires_grad_(True)
+    cuda = transport_terms(w1, w2, cost=cost, solver="assignment")  # type: ignore[arg-type]
+    (grad,) = torch.autograd.grad(cuda.loss, w1)
+    assert cuda.loss.device.type == grad.device.type == "cuda"
+    largest = float(pairwise_cost(z1, z2, cost).max())  # type: ignore[arg-type]
+    assert abs(float(cuda.loss) - float(cpu.loss)) <= largest / ASSIGNMENT_GRID
+    torch.testing.assert_close(cuda.mean_cost.cpu(), cpu.mean_cost)
 
 
 def _clouds(n: int, m: int, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
