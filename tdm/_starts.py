@@ -179,8 +179,7 @@ def _tree_rounds(
     value or a label column's code, NaN where missing. A table of one column gets its mean (or
     most frequent label), as chained equations have nothing to regress on.
     """
-    table, categorical = _label_table(values, mask, encoding)
-    missing = encoding.column_mask(mask)
+    table, categorical, missing = _label_table(values, mask, encoding)
     rng = np.random.default_rng(seed)
     order = np.argsort(missing.mean(axis=0), kind="mergesort")
     if table.shape[1] == 1:
@@ -203,17 +202,17 @@ def _tree_rounds(
 
 def _label_table(
     values: np.ndarray, mask: np.ndarray, encoding: TableEncoding
-) -> tuple[np.ndarray, np.ndarray]:
-    """One column per original column: numeric values, then each label column's codes (the
-    index of its point), NaN where missing; and which columns are label columns."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One column per original column, the numeric ones first as in the optimised space:
+    numeric values, then each label column's codes (the index of its point), NaN where
+    missing; which columns are label columns; and the missing cells, in that order."""
     p = len(encoding.numeric)
-    column_mask = encoding.column_mask(mask)
+    missing = encoding.column_mask(mask)[:, [*encoding.numeric, *encoding.categorical]]
     codes = [c.astype(np.float64) for c in encoding.decode_labels(np.where(mask, 0.0, values))]
     table = np.column_stack([values[:, :p], *codes]) if codes else values[:, :p].copy()
-    order = [*encoding.numeric, *encoding.categorical]  # the original column of each
-    table[column_mask[:, order]] = np.nan
+    table[missing] = np.nan
     categorical = np.arange(table.shape[1]) >= p
-    return table, categorical
+    return table, categorical, missing
 
 
 def _from_label_table(table: np.ndarray, encoding: TableEncoding) -> np.ndarray:
