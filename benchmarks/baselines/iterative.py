@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,15 +18,14 @@ __all__ = ["ICEImputer", "MissForestImputer"]
 
 
 class _IterativeBase(BaseImputer):
-    """Fits an ``IterativeImputer`` built by :meth:`_make` and delegates to it."""
+    """Fits the ``IterativeImputer`` that ``_make`` builds and delegates to it: ``_make`` takes
+    the seed and, as keywords, the estimator's parameters but ``random_state``."""
 
-    random_state: RandomState
-
-    def _make(self, seed: int) -> IterativeImputer:
-        raise NotImplementedError
+    _make: ClassVar[Callable[..., IterativeImputer]]
 
     def _fit(self, X: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
-        imputer = self._make(resolve_seed(self.random_state))
+        params = self.get_params(deep=False)
+        imputer = self._make(resolve_seed(params.pop("random_state")), **params)
         imputer.fit(X)
         self.imputer_ = imputer
         self.n_iter_ = int(imputer.n_iter_)
@@ -50,13 +50,12 @@ class ICEImputer(_IterativeBase):
         Seed of ``IterativeImputer``.
     """
 
+    _make = staticmethod(make_ice)
+
     def __init__(
         self, *, max_iter: int = 10, tol: float = 1e-3, random_state: RandomState = None
     ) -> None:
         store_params(self, locals())
-
-    def _make(self, seed: int) -> IterativeImputer:
-        return make_ice(seed, max_iter=self.max_iter, tol=self.tol)
 
 
 class MissForestImputer(_IterativeBase):
@@ -79,6 +78,8 @@ class MissForestImputer(_IterativeBase):
         Seed of the imputer and of the forests.
     """
 
+    _make = staticmethod(make_missforest)
+
     def __init__(
         self,
         *,
@@ -90,13 +91,3 @@ class MissForestImputer(_IterativeBase):
         random_state: RandomState = None,
     ) -> None:
         store_params(self, locals())
-
-    def _make(self, seed: int) -> IterativeImputer:
-        return make_missforest(
-            seed,
-            n_estimators=self.n_estimators,
-            max_features=self.max_features,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            n_jobs=self.n_jobs,
-        )
