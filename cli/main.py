@@ -355,6 +355,24 @@ def _imputer(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+_TABLE_FLAGS = (
+    "columns",
+    "key",
+    "replace_source",
+    "dry_run",
+    "pass_through",
+    "incremental",
+    "watermark",
+    "refit",
+)
+"""The `impute` flags the impute-table flow takes as they are, each as its parameter of the same
+name."""
+
+_RUN_PARAMETERS = ("replace_target", "nan_as_missing", "seed", "range_factor")
+"""The run settings the impute-table flow takes as parameters, resolved here (flag > TDM_*
+variable > default)."""
+
+
 def _run_impute(args: argparse.Namespace) -> int:
     from uuid import UUID
 
@@ -372,19 +390,9 @@ def _run_impute(args: argparse.Namespace) -> int:
         source_table=args.table,
         db_path=str(settings.db_path),
         target_table=args.target,
-        columns=args.columns,
-        key=args.key,
-        replace_source=args.replace_source,
-        replace_target=settings.replace_target,
-        nan_as_missing=settings.nan_as_missing,
         imputer=_imputer(args),
-        seed=settings.seed,
-        range_factor=settings.range_factor,
-        dry_run=args.dry_run,
-        pass_through=args.pass_through,
-        incremental=args.incremental,
-        watermark=args.watermark,
-        refit=args.refit,
+        **{name: getattr(args, name) for name in _TABLE_FLAGS},
+        **settings.model_dump(include=set(_RUN_PARAMETERS)),
     )
     _print_result(result)
     if result.status != DRY_RUN:  # a dry run publishes no report
