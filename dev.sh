@@ -70,7 +70,10 @@ case "$cmd" in
     setup) setup ;;
     demo) setup; exec "$VENV/bin/tdm" demo "$@" ;;
     # pytest-xdist workers: one more than the cores (much of the suite waits on Prefect servers
-    # and `tdm` processes), at most 4; `-n 0` after `test` runs in one.
-    test) setup; exec "$VENV/bin/python" -m pytest -n "$(workers)" "$@" ;;
+    # and `tdm` processes), at most 4. xdist's loadgroup scheduler hands each worker one more
+    # test whenever it has two or fewer queued, instead of chunks of consecutive tests (a chunk
+    # of long tests on one worker ends the run alone); no test is grouped. `-n 0` after `test`
+    # runs in one.
+    test) setup; exec "$VENV/bin/python" -m pytest -n "$(workers)" --dist loadgroup "$@" ;;
     *) die "usage: ./dev.sh {demo|test|setup} [args...]" ;;
 esac
