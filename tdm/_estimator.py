@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor, nn
@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from tdm._bounds import BoundedCells
 from tdm._cells import MissingCells
 from tdm._config import CONFIG_CONSTRAINTS, Config
+from tdm._draws import draw_cells, probe_errors
 from tdm._early_stopping import HoldoutMonitor, holdout_cells
 from tdm._inductive import impute_new_rows
 from tdm._mixed import TableEncoding
@@ -225,6 +226,73 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             return self._complete(X, values, self.X_fit_)
         return self._complete(X, values, impute_new_rows(self, values))
 
+    def sample(self, X: Any, n_draws: int = 20, random_state: Any = None) -> Any:
+        """``n_draws`` completions of ``X``, each a draw of its missing cells.
+
+        :meth:`transform` (and ``fit_transform``) give the point imputation, each cell's best
+        guess: use it where a cell's value matters on its own. Its imputed numbers are less
+        spread than the data, and its labels lean to the most common one; a draw keeps the
+        spread and the label shares, so use draws for what depends on the distribution (shares,
+        variances, quantiles, models trained on the table) and for the uncertainty of an
+        imputed cell (the quantiles of its draws) or of a figure computed from the table
+        (computed on every draw, then combined).
+
+        A draw is the point imputation plus the imputer's own error, measured on observed cells
+        of ``X`` hidden and imputed again as the point was (:mod:`tdm._draws`): by fits like
+        this one's for the data passed to ``fit`` (one or two, each about a fit's time), by
+        ``transform`` for new rows. A numeric cell gets a residual of its column, a label cell
+        a label drawn from the probabilities of the true labels given its imputed label.
+        Observed cells are identical in every draw; numeric draws stay within ``bounds_`` and
+        integer columns are rounded, as in ``transform``. The draws are calibrated where cells
+        are missing completely at random.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+            The data passed to ``fit``, or new rows with the fitted columns.
+        n_draws : int, default=20
+        random_state : int, RandomState instance or None, default=None
+            Seeds the probe cells, their fits and the draws (the point imputation of new rows
+            is seeded by the imputer's ``random_state``, as in ``transform``).
+
+        Returns
+        -------
+        ndarray of shape (n_draws, n_samples, n_features), or list of DataFrames
+            A list of ``n_draws`` DataFrames (each column in its own dtype) for a DataFrame.
+        """
+        check_is_fitted(self, "X_fit_")
+        validate_params(
+            self._owner(), {"n_draws": n_draws}, {"n_draws": [Interval(Integral, 1, None)]}
+        )
+        values = self._validate(X, reset=False)
+        mask = np.isnan(values)
+        rng = np.random.default_rng(check_random_state(random_state).randint(2**31 - 1))
+        draws = [self.X_fit_] * n_draws
+        if fingerprint(values) == self.fit_fingerprint_:
+            if mask.any():
+                errors = probe_errors(self, values, rng, self._refit, refits=True)
+                draws = draw_cells(self.X_fit_, mask, errors, self.encoding_, n_draws, rng)
+        else:
+            point = impute_new_rows(self, values)
+            draws = [point] * n_draws
+            if mask.any():
+                errors = probe_errors(
+                    self, values, rng, lambda v, _: impute_new_rows(self, v), refits=False
+                )
+                draws = draw_cells(point, mask, errors, self.encoding_, n_draws, rng)
+        completed = [self._complete(X, values, draw) for draw in draws]
+        return completed if self.encoding_.frame else np.stack(completed)
+
+    def _refit(self, values: np.ndarray, seed: int) -> np.ndarray:
+        """The standardised completion of ``values`` (this fit's table, more cells hidden) by
+        a fit with this imputer's settings, seeded by ``seed``, reporting nothing."""
+        refit = clone(self).set_params(random_state=seed, callback=None, verbose=0)
+        for name in ("encoding_", "n_features_in_", "feature_names_in_"):
+            if hasattr(self, name):
+                setattr(refit, name, getattr(self, name))
+        refit._fit_values(values, lambda: [str(c.name) for c in self.encoding_.columns])
+        return (refit.X_fit_ * refit.scale_ + refit.mean_ - self.mean_) / self.scale_
+
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None = None) -> Self:
         """The imputer with ``settings`` (its constructor's parameters by name) validated.
@@ -285,9 +353,15 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return BoundedCells.build(self._config.bounds_method, low, high, device, dtype)
 
     def _fit(self, X: Any) -> np.ndarray:
-        owner = self._owner()
-        validate_params(owner, self._settings(), self._PARAMETER_CONSTRAINTS)
+        validate_params(self._owner(), self._settings(), self._PARAMETER_CONSTRAINTS)
         values = self._validate(X, reset=True)
+        self._fit_values(values, lambda: column_labels(X, self.n_features_in_))
+        return values
+
+    def _fit_values(self, values: np.ndarray, labels: Callable[[], list[str]]) -> None:
+        """Fit on ``values`` (the optimised space, NaN where missing; ``encoding_`` set), with
+        ``labels()`` naming the columns in errors."""
+        owner = self._owner()
         n_samples, width = values.shape
         if n_samples < MIN_SAMPLES:
             raise ValueError(
@@ -298,9 +372,8 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         encoding = self.encoding_
         empty = np.flatnonzero(encoding.column_mask(mask).all(axis=0))
         if empty.size:
-            labels = column_labels(X, self.n_features_in_)
             raise ValueError(
-                f"{owner}: {labels[int(empty[0])]} has no observed value; a column with nothing "
+                f"{owner}: {labels()[int(empty[0])]} has no observed value; a column with nothing "
                 "observed cannot be imputed. Drop it or provide some of its values."
             )
         device = resolve_device(self.device, owner)
@@ -328,7 +401,6 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.cost_ratio_history_ = history.cost_ratio
         self.n_iter_ = int(history.loss.size)
         self.fit_fingerprint_ = fingerprint(values)
-        return values
 
     def _scaling(self, values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Observed mean and std of the numeric columns; label points are not rescaled."""

@@ -41,6 +41,9 @@ from tests.conftest import build_readings, fresh_prefect_home
 REPO = Path(__file__).resolve().parents[2]
 WAREHOUSE_DEPLOYMENT = "impute-warehouse/impute-warehouse"
 
+# One worker runs this module (`./dev.sh test`'s loadgroup scheduler): `served` starts once.
+pytestmark = pytest.mark.xdist_group("served")
+
 
 def test_prefect_yaml_is_what_prefect_deploy_reads() -> None:
     """Both deployments on the process pool, the pull step back to the repository root."""

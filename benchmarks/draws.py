@@ -1,0 +1,247 @@
+"""Draws against the truth: ``TDMImputer.sample``'s interval coverage, spread and label shares on
+the removed cells (30% MCAR), beside the point imputation, miceforest's mean-matching draws and
+MissForest's point imputation.
+
+- coverage: the share of removed numeric values inside their central 90% interval (the 5% and
+  95% quantiles of the draws, Weibull's plotting positions: unbiased for exchangeable draws);
+- spread ratio: per numeric column, the standard deviation of the imputed cells against that of
+  the removed values (a draw's, averaged over draws), the median over columns;
+- label distance: per label column, the total variation between the shares of the imputed
+  labels and of the removed ones (averaged over draws), the mean over label columns and the
+  worst column.
+
+Run: ``python -m benchmarks.draws [--datasets ...] [--mixed ...] [--write]``: one torch thread,
+every model on one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmarks._timing import command, header, publish
+from benchmarks.datasets import (
+    apply_mask,
+    load_dataset,
+    load_mixed_dataset,
+    simulate_mixed,
+)
+from benchmarks.registry import make_imputer
+from tdm import TDMImputer
+from tdm.simulate import simulate
+
+DRAWS = 20
+LEVEL = 0.9
+#: Below this many rows the baselines run by default (MissForest and miceforest's 20 draws take
+#: minutes on the two 20,000-row tables).
+BASELINE_ROWS = 10_000
+
+
+def interval_coverage(truth: np.ndarray, draws: np.ndarray) -> float:
+    """Share of ``truth`` (cells) inside the central :data:`LEVEL` interval of ``draws``
+    (draws x cells)."""
+    tail = (1 - LEVEL) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail], axis=0, method="weibull")
+    return float(((truth >= low) & (truth <= high)).mean())
+
+
+def spread_ratio(truth: list[np.ndarray], imputed: list[list[np.ndarray]]) -> float:
+    """Median over columns of the imputed cells' standard deviation (averaged over the
+    completions in ``imputed``) against the removed values'."""
+    ratios = []
+    for j, removed in enumerate(truth):
+        if removed.size < 2 or removed.std() == 0:
+            continue
+        ratios.append(np.mean([c[j].std() for c in imputed]) / removed.std())
+    return float(np.median(ratios)) if ratios else math.nan
+
+
+def label_distance(truth: list[pd.Series], imputed: list[list[pd.Series]]) -> tuple[float, float]:
+    """Mean over label columns, and the worst column, of the total variation between imputed
+    and removed label shares (averaged over the completions)."""
+    per_column = []
+    for j, removed in enumerate(truth):
+        if removed.empty:
+            continue
+        shares = removed.value_counts(normalize=True)
+        distances = []
+        for completion in imputed:
+            got = completion[j].value_counts(normalize=True)
+            labels = shares.index.union(got.index)
+            diff = shares.reindex(labels, fill_value=0) - got.reindex(labels, fill_value=0)
+            distances.append(0.5 * float(diff.abs().sum()))
+        per_column.append(float(np.mean(distances)))
+    if not per_column:
+        return math.nan, math.nan
+    return float(np.mean(per_column)), float(np.max(per_column))
+
+
+def _mice_draws(frame: pd.DataFrame, n_draws: int, seed: int) -> list[pd.DataFrame]:
+    """miceforest's completions: ``n_draws`` datasets, 3 rounds, mean matching on the models'
+    SHAP values (its other strategies call a LightGBM method that LightGBM 4.7 changed);
+    integer and boolean columns as floats and categories for it."""
+    from miceforest import ImputationKernel
+
+    coded = pd.DataFrame(index=frame.index)
+    for name in frame.columns:
+        series = frame[name]
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            coded[name] = series
+        elif pd.api.types.is_bool_dtype(series.dtype):
+            coded[name] = series.astype(object).astype("category")
+        else:
+            coded[name] = series.astype("float64")
+    kernel = ImputationKernel(
+        coded, num_datasets=n_draws, mean_match_strategy="shap", random_state=seed
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kernel.mice(3, verbose=False, num_threads=1)
+    return [kernel.complete_data(dataset=d) for d in range(n_draws)]
+
+
+def _numeric_cells(frames: list[Any], mask: np.ndarray, columns: list[int]) -> list[list[Any]]:
+    """Per completion, per column in ``columns``, its imputed cells."""
+    out = []
+    for f in frames:
+        values = f if isinstance(f, np.ndarray) else None
+        cells = []
+        for j in columns:
+            column = values[:, j] if values is not None else f.iloc[:, j]
+            cells.append(np.asarray(column, dtype=np.float64)[mask[:, j]])
+        out.append(cells)
+    return out
+
+
+def _scores(
+    truth: Any, completions: list[Any], mask: np.ndarray, numeric: list[int], labels: list[int]
+) -> dict[str, float]:
+    """Coverage (several completions only), spread ratio and label distances."""
+    removed = _numeric_cells([truth], mask, numeric)[0]
+    imputed = _numeric_cells(completions, mask, numeric)
+    result = {"spread": spread_ratio(removed, imputed), "coverage": math.nan}
+    if len(completions) > 1 and numeric:
+        stacked = np.stack([np.concatenate(c) for c in imputed])
+        result["coverage"] = interval_coverage(np.concatenate(removed), stacked)
+    result["labels"], result["labels_worst"] = math.nan, math.nan
+    if labels:
+        removed_labels = [truth.iloc[:, j][mask[:, j]].astype(str) for j in labels]
+        imputed_labels = [
+            [f.iloc[:, j][mask[:, j]].astype(str) for j in labels] for f in completions
+        ]
+        result["labels"], result["labels_worst"] = label_distance(removed_labels, imputed_labels)
+    return result
+
+
+def measure(name: str, seed: int, mixed: bool, baselines: bool) -> list[dict[str, Any]]:
+    """Every method's scores on ``name``'s 30% MCAR mask of ``seed``."""
+    if mixed:
+        truth = load_mixed_dataset(name).frame
+        mask = simulate_mixed(truth, "mcar", 0.3, random_state=seed)
+        data: Any = apply_mask(truth, mask)
+        kinds = [
+            pd.api.types.is_numeric_dtype(truth[c]) and not pd.api.types.is_bool_dtype(truth[c])
+            for c in truth.columns
+        ]
+    else:
+        truth = load_dataset(name).X
+        mask = simulate(truth, "mcar", 0.3, random_state=seed)
+        data = np.where(mask, np.nan, truth)
+        kinds = [True] * truth.shape[1]
+    numeric = [j for j, k in enumerate(kinds) if k]
+    labels = [j for j, k in enumerate(kinds) if not k]
+    rows: list[dict[str, Any]] = []
+
+    def record(method: str, completions: list[Any], seconds: float) -> None:
+        scores = _scores(truth, completions, mask, numeric, labels)
+        rows.append({"dataset": name, "seed": seed, "method": method, "s": seconds, **scores})
+        print(rows[-1], flush=True)
+
+    clock = time.perf_counter()
+    imputer = TDMImputer(random_state=seed)
+    point = imputer.fit_transform(data)
+    fit_s = time.perf_counter() - clock
+    record("tdm point", [point], fit_s)
+    clock = time.perf_counter()
+    draws = imputer.sample(data, DRAWS, random_state=seed)
+    record(f"tdm {DRAWS} draws", list(draws), time.perf_counter() - clock)
+    if baselines and len(mask) < BASELINE_ROWS:
+        frame = (
+            data if mixed else pd.DataFrame(data, columns=[f"c{j}" for j in range(data.shape[1])])
+        )
+        clock = time.perf_counter()
+        mice = _mice_draws(frame, DRAWS, seed)
+        if not mixed:
+            mice = [m.to_numpy(dtype=np.float64) for m in mice]
+        record(f"miceforest {DRAWS} draws", mice, time.perf_counter() - clock)
+        method = "missforest_mixed" if mixed else "missforest"
+        clock = time.perf_counter()
+        forest = make_imputer(method, random_state=seed).fit_transform(data)
+        record("missforest point", [forest], time.perf_counter() - clock)
+    return rows
+
+
+def _cell(value: float, digits: int = 3) -> str:
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
+    """The markdown body: command, machine, protocol, one row per dataset and method (seeds
+    averaged)."""
+    table = pd.DataFrame(rows)
+    grouped = table.groupby(["dataset", "method"], sort=False)[
+        ["coverage", "spread", "labels", "labels_worst", "s"]
+    ].mean()
+    lines = [
+        *header(command("draws", args, "datasets", "mixed", "seeds")),
+        "",
+        f"Masks: 30% MCAR, seeds {args.seeds}, averaged. Coverage: share of removed numeric "
+        f"values inside the central 90% interval of {DRAWS} draws; spread: imputed against "
+        "removed values' standard deviation, median over numeric columns; labels: total "
+        "variation between imputed and removed label shares, mean over label columns (worst "
+        "column in brackets). `tdm point`'s seconds are the default fit's, `tdm draws`' those "
+        "of `sample` after it. Targets: coverage 0.85 to 0.95, spread 0.85 to 1.15, labels at most "
+        "0.04 (0.08 worst).",
+        "",
+        "| dataset | method | coverage | spread | labels (worst) | s |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for (dataset, method), r in grouped.iterrows():
+        labels = (
+            "-" if math.isnan(r["labels"]) else (f"{r['labels']:.3f} ({r['labels_worst']:.3f})")
+        )
+        lines.append(
+            f"| {dataset} | {method} | {_cell(r['coverage'])} | {_cell(r['spread'], 2)} | "
+            f"{labels} | {r['s']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", default="")
+    parser.add_argument("--mixed", default="")
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md too")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    rows = []
+    seeds = [int(s) for s in args.seeds.split(",")]
+    for mixed, names in ((False, args.datasets), (True, args.mixed)):
+        for name in filter(None, names.split(",")):
+            for seed in seeds:
+                rows += measure(name, seed, mixed, baselines=not args.no_baselines)
+    publish("Draws: coverage, spread and label shares", report(args, rows), write=args.write)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Draws of the missing cells (:meth:`TDMImputer.sample`): the point imputation plus the
+imputer's own error, measured on observed cells hidden and imputed again.
+
+The point imputation is each cell's best guess, close to a conditional mean: its spread is
+smaller than the data's, and its labels lean to the most common one. A draw adds back what the
+point does not know. Rounds of probe cells (:data:`PROBE_SHARE` of the table's observed cells
+each, at most :data:`PROBE_MAX_CELLS`, disjoint, until every column has :data:`PROBE_CELLS`
+probed cells or :data:`MAX_ROUNDS` rounds are done) are hidden and imputed by ``transform``
+with the rest of their rows, which gives, per column:
+
+- numeric: the residuals, true minus imputed value (standardised units). A draw adds to each
+  missing cell a residual drawn at random from its column's residuals, so that the draws of a
+  cell have the spread of the imputer's errors, and their quantiles make its interval.
+- label: the counts of (imputed label, true label) pairs. A draw replaces each missing cell's
+  label ``l`` by a label ``t`` drawn with probability ``P(t | l)``: the probed cells imputed as
+  ``l``, counted by their true label, plus one cell spread by the observed label shares (so a
+  label never probed keeps a small chance, and a rare imputed label leans on the shares).
+
+Both are calibrated where the probe is like the missing cells (missing completely at random):
+the probe cells are a random share of the observed ones. The residuals of a column are drawn
+independently of the row's other cells.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tdm._early_stopping import holdout_cells
+from tdm._mixed import TableEncoding
+
+__all__ = ["PROBE_CELLS", "ProbeErrors", "draw_cells", "probe_errors"]
+
+PROBE_SHARE = 0.1
+"""Share of the observed cells hidden in a round of probe cells imputed by ``transform`` ..."""
+REFIT_SHARE = 0.15
+"""... or by a fit (fewer, larger rounds: a fit costs more) ..."""
+PROBE_MAX_CELLS = 4_000
+"""... but never more cells than this in a round ..."""
+PROBE_CELLS = 200
+"""... rounds repeated until every column has this many probed cells ..."""
+MAX_ROUNDS = 5
+"""... or this many rounds of ``transform`` ..."""
+MAX_REFITS = 2
+"""... or of fits are done."""
+
+#: Imputes ``values`` (the optimised space, NaN where missing) as the point was, seeded by
+#: the int: their standardised completion.
+Impute = Callable[[np.ndarray, int], np.ndarray]
+
+
+@dataclass(frozen=True, eq=False)
+class ProbeErrors:
+    """What the probe measured: per numeric coordinate its residuals (standardised units, empty
+    where nothing was probed), per categorical column ``P(true label | imputed label)`` as a
+    matrix whose row ``l`` sums to one."""
+
+    residuals: list[np.ndarray]
+    label_given_imputed: list[np.ndarray]
+
+
+def probe_errors(
+    est: Any, values: np.ndarray, rng: np.random.Generator, impute: Impute, *, refits: bool
+) -> ProbeErrors:
+    """The errors of ``impute`` (the fitted imputer ``est``'s way to the point imputation of
+    ``values``, the optimised space with NaN where missing: a fit when ``refits``, else
+    ``transform``'s) on rounds of probe cells of ``values`` (module docstring)."""
+    encoding: TableEncoding = est.encoding_
+    mask = np.isnan(values)
+    groups = encoding.groups if encoding.mixed else None
+    per_column = (~encoding.column_mask(mask)).sum(axis=0)
+    observed = int(per_column.sum())
+    share = min(REFIT_SHARE if refits else PROBE_SHARE, PROBE_MAX_CELLS / max(observed, 1))
+    rounds = min(
+        MAX_REFITS if refits else MAX_ROUNDS,
+        math.ceil(PROBE_CELLS / max(share * per_column.min(), 1.0)),
+    )
+    Z = (values - est.mean_) / est.scale_
+    p = len(encoding.numeric)
+    residuals: list[list[np.ndarray]] = [[] for _ in range(p)]
+    counts = [np.zeros((_n_labels(encoding, j),) * 2) for j in encoding.categorical]
+    truth = encoding.decode_labels(np.where(mask, 0.0, Z))
+    probed = np.zeros_like(mask)
+    for _ in range(rounds):
+        available = mask | probed
+        remaining = int((~encoding.column_mask(available)).sum())
+        if remaining <= len(encoding.columns):
+            break
+        probe = holdout_cells(available, min(share * observed / remaining, 1.0), rng, groups)
+        probed |= probe
+        filled = impute(np.where(probe, np.nan, values), int(rng.integers(2**31 - 1)))
+        for k in range(p):
+            residuals[k].append(Z[probe[:, k], k] - filled[probe[:, k], k])
+        guess = encoding.decode_labels(filled)
+        for i, (a, _) in enumerate(encoding.blocks):
+            cells = probe[:, a]
+            np.add.at(counts[i], (guess[i][cells], truth[i][cells]), 1.0)
+    shares = [
+        np.bincount(t[~mask[:, a]], minlength=len(c))
+        for t, (a, _), c in zip(truth, encoding.blocks, counts, strict=True)
+    ]
+    return ProbeErrors(
+        [np.concatenate(r) if r else np.zeros(0) for r in residuals],
+        [_label_given_imputed(c, s / max(s.sum(), 1)) for c, s in zip(counts, shares, strict=True)],
+    )
+
+
+def _n_labels(encoding: TableEncoding, j: int) -> int:
+    labels = encoding.columns[j].labels
+    assert labels is not None
+    return len(labels)
+
+
+def _label_given_imputed(counts: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """``P(true | imputed)``: each row of ``counts`` plus one cell spread by ``shares``."""
+    smoothed = counts + shares[None, :]
+    return smoothed / smoothed.sum(axis=1, keepdims=True)
+
+
+def draw_cells(
+    point: np.ndarray,
+    mask: np.ndarray,
+    errors: ProbeErrors,
+    encoding: TableEncoding,
+    n_draws: int,
+    rng: np.random.Generator,
+) -> list[np.ndarray]:
+    """``n_draws`` copies of ``point`` (the standardised completion) whose ``mask`` cells are
+    drawn: numeric cells plus a residual of their column, label cells by ``P(t | l)``."""
+    p = len(encoding.numeric)
+    imputed = encoding.decode_labels(point)
+    draws = []
+    for _ in range(n_draws):
+        draw = point.copy()
+        for k in range(p):
+            cells = mask[:, k]
+            pool = errors.residuals[k]
+            if pool.size and cells.any():
+                draw[cells, k] += rng.choice(pool, size=int(cells.sum()))
+        for i, (j, (a, b)) in enumerate(zip(encoding.categorical, encoding.blocks, strict=True)):
+            cells = mask[:, a]
+            if not cells.any():
+                continue
+            cumulative = np.cumsum(errors.label_given_imputed[i][imputed[i][cells]], axis=1)
+            u = rng.random(int(cells.sum()))[:, None]
+            drawn = np.minimum((cumulative < u).sum(axis=1), cumulative.shape[1] - 1)
+            embedding = encoding.columns[j].embedding
+            assert embedding is not None
+            draw[np.flatnonzero(cells), a:b] = embedding[drawn]
+        draws.append(draw)
+    return draws

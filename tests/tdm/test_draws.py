@@ -1,0 +1,144 @@
+"""``TDMImputer.sample``: draws keep the observed cells in every draw, vary where cells are
+missing, have the spread of the removed values where the point imputation has less, cover them
+with their central intervals, keep a label column's shares where the point collapses them, and
+work on new rows; the fitted imputer is left as it was."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tdm import TDMImputer, simulate_mcar
+from tdm._validation import InvalidParameterError
+
+FAST = {"max_iter": 150, "batch_size": 64}
+
+
+def correlated(n: int, seed: int) -> np.ndarray:
+    """Four columns, two latent factors, noise: a missing cell is half predictable."""
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n, 2))
+    return latent @ rng.normal(size=(2, 4)) + 0.7 * rng.normal(size=(n, 4))
+
+
+@pytest.fixture(scope="module")
+def fitted() -> tuple[np.ndarray, np.ndarray, np.ndarray, TDMImputer, np.ndarray]:
+    X = correlated(400, 0)
+    mask = simulate_mcar(X, 0.3, random_state=0)
+    X_nan = np.where(mask, np.nan, X)
+    imputer = TDMImputer(**FAST, random_state=0)
+    point = imputer.fit_transform(X_nan)
+    return X, mask, X_nan, imputer, point
+
+
+def test_observed_cells_are_identical_in_every_draw_and_missing_ones_vary(fitted) -> None:
+    X, mask, X_nan, imputer, _ = fitted
+    draws = imputer.sample(X_nan, 5, random_state=1)
+    assert draws.shape == (5, *X.shape) and draws.dtype == X_nan.dtype
+    assert not np.isnan(draws).any()
+    for draw in draws:
+        assert np.array_equal(draw[~mask], X_nan[~mask])
+    spread = draws[:, mask].std(axis=0)
+    assert (spread > 0).mean() > 0.95  # each missing cell takes other values in other draws
+
+
+def test_a_seed_gives_the_same_draws_another_seed_others(fitted) -> None:
+    _, mask, X_nan, imputer, _ = fitted
+    first = imputer.sample(X_nan, 3, random_state=7)
+    assert np.array_equal(first, imputer.sample(X_nan, 3, random_state=7))
+    assert not np.array_equal(first[:, mask], imputer.sample(X_nan, 3, random_state=8)[:, mask])
+
+
+def test_draws_have_the_spread_the_point_lacks_and_their_intervals_cover(fitted) -> None:
+    """The removed values' standard deviation per column: the point imputation's is well below
+    it, the draws' close to it; the central 90% intervals of 40 draws cover about 90% of the
+    removed values (binomial noise on about 480 cells: +-0.03)."""
+    X, mask, X_nan, imputer, point = fitted
+    draws = imputer.sample(X_nan, 40, random_state=2)
+    truth_sd = np.array([X[mask[:, j], j].std() for j in range(X.shape[1])])
+    point_ratio = np.array([point[mask[:, j], j].std() for j in range(X.shape[1])]) / truth_sd
+    draw_ratio = np.array(
+        [np.mean([d[mask[:, j], j].std() for d in draws]) for j in range(X.shape[1])]
+    ) / truth_sd
+    assert np.median(point_ratio) < 0.85
+    assert 0.85 <= np.median(draw_ratio) <= 1.15
+    low, high = np.quantile(draws[:, mask], [0.05, 0.95], axis=0, method="weibull")
+    coverage = ((X[mask] >= low) & (X[mask] <= high)).mean()
+    assert 0.84 <= coverage <= 0.96, coverage
+
+
+def test_new_rows_are_drawn_around_their_transform(fitted) -> None:
+    X, _, _, imputer, _ = fitted
+    new = correlated(120, 1)
+    new_mask = simulate_mcar(new, 0.3, random_state=1)
+    new_nan = np.where(new_mask, np.nan, new)
+    point = imputer.transform(new_nan)
+    draws = imputer.sample(new_nan, 20, random_state=0)
+    for draw in draws:
+        assert np.array_equal(draw[~new_mask], new[~new_mask])
+    # The draws scatter around the point imputation: their mean is nearer it than the truth is.
+    centre = draws[:, new_mask].mean(axis=0)
+    assert np.abs(centre - point[new_mask]).mean() < np.abs(new[new_mask] - point[new_mask]).mean()
+    assert draws[:, new_mask].std(axis=0).mean() > 0.3 * new[new_mask].std()
+
+
+def test_sampling_leaves_the_fitted_imputer_as_it_was(fitted) -> None:
+    _, _, X_nan, imputer, point = fitted
+    params = imputer.get_params()
+    imputer.sample(X_nan, 2, random_state=0)
+    assert imputer.get_params() == params
+    assert np.array_equal(imputer.transform(X_nan), point)
+
+
+def test_a_table_with_nothing_missing_gives_itself_n_times(fitted) -> None:
+    X, _, _, imputer, _ = fitted
+    draws = imputer.sample(X[:50], 3, random_state=0)
+    assert np.array_equal(draws, np.stack([X[:50]] * 3))
+
+
+def test_n_draws_must_be_a_positive_integer(fitted) -> None:
+    _, _, X_nan, imputer, _ = fitted
+    with pytest.raises(InvalidParameterError, match="n_draws"):
+        imputer.sample(X_nan, 0)
+
+
+def test_label_draws_keep_the_shares_the_point_collapses() -> None:
+    """A label column unrelated to the numbers (its largest label 45% of the rows): the point
+    imputation gives nearly every missing cell that label; the draws give each label about its
+    share among the removed cells. Each draw is a DataFrame in the input's dtypes."""
+    rng = np.random.default_rng(3)
+    n = 600
+    x = rng.normal(size=n)
+    shares = np.array([0.45, 0.3, 0.25])
+    labels = rng.choice(["a", "b", "c"], size=n, p=shares)
+    frame = pd.DataFrame(
+        {
+            "x": x,
+            "y": x + 0.5 * rng.normal(size=n),
+            "n": pd.array(np.round(10 + 3 * x).astype(np.int64), dtype="Int64"),
+            "label": pd.Categorical(labels),
+        }
+    )
+    holes = frame.copy()
+    mask = rng.random((n, 4)) < 0.3
+    for j, column in enumerate(frame.columns):
+        holes[column] = frame[column].mask(mask[:, j])
+    imputer = TDMImputer(**FAST, random_state=0)
+    point = imputer.fit_transform(holes)
+    draws = imputer.sample(holes, 10, random_state=0)
+    assert isinstance(draws, list) and len(draws) == 10
+    removed = frame["label"][mask[:, 3]].value_counts(normalize=True)
+
+    def distance(completed: pd.DataFrame) -> float:
+        got = completed["label"][mask[:, 3]].value_counts(normalize=True)
+        return 0.5 * float((got.reindex(removed.index, fill_value=0) - removed).abs().sum())
+
+    for draw in draws:
+        assert list(draw.dtypes) == list(holes.dtypes)
+        observed = ~holes.isna().to_numpy()
+        for j, column in enumerate(holes.columns):
+            assert draw[column][observed[:, j]].equals(holes[column][observed[:, j]])
+    assert distance(point) > 0.4  # nearly every cell got the largest label
+    # About 200 removed cells and 130 probe cells: the shares' noise alone is a few hundredths.
+    assert np.mean([distance(d) for d in draws]) < 0.15
