@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tdm import TDMImputer, simulate_mcar
+from tdm import OTImputer, TDMImputer, simulate_mcar
 from tdm._validation import InvalidParameterError
 
 FAST = {"max_iter": 150, "batch_size": 64}
@@ -58,9 +58,10 @@ def test_draws_have_the_spread_the_point_lacks_and_their_intervals_cover(fitted)
     draws = imputer.sample(X_nan, 40, random_state=2)
     truth_sd = np.array([X[mask[:, j], j].std() for j in range(X.shape[1])])
     point_ratio = np.array([point[mask[:, j], j].std() for j in range(X.shape[1])]) / truth_sd
-    draw_ratio = np.array(
-        [np.mean([d[mask[:, j], j].std() for d in draws]) for j in range(X.shape[1])]
-    ) / truth_sd
+    draw_ratio = (
+        np.array([np.mean([d[mask[:, j], j].std() for d in draws]) for j in range(X.shape[1])])
+        / truth_sd
+    )
     assert np.median(point_ratio) < 0.85
     assert 0.85 <= np.median(draw_ratio) <= 1.15
     low, high = np.quantile(draws[:, mask], [0.05, 0.95], axis=0, method="weibull")
@@ -69,7 +70,7 @@ def test_draws_have_the_spread_the_point_lacks_and_their_intervals_cover(fitted)
 
 
 def test_new_rows_are_drawn_around_their_transform(fitted) -> None:
-    X, _, _, imputer, _ = fitted
+    *_, imputer, _ = fitted
     new = correlated(120, 1)
     new_mask = simulate_mcar(new, 0.3, random_state=1)
     new_nan = np.where(new_mask, np.nan, new)
@@ -142,3 +143,14 @@ def test_label_draws_keep_the_shares_the_point_collapses() -> None:
     assert distance(point) > 0.4  # nearly every cell got the largest label
     # About 200 removed cells and 130 probe cells: the shares' noise alone is a few hundredths.
     assert np.mean([distance(d) for d in draws]) < 0.15
+
+
+def test_ot_imputer_draws_too() -> None:
+    X = correlated(150, 2)
+    mask = simulate_mcar(X, 0.3, random_state=2)
+    X_nan = np.where(mask, np.nan, X)
+    imputer = OTImputer(max_iter=40, random_state=0).fit(X_nan)
+    draws = imputer.sample(X_nan, 4, random_state=0)
+    assert draws.shape == (4, *X.shape)
+    assert all(np.array_equal(d[~mask], X[~mask]) for d in draws)
+    assert (draws[:, mask].std(axis=0) > 0).mean() > 0.95

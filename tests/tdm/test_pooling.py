@@ -1,0 +1,91 @@
+"""Rubin's rules (tdm.pooling): a hand-worked example, draws that agree give the complete-data
+interval, the between-draw variance widens it, the pooled mean's interval covers the true mean
+at its level with proper imputations, and the module's example runs."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import tdm.pooling
+from tdm.pooling import pool, pooled_mean
+
+
+def test_a_hand_worked_example() -> None:
+    """Estimates 1, 2, 3 with variances 0.5: W = 0.5, B = 1, T = 0.5 + 4/3 = 11/6; the missing
+    information (4/3)/(11/6) = 8/11; Rubin's df = 2 / (8/11)^2 = 3.78125."""
+    pooled = pool([1.0, 2.0, 3.0], [0.5, 0.5, 0.5])
+    assert pooled.estimate == pytest.approx(2.0)
+    assert (pooled.within, pooled.between) == (pytest.approx(0.5), pytest.approx(1.0))
+    assert pooled.variance == pytest.approx(11 / 6)
+    assert pooled.missing_information == pytest.approx(8 / 11)
+    assert pooled.df == pytest.approx(3.78125)
+    low, high = pooled.interval(0.95)
+    half = stats.t.ppf(0.975, 3.78125) * math.sqrt(11 / 6)
+    assert (low, high) == (pytest.approx(2 - half), pytest.approx(2 + half))
+
+
+def test_draws_that_agree_give_the_complete_data_interval() -> None:
+    pooled = pool([5.0] * 4, [0.04] * 4, n_samples=50)
+    assert pooled.between == 0 and pooled.df == math.inf
+    assert pooled.interval(0.9) == (pytest.approx(5 - 1.6449 * 0.2, abs=1e-4),
+                                    pytest.approx(5 + 1.6449 * 0.2, abs=1e-4))  # fmt: skip
+
+
+def test_disagreeing_draws_widen_the_interval_and_few_rows_lower_the_df() -> None:
+    agree = pool([1.0, 1.0, 1.0], [0.1] * 3)
+    disagree = pool([0.8, 1.0, 1.2], [0.1] * 3)
+    assert np.diff(disagree.interval()) > np.diff(agree.interval())
+    assert pool([0.8, 1.0, 1.2], [0.1] * 3, n_samples=20).df < disagree.df
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 2 estimates"):
+        pool([1.0], [0.1])
+    with pytest.raises(ValueError, match="non-negative"):
+        pool([1.0, 2.0], [0.1, -0.1])
+    with pytest.raises(ValueError, match="level"):
+        pool([1.0, 2.0], [0.1, 0.1]).interval(1.5)
+
+
+def test_the_pooled_mean_covers_the_true_mean_at_its_level() -> None:
+    """Proper imputations (each draw from a bootstrap of the observed values' normal fit) of a
+    N(0, 1) column, 40% MCAR, 100 rows: the 90% interval of the pooled mean covers 0 in about
+    90% of 400 repetitions (binomial noise: +-0.03), where treating one draw as complete data
+    covers much less."""
+    rng = np.random.default_rng(0)
+    covered, naive = 0, 0
+    repeats, n, m = 400, 100, 10
+    for _ in range(repeats):
+        x = rng.normal(size=n)
+        observed = x[rng.random(n) >= 0.4]
+        draws = np.empty((m, n, 1))
+        for d in range(m):
+            boot = rng.choice(observed, observed.size)
+            filled = rng.normal(boot.mean(), boot.std(ddof=1), n)
+            filled[: observed.size] = observed
+            draws[d, :, 0] = filled
+        low, high = pooled_mean(draws, 0).interval(0.9)
+        covered += low <= 0 <= high
+        single = draws[0, :, 0]
+        half = 1.645 * single.std(ddof=1) / math.sqrt(n)
+        naive += abs(single.mean()) <= half
+    assert 0.86 <= covered / repeats <= 0.95
+    assert naive / repeats < 0.84
+
+
+def test_array_and_dataframe_draws_pool_alike() -> None:
+    rng = np.random.default_rng(1)
+    draws = rng.normal(size=(5, 30, 2))
+    frames = [pd.DataFrame(d, columns=["a", "b"]) for d in draws]
+    assert pooled_mean(draws, 1) == pooled_mean(frames, "b")
+
+
+def test_the_module_example_runs() -> None:
+    result = doctest.testmod(tdm.pooling, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
