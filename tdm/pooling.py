@@ -128,7 +128,7 @@ def pooled_mean(draws: Any, column: Hashable) -> Pooled:
     variance of the mean is its sample variance over ``n_samples``."""
     columns: Sequence[np.ndarray]
     if isinstance(draws, np.ndarray):
-        columns = [np.asarray(d[:, column], dtype=np.float64) for d in draws]  # type: ignore[index]
+        columns = [np.asarray(d[:, column], dtype=np.float64) for d in draws]
     else:
         columns = [np.asarray(pd.Series(d[column]), dtype=np.float64) for d in draws]
     n = columns[0].size
