@@ -24,6 +24,7 @@ independently of the row's other cells.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -71,8 +72,10 @@ def probe_errors(
     ``transform``'s) on rounds of probe cells of ``values`` (module docstring)."""
     encoding: TableEncoding = est.encoding_
     mask = np.isnan(values)
+    # Cells never probed: the missing ones, and labels unseen in fit (at their column's centre).
+    excluded = mask | _unseen_labels(values, encoding)
     groups = encoding.groups if encoding.mixed else None
-    per_column = (~encoding.column_mask(mask)).sum(axis=0)
+    per_column = (~encoding.column_mask(excluded)).sum(axis=0)
     observed = int(per_column.sum())
     share = min(REFIT_SHARE if refits else PROBE_SHARE, PROBE_MAX_CELLS / max(observed, 1))
     rounds = min(
@@ -86,7 +89,7 @@ def probe_errors(
     truth = encoding.decode_labels(np.where(mask, 0.0, Z))
     probed = np.zeros_like(mask)
     for _ in range(rounds):
-        available = mask | probed
+        available = excluded | probed
         remaining = int((~encoding.column_mask(available)).sum())
         if remaining <= len(encoding.columns):
             break
@@ -99,14 +102,37 @@ def probe_errors(
         for i, (a, _) in enumerate(encoding.blocks):
             cells = probe[:, a]
             np.add.at(counts[i], (guess[i][cells], truth[i][cells]), 1.0)
-    shares = [
-        np.bincount(t[~mask[:, a]], minlength=len(c))
-        for t, (a, _), c in zip(truth, encoding.blocks, counts, strict=True)
-    ]
+    pools = [np.concatenate(r) if r else np.zeros(0) for r in residuals]
+    for k, pool in enumerate(pools):
+        if not pool.size and mask[:, k].any():
+            name = encoding.columns[encoding.numeric[k]].name
+            warnings.warn(
+                f"{est._owner()}.sample: no observed cell of column {name!r} could be hidden to "
+                "measure its error, so its draws are its point imputation; sample more rows "
+                "at once.",
+                stacklevel=3,
+            )
+    fitted = encoding.decode_labels(est.X_fit_)
+    priors = []
+    for i, (a, _) in enumerate(encoding.blocks):
+        known = truth[i][~excluded[:, a]]
+        codes = known if known.size else fitted[i]  # none observed here: the fit's shares
+        shares = np.bincount(codes, minlength=len(counts[i])).astype(np.float64)
+        priors.append(shares / shares.sum())
     return ProbeErrors(
-        [np.concatenate(r) if r else np.zeros(0) for r in residuals],
-        [_label_given_imputed(c, s / max(s.sum(), 1)) for c, s in zip(counts, shares, strict=True)],
+        pools, [_label_given_imputed(c, s) for c, s in zip(counts, priors, strict=True)]
     )
+
+
+def _unseen_labels(values: np.ndarray, encoding: TableEncoding) -> np.ndarray:
+    """The coordinates of observed labels not seen in fit (encoded at their column's centre)."""
+    unseen = np.zeros(values.shape, dtype=bool)
+    for j, (a, b) in zip(encoding.categorical, encoding.blocks, strict=True):
+        embedding = encoding.columns[j].embedding
+        assert embedding is not None
+        centre = np.all(values[:, a:b] == embedding.mean(axis=0), axis=1)
+        unseen[:, a:b] = centre[:, None]
+    return unseen
 
 
 def _n_labels(encoding: TableEncoding, j: int) -> int:

@@ -4,6 +4,7 @@ stopping. Subclasses declare their own hyperparameters and build the network."""
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import os
@@ -231,34 +232,41 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
         :meth:`transform` (and ``fit_transform``) give the point imputation, each cell's best
         guess: use it where a cell's value matters on its own. Its imputed numbers are less
-        spread than the data, and its labels lean to the most common one; a draw keeps the
-        spread and the label shares, so use draws for what depends on the distribution (shares,
-        variances, quantiles, models trained on the table) and for the uncertainty of an
-        imputed cell (the quantiles of its draws) or of a figure computed from the table
-        (computed on every draw, then combined).
+        spread than the data, and its labels lean to the most common one. Draws keep the
+        spread and the label shares: use them for what depends on the distribution (shares,
+        variances, quantiles, models trained on the table), for an imputed cell's uncertainty
+        (the quantiles of its draws), and for a figure computed on every draw and pooled
+        (:mod:`tdm.pooling`).
 
-        A draw is the point imputation plus the imputer's own error, measured on observed cells
-        of ``X`` hidden and imputed again as the point was (:mod:`tdm._draws`): by fits like
-        this one's for the data passed to ``fit`` (one or two, each about a fit's time), by
-        ``transform`` for new rows. A numeric cell gets a residual of its column, a label cell
-        a label drawn from the probabilities of the true labels given its imputed label.
+        A draw is the point imputation plus the imputer's own error. Observed cells of ``X``
+        are hidden and imputed again as the point was (by fits with this imputer's settings
+        when ``X`` is the data passed to ``fit``, by ``transform`` for other rows), and
+        compared with their values: a numeric cell gets a residual of its column, drawn at
+        random, and a label cell a label drawn from the shares of the true labels among the
+        hidden cells given the same imputed label. The draws are calibrated where cells are
+        missing completely at random. They carry each cell's uncertainty given the fitted
+        model, not the model's own estimation error, and a cell's error is drawn apart from
+        its row's other cells.
+
         Observed cells are identical in every draw; numeric draws stay within ``bounds_`` and
-        integer columns are rounded, as in ``transform``. The draws are calibrated where cells
-        are missing completely at random.
+        integer columns are rounded, as in ``transform``. A column of ``X`` with too few
+        observed cells to hide any (a handful of new rows) gets a ``UserWarning``, and its
+        draws are its point imputation. ``set_output`` does not apply.
 
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
             The data passed to ``fit``, or new rows with the fitted columns.
         n_draws : int, default=20
+            The number of completions.
         random_state : int, RandomState instance or None, default=None
-            Seeds the probe cells, their fits and the draws (the point imputation of new rows
-            is seeded by the imputer's ``random_state``, as in ``transform``).
+            Seeds the hidden cells, their imputations and the draws (the point imputation of
+            new rows is seeded by the imputer's ``random_state``, as in ``transform``).
 
         Returns
         -------
         ndarray of shape (n_draws, n_samples, n_features), or list of DataFrames
-            A list of ``n_draws`` DataFrames (each column in its own dtype) for a DataFrame.
+            For a DataFrame, a list of ``n_draws`` DataFrames, each column in its own dtype.
         """
         check_is_fitted(self, "X_fit_")
         validate_params(
@@ -267,19 +275,18 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         values = self._validate(X, reset=False)
         mask = np.isnan(values)
         rng = np.random.default_rng(check_random_state(random_state).randint(2**31 - 1))
-        draws = [self.X_fit_] * n_draws
-        if fingerprint(values) == self.fit_fingerprint_:
-            if mask.any():
-                errors = probe_errors(self, values, rng, self._refit, refits=True)
-                draws = draw_cells(self.X_fit_, mask, errors, self.encoding_, n_draws, rng)
-        else:
-            point = impute_new_rows(self, values)
-            draws = [point] * n_draws
-            if mask.any():
-                errors = probe_errors(
-                    self, values, rng, lambda v, _: impute_new_rows(self, v), refits=False
-                )
-                draws = draw_cells(point, mask, errors, self.encoding_, n_draws, rng)
+        refits = fingerprint(values) == self.fit_fingerprint_
+        quiet = copy.copy(self)  # the imputations of hidden cells report nothing
+        quiet.callback, quiet.verbose = None, 0
+        point = self.X_fit_ if refits else impute_new_rows(self, values)
+
+        def impute(hidden: np.ndarray, seed: int) -> np.ndarray:
+            return self._refit(hidden, seed) if refits else impute_new_rows(quiet, hidden)
+
+        draws = [point] * n_draws
+        if mask.any():
+            errors = probe_errors(self, values, rng, impute, refits=refits)
+            draws = draw_cells(point, mask, errors, self.encoding_, n_draws, rng)
         completed = [self._complete(X, values, draw) for draw in draws]
         return completed if self.encoding_.frame else np.stack(completed)
 

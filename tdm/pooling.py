@@ -5,7 +5,12 @@ were complete data) on each of the ``m`` draws of :meth:`tdm.TDMImputer.sample`,
 them: the estimate is their mean; its variance adds the mean of the variances (within the
 draws) and ``1 + 1/m`` times the variance of the estimates across the draws (between them,
 what the missing cells leave unknown); the interval takes Student's t with Rubin's degrees of
-freedom, adjusted for the sample size (Barnard and Rubin, 1999)::
+freedom, adjusted for the sample size (Barnard and Rubin, 1999).
+
+Rubin's rules assume each draw also carries the uncertainty of the imputation model itself.
+:meth:`~tdm.TDMImputer.sample`'s draws carry the cells' uncertainty given one fitted model, so
+the pooled variance leaves out the model's own estimation error: where few rows are observed,
+the intervals are somewhat narrow::
 
     >>> import numpy as np
     >>> from tdm import TDMImputer, simulate_mcar
@@ -15,8 +20,8 @@ freedom, adjusted for the sample size (Barnard and Rubin, 1999)::
     >>> imputer = TDMImputer(max_iter=50, random_state=0).fit(X)
     >>> draws = imputer.sample(X, n_draws=10, random_state=0)
     >>> mean = pooled_mean(draws, column=0)
-    >>> low, high = mean.interval(0.95)
-    >>> bool(low < mean.estimate < high)
+    >>> low, high = mean.interval(0.95)  # the column's mean, with the missing cells' uncertainty
+    >>> bool(mean.between > 0 and mean.df < 199)  # draws differ: the interval widens
     True
 
 References: Donald B. Rubin, "Multiple Imputation for Nonresponse in Surveys", Wiley, 1987;
@@ -52,7 +57,8 @@ class Pooled:
     variance : float
         The total variance: ``within + (1 + 1/m) * between``.
     df : float
-        Degrees of freedom of its Student's t (``inf``: the draws agree, or complete data).
+        Degrees of freedom of its Student's t (``inf`` where the draws agree and no
+        complete-data degrees of freedom were given).
     m : int
         The number of draws.
     """
@@ -70,9 +76,9 @@ class Pooled:
         return math.sqrt(self.variance)
 
     @property
-    def missing_information(self) -> float:
-        """The share of the variance due to the missing cells, ``(1 + 1/m) * between /
-        variance`` (0 where the variance is 0)."""
+    def between_share(self) -> float:
+        """The share of ``variance`` due to the missing cells (Rubin's lambda):
+        ``(1 + 1/m) * between / variance``, 0 where the variance is 0."""
         if self.variance == 0:
             return 0.0
         return (1 + 1 / self.m) * self.between / self.variance
@@ -86,7 +92,7 @@ class Pooled:
         return self.estimate - q * self.std_error, self.estimate + q * self.std_error
 
 
-def pool(estimates: ArrayLike, variances: ArrayLike, n_samples: int | None = None) -> Pooled:
+def pool(estimates: ArrayLike, variances: ArrayLike, df_complete: float | None = None) -> Pooled:
     """Pool ``m`` estimates of one figure, one per draw, with their variances (Rubin's rules).
 
     Parameters
@@ -94,10 +100,11 @@ def pool(estimates: ArrayLike, variances: ArrayLike, n_samples: int | None = Non
     estimates, variances : array-like of shape (m,)
         The figure and its variance (the squared standard error of complete-data analysis)
         on each draw; ``m >= 2``.
-    n_samples : int or None, default=None
-        The rows the figure was computed from: its complete-data degrees of freedom are
-        ``n_samples - 1`` (Barnard and Rubin's adjustment); ``None``: Rubin's large-sample
-        degrees of freedom.
+    df_complete : float or None, default=None
+        The figure's degrees of freedom had no cell been missing (``n - 1`` for a mean of
+        ``n`` rows, ``n - k`` for a regression coefficient with ``k`` parameters): the
+        pooled degrees of freedom are then Barnard and Rubin's, never above these. ``None``:
+        Rubin's large-sample degrees of freedom.
     """
     q = np.asarray(estimates, dtype=np.float64).ravel()
     u = np.asarray(variances, dtype=np.float64).ravel()
@@ -109,31 +116,40 @@ def pool(estimates: ArrayLike, variances: ArrayLike, n_samples: int | None = Non
         )
     if not (np.isfinite(q).all() and np.isfinite(u).all()) or (u < 0).any():
         raise ValueError("estimates must be finite and variances finite and non-negative")
+    if df_complete is not None and not df_complete > 0:
+        raise ValueError(f"df_complete must be positive; got {df_complete!r}")
     within = float(u.mean())
     between = float(q.var(ddof=1))
     total = within + (1 + 1 / m) * between
-    missing = (1 + 1 / m) * between / total if total > 0 else 0.0
-    df = math.inf if missing == 0 else (m - 1) / missing**2
-    if n_samples is not None and missing > 0:
-        complete = n_samples - 1
-        observed = (complete + 1) / (complete + 3) * complete * (1 - missing)
-        df = 1 / (1 / df + 1 / observed)
+    share = (1 + 1 / m) * between / total if total > 0 else 0.0
+    df = math.inf if share == 0 else (m - 1) / share**2
+    if df_complete is not None:
+        observed = (df_complete + 1) / (df_complete + 3) * df_complete * (1 - share)
+        if share == 0:
+            df = observed
+        elif observed > 0:  # 0 only where every draw's own variance is 0
+            df = 1 / (1 / df + 1 / observed)
     return Pooled(float(q.mean()), within, between, total, df, m)
 
 
 def pooled_mean(draws: Any, column: Hashable) -> Pooled:
     """The mean of ``column`` over the rows, pooled over ``draws`` (what
-    :meth:`tdm.TDMImputer.sample` returns: an array of shape (m, n_samples, n_features), with
-    ``column`` a position, or a list of DataFrames, with ``column`` a name). Each draw's
-    variance of the mean is its sample variance over ``n_samples``."""
-    columns: Sequence[np.ndarray]
-    if isinstance(draws, np.ndarray):
-        columns = [np.asarray(d[:, column], dtype=np.float64) for d in draws]
-    else:
-        columns = [np.asarray(pd.Series(d[column]), dtype=np.float64) for d in draws]
+    :meth:`tdm.TDMImputer.sample` returns: an array of shape (m, n_samples, n_features), or a
+    list of arrays, with ``column`` a position; a list of DataFrames, with ``column`` a name).
+    Each draw's variance of the mean is its sample variance over ``n_samples``; the
+    complete-data degrees of freedom ``n_samples - 1``."""
+    columns: Sequence[np.ndarray] = [
+        np.asarray(d[column] if isinstance(d, pd.DataFrame) else _column(d, column), float)
+        for d in draws
+    ]
     n = columns[0].size
     if n < 2:
         raise ValueError(f"the mean's variance needs at least 2 rows; got {n}")
     means = [c.mean() for c in columns]
     variances = [c.var(ddof=1) / n for c in columns]
-    return pool(means, variances, n_samples=n)
+    return pool(means, variances, df_complete=n - 1)
+
+
+def _column(draw: Any, position: Any) -> np.ndarray:
+    """Column ``position`` of an array draw."""
+    return np.asarray(draw)[:, position]

@@ -86,10 +86,15 @@ def test_new_rows_are_drawn_around_their_transform(fitted) -> None:
 
 def test_sampling_leaves_the_fitted_imputer_as_it_was(fitted) -> None:
     _, _, X_nan, imputer, point = fitted
-    params = imputer.get_params()
+    new = np.where(simulate_mcar(correlated(40, 5), 0.3, random_state=5), np.nan, correlated(40, 5))
+    params, before = imputer.get_params(), imputer.transform(new)
+    state = {k: v.copy() for k, v in vars(imputer).items() if isinstance(v, np.ndarray)}
     imputer.sample(X_nan, 2, random_state=0)
+    imputer.sample(new, 2, random_state=0)
     assert imputer.get_params() == params
+    assert all(np.array_equal(getattr(imputer, k), v) for k, v in state.items())
     assert np.array_equal(imputer.transform(X_nan), point)
+    assert np.array_equal(imputer.transform(new), before)
 
 
 def test_a_table_with_nothing_missing_gives_itself_n_times(fitted) -> None:
@@ -154,3 +159,30 @@ def test_ot_imputer_draws_too() -> None:
     assert draws.shape == (4, *X.shape)
     assert all(np.array_equal(d[~mask], X[~mask]) for d in draws)
     assert (draws[:, mask].std(axis=0) > 0).mean() > 0.95
+
+
+def test_a_few_new_rows_warn_and_unseen_labels_stay_as_they_are() -> None:
+    """One new row has no observed cell to hide: a warning names the column, its numbers are
+    the point's, its label is drawn from the fit's shares (never NaN probabilities); a label
+    unseen in fit is an observed cell and comes back unchanged in every draw."""
+    rng = np.random.default_rng(4)
+    n = 120
+    x = rng.normal(size=n)
+    frame = pd.DataFrame(
+        {"x": x, "y": x + rng.normal(size=n), "label": rng.choice(["p", "q", "r"], size=n)}
+    )
+    frame.loc[rng.random(n) < 0.2, "y"] = np.nan
+    frame.loc[rng.random(n) < 0.2, "label"] = None
+    imputer = TDMImputer(**FAST, random_state=0).fit(frame)
+    one = pd.DataFrame({"x": [0.3], "y": [np.nan], "label": [None]})
+    with pytest.warns(UserWarning, match="column 'y'"):
+        draws = imputer.sample(one, 30, random_state=0)
+    point = imputer.transform(one)
+    assert all(d["y"].iloc[0] == point["y"].iloc[0] for d in draws)
+    assert {d["label"].iloc[0] for d in draws} <= {"p", "q", "r"}
+    assert len({d["label"].iloc[0] for d in draws}) > 1  # drawn, not one label for all
+    unseen = frame.iloc[:40].copy()
+    unseen.loc[0, "label"] = "never seen"
+    for draw in imputer.sample(unseen, 3, random_state=0):
+        assert draw.loc[0, "label"] == "never seen"
+        assert draw["label"][unseen["label"].notna()].equals(unseen["label"].dropna())

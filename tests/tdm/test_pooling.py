@@ -23,7 +23,7 @@ def test_a_hand_worked_example() -> None:
     assert pooled.estimate == pytest.approx(2.0)
     assert (pooled.within, pooled.between) == (pytest.approx(0.5), pytest.approx(1.0))
     assert pooled.variance == pytest.approx(11 / 6)
-    assert pooled.missing_information == pytest.approx(8 / 11)
+    assert pooled.between_share == pytest.approx(8 / 11)
     assert pooled.df == pytest.approx(3.78125)
     low, high = pooled.interval(0.95)
     half = stats.t.ppf(0.975, 3.78125) * math.sqrt(11 / 6)
@@ -31,17 +31,21 @@ def test_a_hand_worked_example() -> None:
 
 
 def test_draws_that_agree_give_the_complete_data_interval() -> None:
-    pooled = pool([5.0] * 4, [0.04] * 4, n_samples=50)
-    assert pooled.between == 0 and pooled.df == math.inf
-    assert pooled.interval(0.9) == (pytest.approx(5 - 1.6449 * 0.2, abs=1e-4),
-                                    pytest.approx(5 + 1.6449 * 0.2, abs=1e-4))  # fmt: skip
+    """No between-draw variance: the complete-data variance, and Barnard and Rubin's degrees
+    of freedom (49 + 1) / (49 + 3) * 49 = 47.12 for a mean of 50 rows; none given, the normal."""
+    pooled = pool([5.0] * 4, [0.04] * 4, df_complete=49)
+    assert pooled.between == 0 and pooled.variance == pytest.approx(0.04)
+    assert pooled.df == pytest.approx(50 / 52 * 49)
+    half = stats.t.ppf(0.95, 50 / 52 * 49) * 0.2
+    assert pooled.interval(0.9) == (pytest.approx(5 - half), pytest.approx(5 + half))
+    assert pool([5.0] * 4, [0.04] * 4).interval(0.9)[1] == pytest.approx(5 + 1.6449 * 0.2, 1e-4)
 
 
 def test_disagreeing_draws_widen_the_interval_and_few_rows_lower_the_df() -> None:
     agree = pool([1.0, 1.0, 1.0], [0.1] * 3)
     disagree = pool([0.8, 1.0, 1.2], [0.1] * 3)
     assert np.diff(disagree.interval()) > np.diff(agree.interval())
-    assert pool([0.8, 1.0, 1.2], [0.1] * 3, n_samples=20).df < disagree.df
+    assert pool([0.8, 1.0, 1.2], [0.1] * 3, df_complete=19).df < disagree.df
 
 
 def test_bad_input_is_refused() -> None:
@@ -51,6 +55,8 @@ def test_bad_input_is_refused() -> None:
         pool([1.0, 2.0], [0.1, -0.1])
     with pytest.raises(ValueError, match="level"):
         pool([1.0, 2.0], [0.1, 0.1]).interval(1.5)
+    with pytest.raises(ValueError, match="df_complete"):
+        pool([1.0, 2.0], [0.1, 0.1], df_complete=0)
 
 
 def test_the_pooled_mean_covers_the_true_mean_at_its_level() -> None:
@@ -79,11 +85,14 @@ def test_the_pooled_mean_covers_the_true_mean_at_its_level() -> None:
     assert naive / repeats < 0.84
 
 
-def test_array_and_dataframe_draws_pool_alike() -> None:
+def test_array_list_and_dataframe_draws_pool_alike() -> None:
     rng = np.random.default_rng(1)
     draws = rng.normal(size=(5, 30, 2))
     frames = [pd.DataFrame(d, columns=["a", "b"]) for d in draws]
-    assert pooled_mean(draws, 1) == pooled_mean(frames, "b")
+    expected = pool(draws[:, :, 1].mean(axis=1), draws[:, :, 1].var(axis=1, ddof=1) / 30, 29)
+    assert pooled_mean(draws, 1) == expected
+    assert pooled_mean(list(draws), 1) == expected
+    assert pooled_mean(frames, "b") == expected
 
 
 def test_the_module_example_runs() -> None:
