@@ -12,7 +12,7 @@ import pytest
 from tdm import OTImputer, TDMImputer, simulate_mcar
 from tdm._validation import InvalidParameterError
 
-FAST = {"max_iter": 150, "batch_size": 64}
+FAST = {"max_iter": 100, "batch_size": 64, "init": "ice"}  # the start: test_starts
 
 
 def correlated(n: int, seed: int) -> np.ndarray:
@@ -154,7 +154,7 @@ def test_ot_imputer_draws_too() -> None:
     X = correlated(150, 2)
     mask = simulate_mcar(X, 0.3, random_state=2)
     X_nan = np.where(mask, np.nan, X)
-    imputer = OTImputer(max_iter=40, random_state=0).fit(X_nan)
+    imputer = OTImputer(solver="assignment", max_iter=40, random_state=0).fit(X_nan)
     draws = imputer.sample(X_nan, 4, random_state=0)
     assert draws.shape == (4, *X.shape)
     assert all(np.array_equal(d[~mask], X[~mask]) for d in draws)
