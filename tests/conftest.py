@@ -65,6 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         os.environ[SERVER_DIR] = tempfile.mkdtemp(prefix="tdm-tests-server-", dir=_in_memory())
         os.environ[CONTROLLER] = str(os.getpid())
+    config.pluginmanager.register(_GroupIds(), "tdm-xdist-group-ids")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1:
         import torch
@@ -72,24 +73,28 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-xdist's own
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that uses the Prefect test harness starts a Prefect server: it is ``e2e`` too, like
-    the ``tdm serve`` and browser tests, so that ``-m "not e2e"`` starts no server at all.
-
-    On an xdist worker, a test marked ``xdist_group`` gets its group in the id that pytest
-    reports: xdist (3.8) writes ``item._nodeid``, which pytest 9 no longer reads, and its
-    ``loadgroup`` scheduler would otherwise spread the group over the workers, each starting
-    the group's module fixtures again.
-    """
+    the ``tdm serve`` and browser tests, so that ``-m "not e2e"`` starts no server at all."""
     for item in items:
         if "prefect_harness" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
-        grouped = item.__dict__.get("_nodeid")
-        if isinstance(grouped, str) and grouped != item.nodeid:
-            from _pytest.nodeid import coerce_node_id
 
-            item._id = coerce_node_id(grouped)
+
+class _GroupIds:
+    """On an xdist worker, a test marked ``xdist_group`` gets its group in the id that pytest
+    reports: xdist (3.8) writes ``item._nodeid``, which pytest 9 no longer reads, and its
+    ``loadgroup`` scheduler would otherwise spread the group over the workers, each starting
+    the group's module fixtures again."""
+
+    @pytest.hookimpl(trylast=True)  # after pytest-xdist's own
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            grouped = item.__dict__.get("_nodeid")
+            if isinstance(grouped, str) and grouped != item.nodeid:
+                from _pytest.nodeid import coerce_node_id
+
+                item._id = coerce_node_id(grouped)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
