@@ -9,6 +9,7 @@ from typing import TypeVar
 __all__ = [
     "EXIT_USAGE",
     "add_column_flags",
+    "add_draw_flags",
     "add_key_flag",
     "add_replace_target_flag",
     "add_torch_threads_flag",
@@ -126,6 +127,27 @@ def add_replace_target_flag(parser: argparse.ArgumentParser) -> None:
         help="replace an existing target table that this pipeline did not write (no tdm_lineage "
         "row names it); its own earlier targets are replaced without it "
         "[env TDM_REPLACE_TARGET; false]",
+    )
+
+
+def add_draw_flags(parser: argparse.ArgumentParser, *, whose: str = "") -> None:
+    """`--fill {point,draw}`, what the target receives, and `--draws K`, the draws that
+    measure each imputed cell's uncertainty (`TDM_FILL`, `TDM_DRAWS`; `whose`: whose variables
+    they default to, e.g. "its " for a served run)."""
+    from flows.settings import PipelineSettings
+    from tasks.draws import FILLS
+
+    fields = PipelineSettings.model_fields
+    parser.add_argument(
+        "--fill",
+        choices=FILLS,
+        help=f"{fields['fill'].description} [{whose}env TDM_FILL; point]".replace("%", "%%"),
+    )
+    parser.add_argument(
+        "--draws",
+        type=int,
+        metavar="K",
+        help=f"{fields['draws'].description} [{whose}env TDM_DRAWS; 0]".replace("%", "%%"),
     )
 
 

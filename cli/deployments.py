@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cli.arguments import (
     add_column_flags,
+    add_draw_flags,
     add_incremental_flags,
     add_key_flag,
     add_replace_target_flag,
@@ -106,6 +107,7 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
         "process's TDM_* values) [its TDM_MAX_ITER]",
     )
     run.add_argument("--seed", type=int, help="random seed [its TDM_SEED]")
+    add_draw_flags(run, whose="its ")
     run.add_argument(
         "--timeout",
         type=parse_seconds,
@@ -154,6 +156,8 @@ def _run(args: argparse.Namespace) -> int:
         "replace_target": args.replace_target,
         "imputer": {"max_iter": args.max_iter} if args.max_iter is not None else None,
         "seed": args.seed,
+        "fill": args.fill,
+        "draws": args.draws,
         "incremental": args.incremental or None,
         "watermark": args.watermark,
         "refit": args.refit or None,

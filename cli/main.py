@@ -14,6 +14,7 @@ from typing import Any
 from cli.arguments import (
     EXIT_USAGE,
     add_column_flags,
+    add_draw_flags,
     add_incremental_flags,
     add_key_flag,
     add_replace_target_flag,
@@ -181,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         "[env TDM_NAN_AS_MISSING; false]",
     )
     _add_dry_run_flag(impute)
+    add_draw_flags(impute)
     add_incremental_flags(impute)
     add_verbosity_flags(impute)
     _add_run_flags(impute)
@@ -231,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dask-address", help="scheduler of an existing Dask cluster [a local cluster]"
     )
     add_replace_target_flag(warehouse)
+    add_draw_flags(warehouse)
     add_torch_threads_flag(warehouse)
     _add_dry_run_flag(warehouse)
     add_verbosity_flags(warehouse)
@@ -368,7 +371,7 @@ _TABLE_FLAGS = (
 """The `impute` flags the impute-table flow takes as they are, each as its parameter of the same
 name."""
 
-_RUN_PARAMETERS = ("replace_target", "nan_as_missing", "seed", "range_factor")
+_RUN_PARAMETERS = ("replace_target", "nan_as_missing", "seed", "range_factor", "fill", "draws")
 """The run settings the impute-table flow takes as parameters, resolved here (flag > TDM_*
 variable > default)."""
 
@@ -441,9 +444,9 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def _run_warehouse(args: argparse.Namespace) -> int:
-    for flag, name in (("task_runner", "TDM_TASK_RUNNER"), ("dask_address", "TDM_DASK_ADDRESS")):
+    for flag in ("task_runner", "dask_address", "fill", "draws"):
         if getattr(args, flag) is not None:  # the flow reads its settings from the environment
-            os.environ[name] = getattr(args, flag)
+            os.environ[f"TDM_{flag.upper()}"] = str(getattr(args, flag))
     from flows.impute_warehouse import impute_warehouse
 
     limit_torch_threads(torch_threads_setting(args.torch_threads))

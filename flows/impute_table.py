@@ -26,6 +26,7 @@ from flows.steps import (
     finish_table,
     prepare_table,
 )
+from tasks.draws import Fill
 from tasks.errors import PipelineInputError
 from tasks.impute import impute_task_for
 from tasks.imputer_settings import imputer_settings, settings_from_env
@@ -59,6 +60,8 @@ def impute_table(
     watermark: str | None = None,
     refit: bool = False,
     nan_as_missing: bool | None = None,
+    fill: Fill | None = None,
+    draws: int | None = None,
 ) -> ImputeTableResult:
     """Impute the missing cells of a DuckDB table into a new table, with lineage.
 
@@ -104,6 +107,13 @@ def impute_table(
         nan_as_missing: Impute the NaN values of FLOAT and DOUBLE columns as missing cells;
             without it a column to impute that holds NaN (a value in DuckDB, not NULL) is
             refused. Empty: TDM_NAN_AS_MISSING.
+        fill: What the missing cells receive: "point" (each cell's best guess) or "draw"
+            (one draw of the missing cells: the table keeps the data's spread and label
+            shares). Empty: TDM_FILL (default "point").
+        draws: With K >= 2, K draws of each imputed cell measure its uncertainty:
+            tdm_imputed_cells gets low and high (the 5% and 95% quantiles of a numeric cell's
+            draws) and probability (the share of a label cell's draws that agree with the
+            label written). Draws take about one more fit. Empty: TDM_DRAWS (default 0, none).
     """
     increment = IncrementalRequest(watermark, refit) if incremental else None
 
@@ -116,12 +126,14 @@ def impute_table(
             imputer,
             subject=f'The imputer settings for table "{source_table}"',
         )
-        options = ImputeOptions(
-            imputer=params,
-            seed=settings.seed if seed is None else seed,
-            range_factor=settings.range_factor if range_factor is None else range_factor,
-            started=datetime.now(UTC),
-            label_share_threshold=settings.label_share_threshold,
+        options = ImputeOptions.from_settings(
+            settings,
+            params,
+            datetime.now(UTC),
+            seed=seed,
+            range_factor=range_factor,
+            fill=fill,
+            draws=draws,
         )
         request = TableRequest(
             source_table,
@@ -183,6 +195,8 @@ def _impute_table(
             options.seed,
             table=plan.source_table,
             bounds=prepared.scaled.bounds,
+            draws=options.draws,
+            fill=options.fill,
         )
     else:
         logger.info("Table %r has no missing value: it is copied through", plan.source_table)

@@ -141,12 +141,8 @@ def _impute_warehouse(
                 entry.imputer,
                 subject=f'Warehouse config: imputer settings of table "{entry.table}"',
             )
-            options[entry.table] = ImputeOptions(
-                params,
-                settings.seed,
-                settings.range_factor,
-                started,
-                label_share_threshold=settings.label_share_threshold,
+            options[entry.table] = ImputeOptions.from_settings(
+                settings, params, started, fill=entry.fill, draws=entry.draws
             )
             if entry.incremental:
                 increments[entry.table] = IncrementalRequest(entry.watermark)
@@ -178,6 +174,8 @@ def _impute_warehouse(
                         "seed": settings.seed,
                         "table": table,
                         "bounds": ready.scaled.bounds,
+                        "draws": options[table].draws,
+                        "fill": options[table].fill,
                     },
                 )
         logger.info("%d tables to impute on %s", len(futures), runner_name)

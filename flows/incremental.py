@@ -26,6 +26,7 @@ from flows.partitioned import (
     fit_on_runner,
     gpu_tags,
     impute_partitioned,
+    partition_parameters,
     profile_request,
     scale_by_profile,
 )
@@ -49,8 +50,8 @@ from tasks.impute import impute_partition
 from tasks.lineage import LineageRecord, ModelUse, current_run
 from tasks.partitions import TableProfile, read_partition, read_sample
 from tasks.quality import QualityReport, check_quality
-from tasks.results import FittedModel, ImputeTableResult
-from tasks.scaling import Scaling, apply_scaling, inverse_scale
+from tasks.results import CellDraws, FittedModel, Imputed, ImputeTableResult
+from tasks.scaling import Scaling, apply_scaling, inverse_scale, inverse_scale_draws
 from tasks.targets import check_target_table
 from tasks.validate import TableRequest
 from tasks.warehouse.access import check_writable
@@ -177,7 +178,7 @@ def impute_incremental(
                 incremental,
                 runner,
             )
-    imputed, quality = _impute_rows(
+    imputed, draws, quality = _impute_rows(
         db_path, profile, new, model, options, clock, settings=settings, runner=runner
     )
     source = profile.source(new.frame)
@@ -198,6 +199,7 @@ def impute_incremental(
             drift=None if drift is None else drift.to_dict(),
             appended=exists and not rewrite,
         ),
+        draws=draws,
     )
     if dry_run:
         outcome = model.fitted.outcome if model.fitted else None
@@ -322,7 +324,10 @@ def _fit(
     table = plan.source_table
     rows = profile.fingerprint.rows
     scaled = scale_by_profile(db_path, profile, frame)
-    fitted = fit_on_runner(db_path, table, options, scaled, settings=settings, runner=runner)
+    whole = rows <= settings.max_fit_rows  # the fit's own imputation is written
+    fitted = fit_on_runner(
+        db_path, table, options, scaled, settings=settings, runner=runner, written=whole
+    )
     blob, format_version = pack_imputer(fitted.imputer)
     stored = NewModel(
         source_table=table,
@@ -342,7 +347,7 @@ def _fit(
         format_version=format_version,
     )
     version = (latest.version if latest else 0) + 1
-    index = frame.index if rows <= settings.max_fit_rows else None
+    index = frame.index if whole else None
     return _Model(fitted.imputer, scaled.scaling, version, stored, fitted, index)
 
 
@@ -361,17 +366,30 @@ def _impute_rows(
     *,
     settings: PipelineSettings,
     runner: Any,
-) -> tuple[pd.DataFrame, QualityReport]:
-    """The new rows imputed in the data's units, and their checks: the fit's own imputation
-    where the model was fitted on the whole table now (timed as the fit), else the model's
-    `transform` (`_transform`, timed as `impute`)."""
+) -> tuple[pd.DataFrame, CellDraws | None, QualityReport]:
+    """The new rows imputed in the data's units, what their draws show (None: no draws), and
+    their checks: the fit's own imputation where the model was fitted on the whole table now
+    (timed as the fit), else the model's `transform` (`_transform`, timed as `impute`)."""
     plan = profile.plan
     if model.fitted is not None and model.fit_index is not None:
-        scaled = model.fitted.outcome.frame.loc[new.frame.index]
+        outcome = model.fitted.outcome
+        rows = new.frame.index
+        scaled = Imputed(
+            outcome.frame.loc[rows],
+            None
+            if outcome.draws is None
+            else replace(
+                outcome.draws,
+                low=outcome.draws.low.loc[rows],
+                high=outcome.draws.high.loc[rows],
+                probability=outcome.draws.probability.loc[rows],
+            ),
+        )
     else:
         with clock.timing("impute"):
             scaled = _transform(db_path, plan.source_table, new, model, options, settings, runner)
-    imputed = clock("inverse-scale", inverse_scale.fn, scaled, model.scaling, new.frame)
+    imputed = clock("inverse-scale", inverse_scale.fn, scaled.frame, model.scaling, new.frame)
+    draws = None if scaled.draws is None else inverse_scale_draws(scaled.draws, model.scaling)
     quality = clock(
         "check-quality",
         check_quality.fn,
@@ -381,8 +399,9 @@ def _impute_rows(
         options.range_factor,
         observed_range=profile.observed_range,
         label_share_threshold=options.label_share_threshold,
+        spread_threshold=options.spread_threshold,
     )
-    return imputed, quality
+    return imputed, draws, quality
 
 
 def _transform(
@@ -393,18 +412,23 @@ def _transform(
     options: ImputeOptions,
     settings: PipelineSettings,
     runner: Any,
-) -> pd.DataFrame:
-    """The new rows, scaled, imputed by the model's `transform`: one task per
-    `TDM_PARTITION_ROWS` rows over `runner` (with the `gpu` tag on a GPU)."""
+) -> Imputed:
+    """The new rows, scaled, imputed by the model's `transform` (and drawn as `options` say):
+    one task per `TDM_PARTITION_ROWS` rows over `runner` (with the `gpu` tag on a GPU)."""
     frame = apply_scaling(new.frame, model.scaling)
     if not len(frame):
-        return frame
+        return Imputed(frame)
     tags = gpu_tags(options, settings)
     futures = []
     for index, start in enumerate(range(0, len(frame), settings.partition_rows)):
         part = frame.iloc[start : start + settings.partition_rows]
         task = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
-        parameters = {"imputer": model.imputer, "frame": part, "table": table}
+        parameters = partition_parameters(model.imputer, part, table, index, options)
         with gpu_annotation(settings):
-            futures.append(runner.submit(task, parameters={**parameters, "partition": index}))
-    return pd.concat([future.result() for future in futures])
+            futures.append(runner.submit(task, parameters=parameters))
+    parts: list[Imputed] = [future.result() for future in futures]
+    draws = [p.draws for p in parts if p.draws is not None]
+    return Imputed(
+        pd.concat([p.frame for p in parts]),
+        CellDraws.concat(draws) if len(draws) == len(parts) else None,
+    )

@@ -39,8 +39,14 @@ from tasks.partitions import (
     read_sample,
 )
 from tasks.quality import check_quality, merge_reports
-from tasks.results import FittedModel, ImputationOutcome, ImputeTableResult
-from tasks.scaling import Standardised, apply_scaling, inverse_scale, standardise
+from tasks.results import FittedModel, ImputationOutcome, Imputed, ImputeTableResult
+from tasks.scaling import (
+    Standardised,
+    apply_scaling,
+    inverse_scale,
+    inverse_scale_draws,
+    standardise,
+)
 from tasks.targets import check_target_table
 from tasks.validate import TableRequest, validate_input
 from tasks.warehouse.access import check_writable
@@ -52,6 +58,7 @@ __all__ = [
     "fit_on_runner",
     "gpu_tags",
     "impute_partitioned",
+    "partition_parameters",
     "profile_request",
     "scale_by_profile",
 ]
@@ -116,14 +123,15 @@ def impute_partitioned(
         for index, (start, stop) in enumerate(profile.bounds):
             part = profile.source(read_partition(write.con, profile, start, stop))
             frame = apply_scaling(part.frame, scaled.scaling)
-            parameters = {"imputer": fitted.imputer, "frame": frame, "table": table}
+            parameters = partition_parameters(fitted.imputer, frame, table, index, options)
             transform = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
             with gpu_annotation(settings):
-                future = runner.submit(transform, parameters={**parameters, "partition": index})
+                future = runner.submit(transform, parameters=parameters)
             pending.append((part, future))
             while len(pending) >= in_flight or (pending and index == len(profile.bounds) - 1):
                 done, future = pending.popleft()
-                imputed = unscale(future.result(), scaled.scaling, done.frame)
+                made: Imputed = future.result()
+                imputed = unscale(made.frame, scaled.scaling, done.frame)
                 part_plan = plan_for_rows(plan, done.frame)
                 reports.append(
                     check_partition(
@@ -133,9 +141,13 @@ def impute_partitioned(
                         options.range_factor,
                         observed_range=profile.observed_range,
                         label_share_threshold=options.label_share_threshold,
+                        spread_threshold=options.spread_threshold,
                     )
                 )
-                write.stage(part_plan, done, imputed, run.run_id)
+                draws = (
+                    None if made.draws is None else inverse_scale_draws(made.draws, scaled.scaling)
+                )
+                write.stage(part_plan, done, imputed, run.run_id, draws)
         seconds["impute-check-write"] = time.perf_counter() - clock
         outcome = _with_partitioning(
             fitted.outcome, settings, len(sample.frame), len(profile.bounds)
@@ -191,6 +203,7 @@ def _dry_run(
         options.range_factor,
         observed_range=profile.observed_range,
         label_share_threshold=options.label_share_threshold,
+        spread_threshold=options.spread_threshold,
     )
     outcome = _with_partitioning(fitted.outcome, settings, len(sample.frame), len(profile.bounds))
     return dry_run_result(db_path, plan, outcome, seconds, replaces=replaces)
@@ -235,6 +248,21 @@ def gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:
     return [GPU_TAG] if settings.dask_gpu or uses_gpu(imputer_device(options.imputer)) else []
 
 
+def partition_parameters(
+    imputer: Any, frame: Any, table: str, partition: int, options: ImputeOptions
+) -> dict[str, Any]:
+    """The parameters of `impute_partition` for one partition (scaled rows) of `table`."""
+    return {
+        "imputer": imputer,
+        "frame": frame,
+        "table": table,
+        "partition": partition,
+        "draws": options.draws,
+        "fill": options.fill,
+        "seed": options.seed,
+    }
+
+
 def fit_on_runner(
     db_path: str,
     table: str,
@@ -243,9 +271,11 @@ def fit_on_runner(
     *,
     settings: PipelineSettings,
     runner: Any,
+    written: bool = False,
 ) -> FittedModel:
     """Fit the model of `table` on its scaled rows, within their bounds, over `runner` (with the
-    `gpu` tag and Dask `GPU` resources on a GPU)."""
+    `gpu` tag and Dask `GPU` resources on a GPU); `written`: the fit's own imputation is what
+    the run writes, so it is filled and drawn as `options` say (else: the point, no draws)."""
     task = for_table(fit_model, table, db_path, tags=gpu_tags(options, settings))
     parameters = {
         "frame": scaled.frame,
@@ -254,6 +284,8 @@ def fit_on_runner(
         "table": table,
         "bounds": scaled.bounds,
     }
+    if written:
+        parameters |= {"draws": options.draws, "fill": options.fill}
     with gpu_annotation(settings):
         return runner.submit(task, parameters=parameters).result()  # type: ignore[no-any-return]
 

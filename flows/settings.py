@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from schemas.expectations import LABEL_SHARE_THRESHOLD, RANGE_FACTOR
+from schemas.expectations import LABEL_SHARE_THRESHOLD, RANGE_FACTOR, SPREAD_THRESHOLD
+from tasks.draws import Fill
 from tasks.warehouse.names import DEFAULT_TARGET_SUFFIX
 
 __all__ = ["PipelineSettings"]
@@ -41,6 +42,28 @@ class PipelineSettings(BaseSettings):
         description="Quality warning: a text, enum or boolean column whose imputed cells take "
         "its labels in shares this far (total variation distance) from the observed ones is "
         "named in the run's report and log (the run does not fail).",
+    )
+    spread_threshold: float = Field(
+        default=SPREAD_THRESHOLD,
+        gt=0,
+        lt=1,
+        description="Quality warning: a numeric column whose imputed cells' standard deviation "
+        "is below (1 - t) or above 1 / (1 - t) times its observed cells' is named in the run's "
+        "report and log (the run does not fail).",
+    )
+    fill: Fill = Field(
+        default="point",
+        description="What the target's missing cells receive: 'point', each cell's best guess, "
+        "or 'draw', one draw from the imputer's distribution of the missing cells (a table "
+        "whose imputed spread and label shares follow the data's).",
+    )
+    draws: int = Field(
+        default=0,
+        ge=0,
+        description="Draws of each imputed cell made to measure its uncertainty: with K >= 2, "
+        "tdm_imputed_cells gets, per numeric cell, low and high (the 5% and 95% quantiles of "
+        "its K draws) and, per label cell, probability (the share of the draws that gave it "
+        "the label written); 0: none. Draws take about one more fit.",
     )
     torch_threads: int = Field(
         default=1,
@@ -138,6 +161,13 @@ class PipelineSettings(BaseSettings):
         "from the DuckDB file's folder), one subfolder per target table, instead of in the "
         "tdm_models table, which keeps each version's path and digest (unset: in the table).",
     )
+
+    @field_validator("draws")
+    @classmethod
+    def _not_one(cls, draws: int) -> int:
+        if draws == 1:
+            raise ValueError("draws is 0 (none) or at least 2: one draw gives no interval")
+        return draws
 
     notify_url: str | None = Field(
         default=None,

@@ -19,16 +19,20 @@ from typing import Any, ParamSpec, TypeVar
 
 import pandas as pd
 from prefect import get_run_logger
+from pydantic import ValidationError
 
 from flows.runs import for_table
-from schemas.expectations import LABEL_SHARE_THRESHOLD
+from flows.settings import PipelineSettings
+from schemas.expectations import LABEL_SHARE_THRESHOLD, SPREAD_THRESHOLD
 from tasks.artifacts import publish_run_report
+from tasks.draws import Fill
+from tasks.errors import PipelineInputError
 from tasks.frames import as_value_frame
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import SourceTable, load_table
 from tasks.quality import check_quality
 from tasks.results import ImputationOutcome, ImputeTableResult, WriteResult
-from tasks.scaling import Standardised, inverse_scale, standardise
+from tasks.scaling import Standardised, inverse_scale, inverse_scale_draws, standardise
 from tasks.targets import check_target_writable
 from tasks.validate import ImputationPlan, TableRequest, plan_notes, validate_input
 from tasks.warehouse.access import check_writable
@@ -55,13 +59,42 @@ R = TypeVar("R")
 @dataclass(frozen=True)
 class ImputeOptions:
     """How a table is imputed and checked, and when its run started (for the lineage row);
-    `imputer`: the imputer's settings, validated (`tasks.imputer_settings`)."""
+    `imputer`: the imputer's settings, validated (`tasks.imputer_settings`); `fill` and
+    `draws`: what the target receives and how many draws measure each cell's uncertainty
+    (`tasks.draws`)."""
 
     imputer: dict[str, Any]
     seed: int
     range_factor: float
     started: datetime
     label_share_threshold: float = LABEL_SHARE_THRESHOLD
+    spread_threshold: float = SPREAD_THRESHOLD
+    fill: Fill = "point"
+    draws: int = 0
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: PipelineSettings,
+        imputer: dict[str, Any],
+        started: datetime,
+        **given: Any,
+    ) -> ImputeOptions:
+        """The options of `settings`, with the values `given` (None: the setting's) over them,
+        checked as the settings are (a bad value raises `PipelineInputError`)."""
+        names = ("seed", "range_factor", "label_share_threshold", "spread_threshold")
+        chosen = {name: getattr(settings, name) for name in (*names, "fill", "draws")}
+        chosen |= {name: value for name, value in given.items() if value is not None}
+        try:
+            checked = PipelineSettings.model_validate(chosen)
+        except ValidationError as error:
+            problems = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in error.errors())
+            raise PipelineInputError(f"Invalid run settings: {problems}.") from None
+        return cls(
+            imputer=imputer,
+            started=started,
+            **{name: getattr(checked, name) for name in chosen},
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,8 +170,11 @@ def finish_table(
     source, plan = prepared.source, prepared.plan
     table, db_path = plan.source_table, source.db_path
     clock = Clock(prepared.seconds)
+    draws = None
     if outcome is not None and prepared.scaled is not None:
         clock.seconds["impute"] = outcome.fit_seconds
+        if outcome.draws is not None or outcome.draw_seconds:
+            clock.seconds["draws"] = outcome.draw_seconds
         imputed = clock(
             "inverse-scale",
             for_table(inverse_scale, table, db_path),
@@ -146,6 +182,8 @@ def finish_table(
             prepared.scaled.scaling,
             source.frame,
         )
+        if outcome.draws is not None:
+            draws = inverse_scale_draws(outcome.draws, prepared.scaled.scaling)
     else:
         imputed = as_value_frame(source.frame, plan.columns, plan.kinds)
     quality = clock(
@@ -156,6 +194,7 @@ def finish_table(
         imputed,
         options.range_factor,
         label_share_threshold=options.label_share_threshold,
+        spread_threshold=options.spread_threshold,
     )
     if dry_run:
         return dry_run_result(
@@ -169,6 +208,7 @@ def finish_table(
         quality=quality,
         seed=options.seed,
         hyperparameters=dict(options.imputer),
+        draws=draws,
     )
     written = clock(
         "write-back", for_table(write_back, table, db_path), source, plan, imputed, lineage

@@ -62,7 +62,10 @@ CREATE TABLE IF NOT EXISTS {IMPUTED_CELLS_TABLE} (
     row_number BIGINT NOT NULL,
     row_key VARCHAR,
     column_name VARCHAR NOT NULL,
-    model_version BIGINT
+    model_version BIGINT,
+    low DOUBLE,
+    high DOUBLE,
+    probability DOUBLE
 )
 """
 
@@ -78,6 +81,9 @@ RECORD_MIGRATIONS: tuple[str, ...] = tuple(
         (LINEAGE_TABLE, "drift JSON"),
         (LINEAGE_TABLE, "target_marker VARCHAR"),
         (IMPUTED_CELLS_TABLE, "model_version BIGINT"),
+        (IMPUTED_CELLS_TABLE, "low DOUBLE"),
+        (IMPUTED_CELLS_TABLE, "high DOUBLE"),
+        (IMPUTED_CELLS_TABLE, "probability DOUBLE"),
     )
 )
 
@@ -139,7 +145,10 @@ class ImputedCellsSchema(pa.DataFrameModel):
     0-based position in the target when written (storage order; for a whole table, its position
     in the source too); `row_key` (the key's value as text, when the run had a key) is what
     still finds the row after rows move; `model_version`, the stored model that imputed it
-    (NULL for a run without a model store)."""
+    (NULL for a run without a model store). A run with draws (`--draws K`) fills, for a
+    numeric cell, `low` and `high`, the 5% and 95% quantiles of its K draws in the column's
+    units, and for a label cell `probability`, the share of the draws that gave it the label
+    the target holds; other runs and cells leave them NULL."""
 
     run_id: Series[str]
     target_table: Series[str]
@@ -147,6 +156,9 @@ class ImputedCellsSchema(pa.DataFrameModel):
     row_key: Series[str] = pa.Field(nullable=True)
     column_name: Series[str]
     model_version: Series[float] = pa.Field(nullable=True, ge=1)
+    low: Series[float] = pa.Field(nullable=True)
+    high: Series[float] = pa.Field(nullable=True)
+    probability: Series[float] = pa.Field(nullable=True, ge=0, le=1)
 
     class Config:
         strict = True

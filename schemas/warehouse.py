@@ -17,6 +17,9 @@ A YAML file (example: `deployments/warehouse.yaml`)::
         watermark: loaded_at             # optional: new rows are above the target's highest
         nan_as_missing: true             # optional: impute NaN as missing (default
                                          # TDM_NAN_AS_MISSING; without it NaN is refused)
+        fill: draw                       # optional: point (default TDM_FILL) or one draw
+        draws: 20                        # optional: draws per cell for tdm_imputed_cells'
+                                         # low, high and probability (default TDM_DRAWS)
 
 `bounds` replace a numeric column's observed [min, max] as the range of its imputed values; the
 table's CHECK constraints and the column's type still apply. Table names are `table` (schema
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -56,6 +59,8 @@ class TableEntry(BaseModel):
     incremental: bool = False
     watermark: str | None = None
     nan_as_missing: bool | None = None
+    fill: Literal["point", "draw"] | None = None
+    draws: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _incremental_rows(self) -> TableEntry:

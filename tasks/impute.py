@@ -18,9 +18,10 @@ from prefect.context import TaskRunContext
 from prefect.exceptions import MissingContextError
 
 from tasks.artifacts import artifact_key
+from tasks.draws import Fill, draw_imputation
 from tasks.errors import PipelineError, PipelineInputError
 from tasks.imputer_settings import imputer_device
-from tasks.results import FittedModel, ImputationOutcome
+from tasks.results import FittedModel, ImputationOutcome, Imputed
 
 if TYPE_CHECKING:
     from tdm import FitProgress
@@ -59,11 +60,7 @@ class PrefectProgress:
         self._ratios: list[float] = []
         self._losses: list[float] = []
         self._artifact: UUID | None = None
-        self._logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
-        try:
-            self._logger = get_run_logger()
-        except MissingContextError:
-            self._logger = logging.getLogger(__name__)
+        self._logger = _logger()
         if TaskRunContext.get() is not None:
             artifact = create_progress_artifact(
                 progress=0.0,
@@ -136,11 +133,14 @@ def impute(
     seed: int,
     table: str = "table",
     bounds: Bounds | None = None,
+    draws: int = 0,
+    fill: Fill = "point",
 ) -> ImputationOutcome:
     """Fit TDM on the standardised columns (NaN = missing; boolean and categorical columns as
     labels) and fill the missing cells, numeric ones within `bounds` (None: the observed
-    range)."""
-    _, outcome = _fit(frame, settings, seed, table, bounds)
+    range): with each cell's best guess, or with `fill="draw"` one draw; `draws` >= 2 also
+    measures what that many draws of each cell show (`tasks.draws`)."""
+    _, outcome = _fit(frame, settings, seed, table, bounds, draws, fill)
     return outcome
 
 
@@ -151,25 +151,42 @@ def fit_model(
     seed: int,
     table: str = "table",
     bounds: Bounds | None = None,
+    draws: int = 0,
+    fill: Fill = "point",
 ) -> FittedModel:
-    """Fit TDM on a standardised sample of a table, keeping the model for `impute_partition`."""
-    imputer, outcome = _fit(frame, settings, seed, table, bounds)
+    """Fit TDM on a standardised sample of a table, keeping the model for `impute_partition`
+    (`draws` and `fill` as for `impute`, for the sample's own imputation)."""
+    imputer, outcome = _fit(frame, settings, seed, table, bounds, draws, fill)
     imputer.callback = None  # the model travels to task-runner workers; the Prefect hook stays
     return FittedModel(imputer=imputer, outcome=outcome)
 
 
 @task(name="impute-partition", cache_policy=NO_CACHE)
 def impute_partition(
-    imputer: Any, frame: pd.DataFrame, table: str = "table", partition: int = 0
-) -> pd.DataFrame:
-    """Impute one standardised partition with a fitted model (its network held fixed)."""
+    imputer: Any,
+    frame: pd.DataFrame,
+    table: str = "table",
+    partition: int = 0,
+    draws: int = 0,
+    fill: Fill = "point",
+    seed: int = 0,
+) -> Imputed:
+    """Impute one standardised partition with a fitted model (its network held fixed); `draws`
+    and `fill` as for `impute`, the draws seeded by `seed` and the partition's number."""
     try:
-        filled = imputer.transform(frame)
+        filled = _as_frame(imputer.transform(frame), frame)
+        return draw_imputation(
+            imputer, frame, filled, n_draws=draws, fill=fill, seed=_part_seed(seed, partition)
+        )
     except ValueError as error:
         raise PipelineInputError(
             f'Imputing partition {partition} of table "{table}" failed: {error}'
         ) from None
-    return _as_frame(filled, frame)
+
+
+def _part_seed(seed: int, partition: int) -> int:
+    """A seed of its own for each partition's draws."""
+    return int(np.random.SeedSequence([seed, partition]).generate_state(1)[0])
 
 
 def _as_frame(filled: Any, frame: pd.DataFrame) -> pd.DataFrame:
@@ -185,6 +202,8 @@ def _fit(
     seed: int,
     table: str,
     bounds: Bounds | None,
+    draws: int = 0,
+    fill: Fill = "point",
 ) -> tuple[Any, ImputationOutcome]:
     from tdm import TDMImputer  # torch is imported on first use, not when the CLI starts
 
@@ -208,14 +227,18 @@ def _fit(
     fit_seconds = time.perf_counter() - started
     if imputer.n_iter_ < imputer.max_iter:
         progress.finish()
+    started = time.perf_counter()
+    made = _draw(imputer, frame, _as_frame(filled, frame), draws, fill, seed, table)
+    draw_seconds = time.perf_counter() - started
     used = {k: v for k, v in imputer.get_params().items() if k not in ("callback", "verbose")}
     used["device"] = str(used["device"])
     # What the fit chose (with init="auto": ICE's or the trees' start, and the probe errors).
     used["start_used"] = imputer.init_
     used["start_scores"] = imputer.start_scores_
+    used["fill"], used["draws"] = fill, draws
     losses = np.asarray(imputer.loss_history_, dtype=float)
     outcome = ImputationOutcome(
-        frame=_as_frame(filled, frame),
+        frame=made.frame,
         imputer=type(imputer).__name__,
         hyperparameters=used,
         device=str(imputer.device_),
@@ -224,8 +247,39 @@ def _fit(
         fit_seconds=fit_seconds,
         loss_history=losses,
         cost_ratio_history=np.asarray(imputer.cost_ratio_history_, dtype=float),
+        draws=made.draws,
+        draw_seconds=draw_seconds,
     )
     return imputer, outcome
+
+
+def _draw(
+    imputer: Any,
+    frame: pd.DataFrame,
+    filled: pd.DataFrame,
+    draws: int,
+    fill: Fill,
+    seed: int,
+    table: str,
+) -> Imputed:
+    """The fit's imputation as the run writes it, and its draws (`tasks.draws`), said in the
+    log first: the draws refit the model to measure its errors, which takes about a fit."""
+    if draws >= 2 or fill == "draw":
+        made = f"{draws} draws" if draws >= 2 else "one draw"
+        _logger().info(
+            "Drawing %s of the imputed cells of %r: refitting on hidden observed cells to "
+            "measure the imputation's errors",
+            made,
+            table,
+        )
+    return draw_imputation(imputer, frame, filled, n_draws=draws, fill=fill, seed=seed)
+
+
+def _logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)
 
 
 def uses_gpu(device: str) -> bool:

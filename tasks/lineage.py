@@ -15,7 +15,7 @@ import pandas as pd
 from schemas.lineage import LineageSchema
 from tasks.load import SourceTable
 from tasks.quality import QualityReport
-from tasks.results import ImputationOutcome
+from tasks.results import CellDraws, ImputationOutcome
 from tasks.validate import ImputationPlan
 
 __all__ = ["LineageRecord", "ModelUse", "RunInfo", "current_run", "package_versions"]
@@ -86,7 +86,9 @@ class ModelUse:
 
 @dataclass(frozen=True)
 class LineageRecord:
-    """Everything a lineage row holds except the finish time, which the writer stamps."""
+    """Everything a lineage row holds except the finish time, which the writer stamps; and
+    what the draws of the imputed cells show, in the data's units, for `tdm_imputed_cells`
+    (None: no draws made)."""
 
     run: RunInfo
     source: SourceTable
@@ -98,6 +100,7 @@ class LineageRecord:
     versions: dict[str, str] = field(default_factory=package_versions)
     model: ModelUse | None = None
     target_marker: str | None = None
+    draws: CellDraws | None = None
 
     @property
     def status(self) -> str:

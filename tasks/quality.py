@@ -16,8 +16,10 @@ from prefect.cache_policies import NO_CACHE
 from schemas.expectations import (
     CHECK_COLUMN,
     CHECK_META,
+    IMPUTED_SPREAD,
     LABEL_SHARE_THRESHOLD,
     RANGE_FACTOR,
+    SPREAD_THRESHOLD,
     expectation_suite,
 )
 from schemas.output import output_schema
@@ -34,9 +36,11 @@ __all__ = [
     "LABEL_SHARES",
     "CheckOutcome",
     "QualityReport",
+    "SpreadRange",
     "check_quality",
     "merge_reports",
     "sane_bounds",
+    "spread_range",
 ]
 
 INTEGRAL = "integral_values"
@@ -112,10 +116,13 @@ def check_quality(
     range_factor: float = RANGE_FACTOR,
     observed_range: Mapping[str, tuple[float, float]] | None = None,
     label_share_threshold: float = LABEL_SHARE_THRESHOLD,
+    spread_threshold: float = SPREAD_THRESHOLD,
 ) -> QualityReport:
     """Run the GX suite, the output schema, the integer and observed-cells checks; raise if any
     fails. Warn (`label_shares`) when a labelled column's imputed cells take its labels in
-    shares further than `label_share_threshold` from the observed ones.
+    shares further than `label_share_threshold` from the observed ones, and (`imputed_spread`)
+    when a numeric column's imputed cells are less or more spread than its observed ones
+    (`spread_range`).
 
     `observed_range` gives each numeric column's observed (min, max) over the whole table when
     `source` holds one partition of it; by default they are taken from `source`.
@@ -134,9 +141,19 @@ def check_quality(
         for name in numeric
     }
     value_bounds = {name: (b.low, b.high) for name, b in plan.bounds.items() if name in numeric}
+    spreads = {
+        name: spread
+        for name in numeric
+        if (spread := spread_range(original[name], spread_threshold)) is not None
+    }
     checks = [
         *_run_expectations(
-            _with_imputed_cells(output, source.frame, columns), columns, plan, bounds, value_bounds
+            _with_imputed_cells(output, source.frame, columns),
+            columns,
+            plan,
+            bounds,
+            value_bounds,
+            spreads,
         ),
         _run_output_schema(output, columns, plan, labelled),
         *_integral(imputed, [name for name in numeric if plan.kind(name) == INTEGER]),
@@ -164,6 +181,32 @@ def check_quality(
     return report
 
 
+@dataclass(frozen=True)
+class SpreadRange:
+    """The standard deviation of a numeric column's observed cells, and the range that of its
+    imputed cells may take without a warning."""
+
+    observed: float
+    low: float
+    high: float
+
+
+def spread_range(given: pd.Series, threshold: float) -> SpreadRange | None:
+    """The range the standard deviation of a numeric column's imputed cells may take without a
+    warning: (1 - t) to 1 / (1 - t) times that of its observed cells (`given`, NaN missing),
+    widened to three standard errors of a standard deviation of as many cells (1 / sqrt(2
+    (n - 1)), relative) so that a few imputed cells do not warn for chance alone. None with
+    fewer than three imputed or two observed cells, or a constant observed column."""
+    n = int(given.isna().sum())
+    observed = given.dropna()
+    std = float(observed.std()) if len(observed) > 1 else 0.0
+    if n < 3 or not std > 0:
+        return None
+    chance = 3 / math.sqrt(2 * (n - 1))
+    low = std * max(0.0, min(1 - threshold, 1 - chance))
+    return SpreadRange(std, low, std * max(1 / (1 - threshold), 1 + chance))
+
+
 def _with_imputed_cells(
     output: pd.DataFrame, source: pd.DataFrame, columns: list[str]
 ) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -187,6 +230,7 @@ def _run_expectations(
     plan: ImputationPlan,
     bounds: dict[str, tuple[float, float]],
     value_bounds: dict[str, tuple[float, float]],
+    spreads: dict[str, SpreadRange],
 ) -> list[CheckOutcome]:
     output, imputed_cells = with_imputed
     import great_expectations as gx
@@ -210,7 +254,14 @@ def _run_expectations(
     )
     labels = {name: plan.labels[name] for name in plan.labelled}
     suite = expectation_suite(
-        columns, plan.key, plan.n_rows, bounds, value_bounds, labels, imputed_cells
+        columns,
+        plan.key,
+        plan.n_rows,
+        bounds,
+        value_bounds,
+        labels,
+        imputed_cells,
+        {name: (spread.low, spread.high) for name, spread in spreads.items()},
     )
     outcomes = []
     for result in batch.validate(suite).results:
@@ -231,8 +282,26 @@ def _run_expectations(
             detail = f"observed {seen.get('observed_value')!r}"
         if result.exception_info and result.exception_info.get("raised_exception"):
             detail = f"could not be evaluated: {result.exception_info.get('exception_message')}"
-        outcomes.append(CheckOutcome(name=name, passed=bool(result.success), detail=detail))
+        warning = expectation is not None and expectation.severity == "warning"
+        if kind == IMPUTED_SPREAD and column in spreads:
+            detail = _spread_detail(seen.get("observed_value"), spreads[column])
+        outcomes.append(
+            CheckOutcome(name=name, passed=bool(result.success), detail=detail, warning=warning)
+        )
     return outcomes
+
+
+def _spread_detail(imputed: Any, allowed: SpreadRange) -> str:
+    """The imputed cells' standard deviation as a ratio to the observed cells', against the
+    ratios allowed."""
+    try:
+        ratio = f"{float(imputed) / allowed.observed:.2f}"
+    except (TypeError, ValueError):
+        ratio = "n/a"
+    return (
+        f"imputed cells' std {ratio} times the observed cells' ({allowed.observed:.4g}); "
+        f"allowed {allowed.low / allowed.observed:.2f} to {allowed.high / allowed.observed:.2f}"
+    )
 
 
 def _run_output_schema(

@@ -12,7 +12,43 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FittedModel", "ImputationOutcome", "ImputeTableResult", "WriteResult"]
+__all__ = [
+    "CellDraws",
+    "FittedModel",
+    "ImputationOutcome",
+    "ImputeTableResult",
+    "Imputed",
+    "WriteResult",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class CellDraws:
+    """What `n_draws` draws of each imputed cell show, on the rows they were drawn for (same
+    index): per numeric column the 5% and 95% quantiles of its draws (`low`, `high`), per
+    labelled column the share of draws that gave a cell the label written for it
+    (`probability`); NaN where a cell was observed."""
+
+    low: pd.DataFrame
+    high: pd.DataFrame
+    probability: pd.DataFrame
+    n_draws: int
+
+    @classmethod
+    def concat(cls, parts: list[CellDraws]) -> CellDraws:
+        """The draws of consecutive row blocks, as one."""
+        low, high, probability = (
+            pd.concat([getattr(p, name) for p in parts]) for name in ("low", "high", "probability")
+        )
+        return cls(low, high, probability, n_draws=parts[0].n_draws)
+
+
+@dataclass(frozen=True, eq=False)
+class Imputed:
+    """Rows with their missing cells filled, and what their draws show (None: none made)."""
+
+    frame: pd.DataFrame
+    draws: CellDraws | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -21,7 +57,9 @@ class ImputationOutcome:
 
     `loss_history` holds the training loss of every iteration, `cost_ratio_history` each
     iteration's loss divided by the mean pairwise cost of its two batches (the scale-free
-    measure the loss plot shows); either is empty when not recorded.
+    measure the loss plot shows); either is empty when not recorded. With draws asked for,
+    `frame` holds what the run writes (the point imputation, or one draw), `draws` what the
+    draws show and `draw_seconds` what they took.
     """
 
     frame: pd.DataFrame
@@ -33,6 +71,8 @@ class ImputationOutcome:
     fit_seconds: float
     loss_history: np.ndarray = field(default_factory=lambda: np.empty(0))
     cost_ratio_history: np.ndarray = field(default_factory=lambda: np.empty(0))
+    draws: CellDraws | None = None
+    draw_seconds: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,6 +19,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from tasks.frames import as_float_frame, as_labels
+from tasks.results import CellDraws
 from tasks.warehouse.tables import BOOLEAN, FLOAT, INTEGER
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__ = [
     "Standardised",
     "apply_scaling",
     "inverse_scale",
+    "inverse_scale_draws",
     "standardise",
 ]
 
@@ -130,17 +132,7 @@ def inverse_scale(imputed: pd.DataFrame, scaling: Scaling, original: pd.DataFram
     bounds is set on them. Labelled columns keep the imputer's labels in their missing cells.
     """
     source = as_float_frame(original, scaling.columns)
-    statistics = scaling.statistics
-    restored = imputed[list(scaling.columns)].to_numpy(dtype=np.float64)
-    restored = restored * statistics.scale + statistics.mean
-    for j, name in enumerate(scaling.columns):
-        restored[:, j] = _within_bounds(
-            restored[:, j],
-            scaling.bounds.get(name, (-math.inf, math.inf)),
-            float(statistics.mean[j]),
-            float(statistics.scale[j]),
-            integer=scaling.kinds.get(name) == INTEGER,
-        )
+    restored = _restore(imputed[list(scaling.columns)].to_numpy(dtype=np.float64), scaling)
     values = np.where(source.isna().to_numpy(), restored, source.to_numpy())
     numbers = pd.DataFrame(values, index=source.index, columns=list(scaling.columns))
     result = {}
@@ -153,6 +145,37 @@ def inverse_scale(imputed: pd.DataFrame, scaling: Scaling, original: pd.DataFram
         filled = as_labels(imputed[name].set_axis(given.index), boolean=boolean)
         result[name] = given.where(given.notna(), filled)
     return pd.DataFrame(result, index=source.index)
+
+
+def inverse_scale_draws(draws: CellDraws, scaling: Scaling) -> CellDraws:
+    """What the draws show, in the data's units: `low` and `high` mapped back as imputed
+    values are (rounded for integer columns, set on a bound within the tolerance); the label
+    probabilities as they are."""
+    ends = {
+        name: pd.DataFrame(
+            _restore(getattr(draws, name)[list(scaling.columns)].to_numpy(np.float64), scaling),
+            index=draws.low.index,
+            columns=list(scaling.columns),
+        )
+        for name in ("low", "high")
+    }
+    return replace(draws, **ends)
+
+
+def _restore(values: np.ndarray, scaling: Scaling) -> np.ndarray:
+    """Standardised values of the numeric columns (`scaling.columns`, in order) in the data's
+    units, each column held within its bounds and integer columns rounded (`_within_bounds`)."""
+    statistics = scaling.statistics
+    restored = values * statistics.scale + statistics.mean
+    for j, name in enumerate(scaling.columns):
+        restored[:, j] = _within_bounds(
+            restored[:, j],
+            scaling.bounds.get(name, (-math.inf, math.inf)),
+            float(statistics.mean[j]),
+            float(statistics.scale[j]),
+            integer=scaling.kinds.get(name) == INTEGER,
+        )
+    return restored
 
 
 def _within_bounds(

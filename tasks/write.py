@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -46,7 +46,7 @@ from tasks.frames import missing_mask
 from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
 from tasks.quality import CheckOutcome
-from tasks.results import WriteResult
+from tasks.results import CellDraws, WriteResult
 from tasks.retry import warehouse_task
 from tasks.targets import check_target_table, table_comment, target_marker
 from tasks.validate import ImputationPlan
@@ -174,15 +174,22 @@ class TableWriter:
         self.con.execute(IMPUTED_CELLS_DDL.replace(IMPUTED_CELLS_TABLE, f"{_STAGE}.cells", 1))
 
     def stage(
-        self, plan: ImputationPlan, part: SourceTable, imputed: pd.DataFrame, run_id: str
+        self,
+        plan: ImputationPlan,
+        part: SourceTable,
+        imputed: pd.DataFrame,
+        run_id: str,
+        draws: CellDraws | None = None,
     ) -> None:
-        """`PARTITIONED`: stage one partition (`part.frame` and `imputed` indexed by the
-        source's rowid), its observed cells proved unchanged first."""
+        """`PARTITIONED`: stage one partition (`part.frame`, `imputed` and its `draws` indexed
+        by the source's rowid), its observed cells proved unchanged first."""
         self._observed_checked += _insert_rows(
             self.con, plan, part, imputed, self._filled, f"{_STAGE}.target", target=None
         )
         offset, self._staged_rows = self._staged_rows, self._staged_rows + len(part.frame)
-        _record_cells(self.con, part, plan, run_id, offset=offset, table=f"{_STAGE}.cells")
+        _record_cells(
+            self.con, part, plan, run_id, offset=offset, table=f"{_STAGE}.cells", draws=draws
+        )
         self._reopen()
 
     def commit(
@@ -208,7 +215,7 @@ class TableWriter:
                 elif self.mode == WriteMode.APPEND:
                     self._append(lineage, imputed, exists)
                 else:
-                    self._write_whole(source, plan, imputed, lineage.run.run_id)
+                    self._write_whole(source, plan, imputed, lineage)
                 if self._filled or self.mode in (WriteMode.APPEND, WriteMode.PARTITIONED):
                     lineage = replace(lineage, quality=add_checks(lineage.quality, self.checks))
                 could_be_not_null = _no_null_left(self.con, source.table, plan)
@@ -240,7 +247,7 @@ class TableWriter:
         source: SourceTable,
         plan: ImputationPlan,
         imputed: pd.DataFrame | None,
-        run_id: str,
+        lineage: LineageRecord,
     ) -> None:
         """`NEW` and `IN_PLACE`: the missing cells filled, rows matched by position; a new
         target is the source with each imputed column's missing cells filled in the column's
@@ -266,7 +273,7 @@ class TableWriter:
                     )
         elif not plan.replace_source:  # nothing to impute: a copy (in place, nothing to do)
             self._create_target(source.table, plan, src)
-        _record_cells(con, source, plan, run_id, offset=0)
+        _record_cells(con, source, plan, lineage.run.run_id, offset=0, draws=lineage.draws)
 
     def _create_target(self, source: TableInfo, plan: ImputationPlan, rows: str) -> None:
         """Create the target with the definition of `source` and insert `rows` (a FROM item
@@ -315,6 +322,7 @@ class TableWriter:
             lineage.run.run_id,
             offset=0 if self.replace else lineage.model.rows_reused,
             model_version=lineage.model.version,
+            draws=lineage.draws,
         )
 
     def _mark(self, plan: ImputationPlan, run_id: str, *, created: bool) -> str | None:
@@ -532,12 +540,17 @@ def _record_cells(
     offset: int,
     table: str = IMPUTED_CELLS_TABLE,
     model_version: int | None = None,
+    draws: CellDraws | None = None,
 ) -> None:
     """One row per imputed cell (numeric, boolean or categorical): run, target, row number
-    (0-based: `offset` is that of `source.frame`'s first row), key value, column and the stored
-    model version that imputed it (None: none)."""
+    (0-based: `offset` is that of `source.frame`'s first row), key value, column, the stored
+    model version that imputed it (None: none), and what its `draws` show (on `source.frame`'s
+    index; None: no draws made)."""
     mask = missing_mask(source.frame, plan.columns).to_numpy()
     rows, cols = np.nonzero(mask)
+    shown = {name: np.full(len(rows), np.nan) for name in ("low", "high", "probability")}
+    for name in shown if draws is not None else ():
+        shown[name] = _at_cells(getattr(draws, name), source.frame.index, plan.columns, rows, cols)
     keys = (
         source.frame[plan.key].to_numpy()[rows].astype(str)
         if plan.key is not None
@@ -551,11 +564,25 @@ def _record_cells(
             "row_key": keys,
             "column_name": np.asarray(plan.columns, dtype=object)[cols],
             "model_version": pd.array([model_version] * len(rows), dtype="Int64"),
+            **shown,
         }
     )
     cells = ImputedCellsSchema.validate(cells)
     with register_frame(con, cells, "tdm_cells") as view:
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {view}")
+
+
+def _at_cells(
+    frame: pd.DataFrame,
+    index: pd.Index,
+    columns: Sequence[str],
+    rows: np.ndarray,
+    cols: np.ndarray,
+) -> np.ndarray:
+    """`frame`'s values at the cells (`rows`, `cols`) of a frame with `index` and `columns`
+    (NaN in a column `frame` lacks)."""
+    aligned = frame.reindex(index=index, columns=list(columns)).to_numpy(dtype=np.float64)
+    return aligned[rows, cols]
 
 
 def insert_lineage(con: duckdb.DuckDBPyConnection, lineage: LineageRecord) -> None:

@@ -56,6 +56,7 @@ CHECK_KINDS: Mapping[str, str] = {
     "integral_values": "integral",
     "observed_labels_identical": "observed labels unchanged",
     "label_shares": "imputed label shares",
+    "imputed_spread": "imputed spread",
 }
 _RANGE_KIND = "sane range"
 _CHECK_NAME = re.compile(r'(?P<kind>[^\[]+)(?:\["(?P<column>.*)"\])?', re.DOTALL)
@@ -132,6 +133,7 @@ def run_report_markdown(
             f"- imputer: {outcome.imputer} on `{outcome.device}`, {outcome.n_iter} iterations in "
             f"{outcome.fit_seconds:.2f} s, final loss {outcome.final_loss:.4g}{tail}"
         )
+        lines += _draws_lines(outcome)
     elif result.model_version is not None:
         lines.append(
             f"- imputer: the stored model, version {result.model_version} in `tdm_models`, "
@@ -152,6 +154,25 @@ def run_report_markdown(
     ]
     lines.append(f"| **total** | **{total:.2f}** | |")
     return "\n".join(lines)
+
+
+def _draws_lines(outcome: ImputationOutcome) -> list[str]:
+    """What the missing cells received, and the draws made for `tdm_imputed_cells`."""
+    fill, draws = outcome.hyperparameters.get("fill"), outcome.hyperparameters.get("draws")
+    lines = []
+    if fill == "draw":
+        lines.append(
+            "- fill: one draw of the missing cells (their spread and label shares follow the "
+            "data's), not each cell's best guess"
+        )
+    if draws:
+        lines.append(
+            f"- draws: {draws} per imputed cell in {outcome.draw_seconds:.2f} s; "
+            "`tdm_imputed_cells` holds each numeric cell's `low` and `high` (5% and 95% "
+            "quantiles of its draws) and each label cell's `probability` (the share of its "
+            "draws that agree with the label written)"
+        )
+    return lines
 
 
 def _not_null_note(result: ImputeTableResult) -> str:

@@ -29,8 +29,10 @@ def column_statistics(
     source: pd.DataFrame, imputed: pd.DataFrame, cells_imputed: Mapping[str, int]
 ) -> list[dict[str, Any]]:
     """One row per imputed column: counts; for a numeric column, mean, std, min and max before
-    and after imputation, the mean's shift in observed standard deviations and the std's
-    relative change; for a boolean or categorical column, its label shares.
+    and after imputation, the mean's shift in observed standard deviations, the std's
+    relative change, and the std of the imputed cells alone (`std imputed`) with its ratio to
+    the observed cells' (`imputed spread`: below 1, the imputed cells are less spread than the
+    observed ones); for a boolean or categorical column, its label shares.
 
     "Before" describes the observed values of the source column (NULL left out), "after" the
     whole imputed column. `std` is the sample standard deviation (n - 1). A statistic that is
@@ -70,6 +72,9 @@ def column_statistics(
         row["std change"] = (
             row["std after"] / std - 1 if std and row["std after"] is not None else None
         )
+        imputed_std = _number(filled[given.isna().to_numpy()].std())
+        row["std imputed"] = imputed_std
+        row["imputed spread"] = imputed_std / std if std and imputed_std is not None else None
         rows.append(row)
     return rows
 
@@ -110,9 +115,10 @@ def statistics_markdown(rows: list[dict[str, Any]], table: str) -> str:
             "Numeric columns, each statistic as before → after: before, the observed values of "
             "the column (NULL left out); after, the whole column once imputed. Numbers have 4 "
             "significant digits; the mean's shift is in standard deviations of the observed "
-            "values, the std's change in percent.",
+            "values; spread is the std of the imputed cells alone over that of the observed "
+            "ones (below 1: the imputed cells are less spread than the data).",
             "",
-            "| column | observed | imputed | mean | shift (sd) | std | change |",
+            "| column | observed | imputed | mean | shift (sd) | std | spread |",
             "|---|" + "---:|" * 6,
         ]
         lines += [
@@ -123,7 +129,7 @@ def statistics_markdown(rows: list[dict[str, Any]], table: str) -> str:
                 _pair(row, "mean"),
                 _signed(row["mean shift"], "{:+.3f}"),
                 _pair(row, "std"),
-                _signed(row["std change"], "{:+.1%}"),
+                _signed(row["imputed spread"], "{:.2f}"),
             )
             for row in numeric
         ]

@@ -63,7 +63,8 @@ def test_values_keep_the_library_s_meaning(monkeypatch: pytest.MonkeyPatch) -> N
     assert none == {"network_lr": None}
     off = parser.parse_args(["impute", "--table", "t", "--no-early-stopping"])
     assert imputer_flags(off) == {"early_stopping": False}
-    monkeypatch.delenv("TDM_INIT")  # the suite's own
+    for name in ("TDM_INIT", "TDM_MAX_ITER"):  # the suite's own
+        monkeypatch.delenv(name)
     monkeypatch.setenv("TDM_EARLY_STOPPING", "true")
     assert settings_from_env() == {"early_stopping": True}
 
@@ -118,8 +119,21 @@ def test_impute_writes_the_target_and_says_where(
     with duckdb.connect(str(warehouse), read_only=True) as con:
         row = con.execute("SELECT columns_imputed, n_iter FROM tdm_lineage").fetchall()[0]
     assert json.loads(row[0]) == ["temperature", "pressure"] and row[1] == 8
-    assert main([*args, "--max-iter", "8"]) == 0
-    assert "replaced the existing table" in capsys.readouterr().out
+    assert main([*args, "--max-iter", "8", "--draws", "10", "--fill", "draw"]) == 0
+    out = capsys.readouterr().out
+    assert "replaced the existing table" in out
+    assert "- fill: one draw of the missing cells" in out and "- draws: 10 per imputed cell" in out
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        cells = con.execute(
+            "SELECT column_name, low, high FROM tdm_imputed_cells WHERE run_id = ?",
+            [out.split("Lineage: run ")[1].split()[0]],
+        ).df()
+    assert len(cells) == 62 and cells[["low", "high"]].notna().all().all()
+    assert (cells["low"] <= cells["high"]).all()
+    visits = cells[cells["column_name"] == "visits"]  # an INTEGER column: whole numbers
+    assert (visits[["low", "high"]] == visits[["low", "high"]].round()).all().all()
+    assert main([*args, "--draws", "1"]) == 2
+    assert "draws is 0 (none) or at least 2" in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -149,7 +149,7 @@ def test_the_ui_shows_the_report_statistics_and_loss_plot_of_a_run(
     assert re.search(r"temperature</code>\s*</td>\s*<td[^>]*>\s*5\s*<", report), report[-3000:]
 
     statistics = page(f"/artifacts/artifact/{ids[keys['statistics']]}", "shift (sd)")
-    headers = ("observed", "shift (sd)", "std", "change", "max", "pressure")
+    headers = ("observed", "shift (sd)", "std", "spread", "max", "pressure")
     assert all(h in statistics for h in headers)
 
     loss = page(f"/artifacts/artifact/{ids[keys['loss']]}", "<img")

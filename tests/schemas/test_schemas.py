@@ -85,14 +85,17 @@ def test_lineage_schema_refuses_bad_rows(changes: dict) -> None:
 
 
 def test_imputed_cells_schema_has_fixed_columns() -> None:
-    """The imputed-cells record has exactly its six columns, in order."""
+    """The imputed-cells record has exactly its nine columns, in order; a probability is a
+    share."""
     frame = pd.DataFrame(
         {"run_id": ["r"], "target_table": ["t"], "row_number": [0], "row_key": [None],
-         "column_name": ["a"], "model_version": [None]}
+         "column_name": ["a"], "model_version": [None], "low": [None], "high": [None],
+         "probability": [0.5]}
     )  # fmt: skip
     ImputedCellsSchema.validate(frame)
-    with pytest.raises((pandera.errors.SchemaError, pandera.errors.SchemaErrors)):
-        ImputedCellsSchema.validate(frame.assign(extra=1))
+    for bad in (frame.assign(extra=1), frame.assign(probability=1.5), frame.drop(columns="low")):
+        with pytest.raises((pandera.errors.SchemaError, pandera.errors.SchemaErrors)):
+            ImputedCellsSchema.validate(bad)
 
 
 def test_expectation_suite_covers_nulls_range_row_count_and_key() -> None:
@@ -153,3 +156,16 @@ def test_a_config_entry_takes_pass_through_and_ordered_bounds() -> None:
     for bad in ({"x": [3, 1]}, {"x": [0]}, {"x": [0, float("inf")]}, {"x": ["a", 1]}):
         with pytest.raises(ValidationError, match="bounds"):
             TableEntry(table="t", bounds=bad)
+
+
+def test_a_config_entry_takes_what_the_target_receives_and_the_draws() -> None:
+    from pydantic import ValidationError
+
+    from schemas.warehouse import TableEntry
+
+    entry = TableEntry(table="t", fill="draw", draws=20)
+    assert (entry.fill, entry.draws) == ("draw", 20)
+    assert (TableEntry(table="t").fill, TableEntry(table="t").draws) == (None, None)
+    for bad in ({"fill": "median"}, {"draws": -1}):
+        with pytest.raises(ValidationError, match=next(iter(bad))):
+            TableEntry(table="t", **bad)

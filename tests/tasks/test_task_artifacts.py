@@ -278,6 +278,21 @@ def test_statistics_match_hand_computed_values() -> None:
     assert (d["mean after"], d["min after"], d["max after"]) == (2.5, 1.0, 4.0)
     assert d["mean shift"] is None and d["std change"] is None  # relative to a std of 0
     assert (c["missing"], c["imputed"], c["std before"], c["std after"]) == (0, 0, 0.0, 0.0)
+    # the imputed cells alone: one in "a" (no std), 1 and 4 in "d" against an observed std of 0
+    assert a["std imputed"] is None and a["imputed spread"] is None
+    np.testing.assert_allclose(d["std imputed"], np.std([1.0, 4.0], ddof=1), rtol=1e-12)
+    assert d["imputed spread"] is None
+
+
+def test_the_spread_of_imputed_cells_is_set_against_the_observed_ones() -> None:
+    """Bug: a point imputation halves a column's spread and nothing said so. `imputed spread`
+    is the std of the imputed cells alone over that of the observed ones."""
+    source = pd.DataFrame({"x": [0.0, 4.0, 8.0, np.nan, np.nan, np.nan]})
+    imputed = source.assign(x=[0.0, 4.0, 8.0, 3.0, 4.0, 5.0])
+    (row,) = column_statistics(source, imputed, {"x": 3})
+    assert (row["std before"], row["std imputed"]) == (4.0, 1.0)
+    assert row["imputed spread"] == 0.25
+    assert "| 4.000 → 2.608 | 0.25 |" in statistics_markdown([row], "t")
 
 
 def test_statistics_of_a_labelled_column_are_its_label_shares() -> None:
@@ -334,9 +349,9 @@ def test_statistics_markdown_puts_before_and_after_in_one_cell_right_aligned() -
     assert lines[0] == "# Column statistics of `t`"
     header = lines.index(next(line for line in lines if line.startswith("| column |")))
     assert lines[header : header + 4] == [
-        "| column | observed | imputed | mean | shift (sd) | std | change |",
+        "| column | observed | imputed | mean | shift (sd) | std | spread |",
         "|---|" + "---:|" * 6,
-        "| `a` | 3 | 1 | 3.000 → 3.000 | +0.000 | 2.000 → 1.633 | -18.4% |",
+        "| `a` | 3 | 1 | 3.000 → 3.000 | +0.000 | 2.000 → 1.633 | n/a |",
         "| `d` | 2 | 2 | 2.500 → 2.500 | n/a | 0.000 → 1.225 | n/a |",
     ]
     assert lines[header + 5 : header + 9] == [

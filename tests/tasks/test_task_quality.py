@@ -148,3 +148,19 @@ def test_imputed_label_shares_far_from_the_observed_ones_warn_without_failing(
     imputed.loc[missing, "s"] = ["a", "b"] * 3 + ["a"]
     shares = check_quality.fn(source, plan, imputed).checks[-1]
     assert shares.passed and shares.detail.startswith("largest distance 0.")
+
+
+def test_the_spread_warning_allows_chance_and_the_threshold() -> None:
+    """The imputed cells' std may go from (1 - t) to 1 / (1 - t) times the observed cells',
+    wider where few cells are imputed; no range without three imputed cells or a spread."""
+    from tasks.quality import spread_range
+
+    given = pd.Series([0.0, 2.0, 4.0, 6.0, 8.0] * 40 + [np.nan] * 200)
+    spread = spread_range(given, 0.5)
+    assert spread is not None
+    assert spread.observed == pytest.approx(given.std())
+    assert (spread.low, spread.high) == pytest.approx((0.5 * spread.observed, 2 * spread.observed))
+    few = spread_range(pd.Series([0.0, 2.0, 4.0, 6.0, 8.0] + [np.nan] * 5), 0.5)
+    assert few is not None and few.low == 0.0 and few.high > 2 * few.observed  # 3 / sqrt(8)
+    assert spread_range(pd.Series([1.0, 2.0, np.nan, np.nan]), 0.5) is None
+    assert spread_range(pd.Series([3.0, 3.0, 3.0] + [np.nan] * 5), 0.5) is None

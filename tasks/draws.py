@@ -1,0 +1,76 @@
+"""Draws in a run: what the target receives (the point imputation or one draw), and what the
+draws of each imputed cell show, for `tdm_imputed_cells`.
+
+The draws are the library's (`TDMImputer.sample`), made on the rows the run imputes, in the
+imputer's units; `tasks.scaling.inverse_scale_draws` maps them back to the data's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as ptypes
+
+from tasks.results import CellDraws, Imputed
+
+__all__ = ["FILLS", "HIGH_QUANTILE", "LOW_QUANTILE", "Fill", "draw_imputation", "summarise_draws"]
+
+Fill = Literal["point", "draw"]
+"""What a run writes into the missing cells: each cell's best guess, or one draw of the table."""
+FILLS: tuple[Fill, ...] = ("point", "draw")
+
+LOW_QUANTILE, HIGH_QUANTILE = 0.05, 0.95
+"""The quantiles of a numeric cell's draws kept as its `low` and `high`: a central 90% interval."""
+
+
+def draw_imputation(
+    imputer: Any, frame: pd.DataFrame, filled: pd.DataFrame, *, n_draws: int, fill: Fill, seed: int
+) -> Imputed:
+    """`frame`'s rows as the run writes them: `filled` (the point imputation) or, with
+    `fill="draw"`, the first of the draws; and, with `n_draws` >= 2, what `n_draws` draws of
+    each imputed cell show. `imputer` is fitted; `frame` is the data it was fitted on or new
+    rows; `seed` seeds the draws."""
+    if n_draws < 2 and fill == "point":
+        return Imputed(filled)
+    completions = imputer.sample(frame, n_draws=max(n_draws, 1), random_state=seed)
+    completions = [c.set_axis(frame.index, axis=0)[list(frame.columns)] for c in completions]
+    written = completions[0] if fill == "draw" else filled
+    if n_draws < 2:
+        return Imputed(written)
+    return Imputed(written, summarise_draws(completions, written, frame.isna()))
+
+
+def summarise_draws(
+    completions: list[pd.DataFrame], written: pd.DataFrame, missing: pd.DataFrame
+) -> CellDraws:
+    """Per imputed cell of a numeric column, the 5% and 95% quantiles of its draws (Weibull's
+    plotting positions, k / (n + 1): unbiased for any distribution); per imputed cell of a
+    labelled column, the share of the draws that agree with the label `written` for it."""
+    numeric = [name for name in written.columns if _numeric(written[name])]
+    labelled = [name for name in written.columns if name not in numeric]
+    low = pd.DataFrame(index=written.index, columns=numeric, dtype=float)
+    high = low.copy()
+    if numeric:
+        stack = np.stack([c[numeric].to_numpy(dtype=np.float64) for c in completions])
+        ends = np.quantile(stack, [LOW_QUANTILE, HIGH_QUANTILE], axis=0, method="weibull")
+        hidden = ~missing[numeric].to_numpy()
+        low[:] = np.where(hidden, np.nan, ends[0])
+        high[:] = np.where(hidden, np.nan, ends[1])
+    probability = pd.DataFrame(index=written.index, columns=labelled, dtype=float)
+    for name in labelled:
+        label = _labels(written[name])
+        agree = np.mean([_labels(c[name]) == label for c in completions], axis=0)
+        probability[name] = np.where(missing[name].to_numpy(), agree, np.nan)
+    return CellDraws(low, high, probability, n_draws=len(completions))
+
+
+def _numeric(column: pd.Series) -> bool:
+    dtype = column.dtype
+    return bool(ptypes.is_numeric_dtype(dtype) and not ptypes.is_bool_dtype(dtype))
+
+
+def _labels(column: pd.Series) -> np.ndarray:
+    """A labelled column as text, missing labels as "" (only imputed cells are compared)."""
+    return column.astype(object).where(column.notna(), "").astype(str).to_numpy()
