@@ -413,17 +413,23 @@ def _observed_cells_identical(original: pd.DataFrame, imputed: pd.DataFrame) -> 
 
 def merge_reports(reports: Sequence[QualityReport]) -> QualityReport:
     """One report for a table checked partition by partition: a check passes if it passed on
-    every partition; its detail says on how many it failed, and the first failure's detail."""
+    every partition it ran on (a spread check needs imputed cells); its detail says on how many
+    it ran and failed, and the first failure's detail."""
     if not reports:
         raise ValueError("merge_reports needs at least one report")
+    by_name: dict[str, list[CheckOutcome]] = {}
+    for report in reports:  # by name: a check may run on some partitions only (a spread)
+        for check in report.checks:
+            by_name.setdefault(check.name, []).append(check)
     merged = []
-    for j, first in enumerate(reports[0].checks):
-        same = [r.checks[j] for r in reports]
+    for same in by_name.values():
+        first = same[0]
         failed = [c for c in same if not c.passed]
+        scope = "" if len(same) == len(reports) else f" it ran on (of {len(reports)})"
         detail = (
-            f"all {len(same)} partitions: {first.detail}"
+            f"all {len(same)} partitions{scope}: {first.detail}"
             if not failed
-            else f"failed on {len(failed)} of {len(same)} partitions: {failed[0].detail}"
+            else f"failed on {len(failed)} of {len(same)} partitions{scope}: {failed[0].detail}"
         )
         merged.append(replace(first, passed=not failed, detail=detail))
     # Every partition is checked against the whole table's observed range: the same bounds.

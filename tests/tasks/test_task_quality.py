@@ -10,7 +10,14 @@ import pandas as pd
 import pytest
 
 from tasks.errors import QualityCheckError
-from tasks.quality import LABEL_SHARES, CheckOutcome, check_quality, merge_reports, sane_bounds
+from tasks.quality import (
+    LABEL_SHARES,
+    CheckOutcome,
+    QualityReport,
+    check_quality,
+    merge_reports,
+    sane_bounds,
+)
 from tasks.warehouse.cells import add_checks
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -164,3 +171,17 @@ def test_the_spread_warning_allows_chance_and_the_threshold() -> None:
     assert few is not None and few.low == 0.0 and few.high > 2 * few.observed  # 3 / sqrt(8)
     assert spread_range(pd.Series([1.0, 2.0, np.nan, np.nan]), 0.5) is None
     assert spread_range(pd.Series([3.0, 3.0, 3.0] + [np.nan] * 5), 0.5) is None
+
+
+def test_partitions_merge_their_checks_by_name() -> None:
+    """Bug: checks were merged by position, but a spread check runs only where a partition has
+    imputed cells: the lists differ, and a check's verdict went to another. Merged by name,
+    each says on how many partitions it ran."""
+    spread = CheckOutcome('imputed_spread["x"]', False, "0.3 times", warning=True)
+    first = QualityReport((CheckOutcome("a", True, "ok"), spread), range_factor=1.0)
+    second = QualityReport((CheckOutcome("a", False, "bad"),), range_factor=1.0)
+    merged = merge_reports([first, second])
+    assert [(c.name, c.passed) for c in merged.checks] == [("a", False), (spread.name, False)]
+    assert merged.checks[0].detail == "failed on 1 of 2 partitions: bad"
+    assert merged.checks[1].detail == "failed on 1 of 1 partitions it ran on (of 2): 0.3 times"
+    assert not merged.passed and merged.warnings == (merged.checks[1],)
