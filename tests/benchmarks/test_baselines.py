@@ -85,6 +85,12 @@ BASELINES = tuple(
 ALL = [pytest.param(name, id=name) for name in REGISTRY]  # fixtures included
 
 
+def _fitted(names: Any) -> list[Any]:
+    """`names` as parameters of tests that share a method's `_fit`: one xdist group per
+    method, so that its fit is made once, by the worker that runs them all."""
+    return [pytest.param(n, id=n, marks=pytest.mark.xdist_group(f"fit-{n}")) for n in names]
+
+
 def make_imputer(name: str, **params: Any) -> BaseEstimator:
     return get_method(name).build(**params)
 
@@ -130,7 +136,7 @@ def _light(name: str) -> Any:
 # --------------------------------------------------------------------------------------------
 # the contract
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", _fitted(REGISTRY))
 def test_output_is_complete_and_keeps_observed_cells(name: str, data: tuple) -> None:
     """Same shape, no NaN left, observed cells bit-for-bit identical."""
     _, X_missing, mask = data
@@ -160,7 +166,7 @@ def test_global_random_states_are_untouched(name: str, data: tuple) -> None:
     assert torch.equal(torch_state, torch.get_rng_state()), "torch's global RNG was used"
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", _fitted(REGISTRY))
 def test_transform_imputes_new_rows(name: str, data: tuple) -> None:
     """A fitted imputer completes rows it has not seen, keeping their observed cells."""
     X, X_missing, _ = data
@@ -188,7 +194,7 @@ def test_hyperparameters_are_stored_unchanged(name: str) -> None:
     assert clone(imputer).get_params() == params
 
 
-@pytest.mark.parametrize("name", SHOULD_BEAT_MEAN)
+@pytest.mark.parametrize("name", _fitted(SHOULD_BEAT_MEAN))
 def test_beats_column_means_on_low_rank_data(name: str, data: tuple) -> None:
     """On rank-2 data the column mean is far off; these methods recover much of the signal."""
     X, X_missing, mask = data

@@ -2,7 +2,7 @@
 
 A `prefect server start` subprocess (its own PREFECT_HOME), the `tdm impute` command run against
 it on a tiny table, then headless Chromium reads the pages an operator would open. Skipped when
-no Chromium is installed (`.ci/run` installs it where it can).
+no Chromium is installed (`apt-get install chromium`; CI does not install it).
 """
 
 from __future__ import annotations
