@@ -30,6 +30,7 @@ from tdm._inductive import impute_new_rows
 from tdm._mixed import TableEncoding
 from tdm._optimise import (
     FitProgress,
+    RMSprop,
     RowSampler,
     StepHistory,
     cell_rate,
@@ -456,7 +457,7 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         B = self.batch_size_
         if cells.parameters():
             groups.append({"params": cells.parameters(), "lr": self._cell_lr(2 * B, n_samples)})
-        optimizer = torch.optim.RMSprop(groups, lr=self.lr) if groups else None
+        optimizer = RMSprop(groups, lr=self.lr) if groups else None
 
         draw = config.batch_draw
         sampler = RowSampler.on(device, rng)

@@ -13,7 +13,7 @@ import torch
 from sklearn.utils import check_random_state
 
 from tdm._cells import MissingCells
-from tdm._optimise import RowSampler, default_transform_iter
+from tdm._optimise import RMSprop, RowSampler, default_transform_iter
 from tdm._starts import context_start
 from tdm._validation import resolve_device, resolve_dtype
 from tdm.transport import TransportTerms
@@ -76,7 +76,7 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
         return est._loss(z1, latent_fit[fit[B - k :]])
 
     if cells.parameters():
-        optimizer = torch.optim.RMSprop(cells.parameters(), lr=est._cell_lr(k, n_new))
+        optimizer = RMSprop(cells.parameters(), lr=est._cell_lr(k, n_new))
         est._run(
             step,
             optimizer,

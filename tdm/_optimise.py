@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from tdm.transport import TransportTerms
 __all__ = [
     "BATCH_DRAWS",
     "FitProgress",
+    "RMSprop",
     "RowSampler",
     "StepHistory",
     "StopMonitor",
@@ -99,6 +100,47 @@ class StopMonitor(Protocol):
     def should_stop(self, iteration: int) -> bool:
         """Whether to stop after ``iteration`` steps."""
         ...
+
+
+class RMSprop:
+    """RMSprop (Tieleman and Hinton, 2012) without momentum, centring or weight decay, the
+    update of ``torch.optim.RMSprop`` at those settings, operation for operation: per
+    parameter, ``s = alpha * s + (1 - alpha) * g**2`` and ``p -= lr * g / (sqrt(s) + eps)``,
+    a parameter without a gradient left as it is. Written here because the first use of any
+    ``torch.optim`` optimiser imports TorchDynamo, a start-up cost of every process that fits
+    (docs/decisions.md, "The suite"). ``groups``: dicts with ``params`` and optionally ``lr``
+    (else ``lr``), or the parameters themselves."""
+
+    def __init__(
+        self, groups: Iterable[Any], lr: float, alpha: float = _RMSPROP_ALPHA, eps: float = 1e-8
+    ) -> None:
+        listed = list(groups)
+        if listed and not isinstance(listed[0], dict):
+            listed = [{"params": listed}]
+        self.groups: list[tuple[list[Tensor], float]] = [
+            (list(g["params"]), float(g.get("lr", lr))) for g in listed
+        ]
+        self.alpha, self.eps = alpha, eps
+        self._squares: dict[int, Tensor] = {}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop every parameter's gradient."""
+        for params, _ in self.groups:
+            for p in params:
+                p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One update of every parameter that has a gradient."""
+        for params, lr in self.groups:
+            for p in params:
+                if p.grad is None:
+                    continue
+                square = self._squares.get(id(p))
+                if square is None:
+                    square = self._squares[id(p)] = torch.zeros_like(p)
+                square.mul_(self.alpha).addcmul_(p.grad, p.grad, value=1 - self.alpha)
+                p.addcdiv_(p.grad, square.sqrt().add_(self.eps), value=-lr)
 
 
 def paper_batch_size(batch_size: int, n_samples: int) -> int:
@@ -203,7 +245,7 @@ def default_transform_iter(n_new: int, per_batch: int, max_iter: int) -> int:
 
 def run_steps(
     step: Callable[[int], TransportTerms],
-    optimizer: torch.optim.Optimizer | None,
+    optimizer: RMSprop | None,
     n_iter: int,
     *,
     device: torch.device,

@@ -198,3 +198,27 @@ def test_run_steps_names_the_step_whose_transport_costs_are_non_finite() -> None
 
     with pytest.raises(FloatingPointError, match=r"iteration 3; lower lr \(now 0.5\)"):
         _run(step)
+
+
+def test_rmsprop_is_torch_s_update_bit_for_bit() -> None:
+    """The fit's own RMSprop (no TorchDynamo import) gives torch.optim.RMSprop's parameters
+    exactly: two groups with their own rates, and a parameter without a gradient left alone."""
+    from tdm._optimise import RMSprop
+
+    generator = torch.Generator().manual_seed(0)
+    start = [torch.randn(7, 3, generator=generator, dtype=torch.float64) for _ in range(3)]
+    targets = [torch.randn(7, 3, generator=generator, dtype=torch.float64) for _ in range(3)]
+    ours = [p.clone().requires_grad_() for p in start]
+    theirs = [p.clone().requires_grad_() for p in start]
+    mine = RMSprop([{"params": ours[:2], "lr": 3e-3}, {"params": ours[2:]}], lr=1e-2)
+    reference = torch.optim.RMSprop(
+        [{"params": theirs[:2], "lr": 3e-3}, {"params": theirs[2:]}], lr=1e-2
+    )
+    for step in range(25):
+        for params, optimizer in ((ours, mine), (theirs, reference)):
+            optimizer.zero_grad(set_to_none=True)
+            used = params if step % 5 else params[:2]  # the third one sometimes has no gradient
+            sum(((p - t) ** 4).sum() for p, t in zip(used, targets, strict=False)).backward()
+            optimizer.step()
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.equal(a, b)
