@@ -158,3 +158,25 @@ def test_the_target_keeps_the_constraints_and_refuses_values_that_break_them(
     without_keys = re.sub(r", FOREIGN KEY \(store\) REFERENCES [^)]*\)", "", body)
     assert without_keys != body
     assert table_body(db, "Sales (EU)_imputed") == without_keys
+
+
+def test_a_record_table_from_before_the_draws_gains_their_columns(
+    warehouse: Path, steps_before_write: Callable[..., tuple]
+) -> None:
+    """A file whose tdm_imputed_cells predates model versions and draws gets the new columns
+    at its next write; its old rows keep their values, with NULL in the new columns."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute(
+            "CREATE TABLE tdm_imputed_cells (run_id VARCHAR NOT NULL, target_table VARCHAR NOT "
+            "NULL, row_number BIGINT NOT NULL, row_key VARCHAR, column_name VARCHAR NOT NULL)"
+        )
+        con.execute("INSERT INTO tdm_imputed_cells VALUES ('old', 't', 3, '4', 'x')")
+    source, plan, imputed, lineage = steps_before_write(warehouse)
+    write_back.fn(source, plan, imputed, lineage)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        columns = [row[0] for row in con.execute("DESCRIBE tdm_imputed_cells").fetchall()]
+        old = con.execute("SELECT * FROM tdm_imputed_cells WHERE run_id = 'old'").fetchall()
+        new = con.execute("SELECT count(*) FROM tdm_imputed_cells WHERE run_id <> 'old'").fetchall()
+    assert columns[-4:] == ["model_version", "low", "high", "probability"]
+    assert old == [("old", "t", 3, "4", "x", None, None, None, None)]
+    assert new == [(plan.n_missing,)]
