@@ -1,0 +1,23 @@
+"""The draws benchmark's measures: label distance, and the reference of draws from the shares."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from benchmarks.draws import MARGINAL, label_distance, label_marginal
+
+
+def test_label_distance_is_the_total_variation_averaged_over_completions() -> None:
+    removed = [pd.Series(["a", "a", "b", "b"]), pd.Series(["x", "y"])]
+    same = [pd.Series(["b", "a", "b", "a"]), pd.Series(["y", "x"])]
+    off = [pd.Series(["a", "a", "a", "a"]), pd.Series(["x", "x"])]
+    mean, worst = label_distance(removed, [same, off])
+    assert (mean, worst) == (0.25, 0.25)  # each column: (0 + 0.5) / 2
+
+
+def test_draws_from_the_observed_shares_are_near_but_not_on_the_removed_ones() -> None:
+    row = label_marginal("penguins", 0)
+    assert row["method"] == MARGINAL and math.isnan(row["coverage"])
+    assert 0 < row["labels"] <= row["labels_worst"] < 0.2
