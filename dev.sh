@@ -72,7 +72,8 @@ case "$cmd" in
     # pytest-xdist workers: one more than the cores (much of the suite waits on Prefect servers
     # and `tdm` processes), at most 4. xdist's loadgroup scheduler hands each worker one more
     # test whenever it has two or fewer queued, instead of chunks of consecutive tests (a chunk
-    # of long tests on one worker ends the run alone); no test is grouped. `-n 0` after `test`
+    # of long tests on one worker ends the run alone); tests marked `xdist_group` run on one worker
+    # (the served deployments; the tests sharing a baseline's fit). `-n 0` after `test`
     # runs in one.
     test) setup; exec "$VENV/bin/python" -m pytest -n "$(workers)" --dist loadgroup "$@" ;;
     *) die "usage: ./dev.sh {demo|test|setup} [args...]" ;;
