@@ -374,17 +374,8 @@ def _impute_rows(
     if model.fitted is not None and model.fit_index is not None:
         outcome = model.fitted.outcome
         rows = new.frame.index
-        scaled = Imputed(
-            outcome.frame.loc[rows],
-            None
-            if outcome.draws is None
-            else replace(
-                outcome.draws,
-                low=outcome.draws.low.loc[rows],
-                high=outcome.draws.high.loc[rows],
-                probability=outcome.draws.probability.loc[rows],
-            ),
-        )
+        draws = None if outcome.draws is None else outcome.draws.at(rows)
+        scaled = Imputed(outcome.frame.loc[rows], draws)
     else:
         with clock.timing("impute"):
             scaled = _transform(db_path, plan.source_table, new, model, options, settings, runner)

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pandas.api import types as ptypes
 
+from tasks.frames import holds_numbers
 from tasks.results import CellDraws, Imputed
 
 __all__ = ["FILLS", "HIGH_QUANTILE", "LOW_QUANTILE", "Fill", "draw_imputation", "summarise_draws"]
@@ -48,7 +48,7 @@ def summarise_draws(
     """Per imputed cell of a numeric column, the 5% and 95% quantiles of its draws (Weibull's
     plotting positions, k / (n + 1): unbiased for any distribution); per imputed cell of a
     labelled column, the share of the draws that agree with the label `written` for it."""
-    numeric = [name for name in written.columns if _numeric(written[name])]
+    numeric = [name for name in written.columns if holds_numbers(written[name])]
     labelled = [name for name in written.columns if name not in numeric]
     low = pd.DataFrame(index=written.index, columns=numeric, dtype=float)
     high = low.copy()
@@ -64,11 +64,6 @@ def summarise_draws(
         agree = np.mean([_labels(c[name]) == label for c in completions], axis=0)
         probability[name] = np.where(missing[name].to_numpy(), agree, np.nan)
     return CellDraws(low, high, probability, n_draws=len(completions))
-
-
-def _numeric(column: pd.Series) -> bool:
-    dtype = column.dtype
-    return bool(ptypes.is_numeric_dtype(dtype) and not ptypes.is_bool_dtype(dtype))
 
 
 def _labels(column: pd.Series) -> np.ndarray:

@@ -10,7 +10,20 @@ import pandas as pd
 
 from tasks.warehouse.tables import BOOLEAN, LABELLED
 
-__all__ = ["as_float_frame", "as_labels", "as_value_frame", "missing_mask", "observed_labels"]
+__all__ = [
+    "as_float_frame",
+    "as_labels",
+    "as_value_frame",
+    "holds_numbers",
+    "missing_mask",
+    "observed_labels",
+]
+
+
+def holds_numbers(column: pd.Series) -> bool:
+    """Whether a column holds numbers (a numeric dtype, not boolean) rather than labels."""
+    dtype = column.dtype
+    return bool(pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype))
 
 
 def as_float_frame(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:

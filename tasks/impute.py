@@ -216,20 +216,19 @@ def _fit(
         callback=progress,
     )
     started = time.perf_counter()
-    try:
+    try:  # the draws refit too
         filled = imputer.fit_transform(frame)
+        fit_seconds = time.perf_counter() - started
+        if imputer.n_iter_ < imputer.max_iter:
+            progress.finish()
+        made = _draw(imputer, frame, _as_frame(filled, frame), draws, fill, seed, table)
     except ValueError as error:
         raise PipelineInputError(f'Imputing table "{table}" failed: {error}') from None
     except FloatingPointError as error:  # the fit diverged: its message says where and why
         raise PipelineError(
             f'The fit of table "{table}" diverged, so nothing was written: {error}'
         ) from None
-    fit_seconds = time.perf_counter() - started
-    if imputer.n_iter_ < imputer.max_iter:
-        progress.finish()
-    started = time.perf_counter()
-    made = _draw(imputer, frame, _as_frame(filled, frame), draws, fill, seed, table)
-    draw_seconds = time.perf_counter() - started
+    draw_seconds = time.perf_counter() - started - fit_seconds
     used = {k: v for k, v in imputer.get_params().items() if k not in ("callback", "verbose")}
     used["device"] = str(used["device"])
     # What the fit chose (with init="auto": ICE's or the trees' start, and the probe errors).

@@ -34,6 +34,12 @@ class CellDraws:
     probability: pd.DataFrame
     n_draws: int
 
+    def at(self, rows: pd.Index) -> CellDraws:
+        """The draws of `rows` only."""
+        return CellDraws(
+            self.low.loc[rows], self.high.loc[rows], self.probability.loc[rows], self.n_draws
+        )
+
     @classmethod
     def concat(cls, parts: list[CellDraws]) -> CellDraws:
         """The draws of consecutive row blocks, as one."""

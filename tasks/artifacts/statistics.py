@@ -13,11 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
-from pandas.api import types as ptypes
 
 from tasks.artifacts.markdown import code_span, format_number, table_cell
 from tasks.drift import label_shares, largest_departure, share_distance
-from tasks.frames import as_float_frame
+from tasks.frames import as_float_frame, holds_numbers
 
 __all__ = ["TOP_LABELS", "column_statistics", "statistics_markdown"]
 
@@ -43,7 +42,7 @@ def column_statistics(
     `share distance` (total variation distance between the two shares, None without an imputed
     cell) and `largest departure` (the label whose share moved most, or None).
     """
-    columns = [name for name in cells_imputed if _numeric(imputed[name])]
+    columns = [name for name in cells_imputed if holds_numbers(imputed[name])]
     before, after = as_float_frame(source, columns), as_float_frame(imputed, columns)
     rows: list[dict[str, Any]] = []
     for name in cells_imputed:
@@ -93,11 +92,6 @@ def _label_statistics(given: pd.Series, imputed: pd.Series) -> dict[str, Any]:
         "share distance": None if filled is None else share_distance(observed, filled),
         "largest departure": None if filled is None else largest_departure(observed, filled),
     }
-
-
-def _numeric(column: pd.Series) -> bool:
-    dtype = column.dtype
-    return bool(ptypes.is_numeric_dtype(dtype) and not ptypes.is_bool_dtype(dtype))
 
 
 def statistics_markdown(rows: list[dict[str, Any]], table: str) -> str:
