@@ -11,14 +11,23 @@ with the rest of their rows, which gives, per column:
 - numeric: the residuals, true minus imputed value (standardised units). A draw adds to each
   missing cell a residual drawn at random from its column's residuals, so that the draws of a
   cell have the spread of the imputer's errors, and their quantiles make its interval.
-- label: the counts of (imputed label, true label) pairs. A draw replaces each missing cell's
-  label ``l`` by a label ``t`` drawn with probability ``P(t | l)``: the probed cells imputed as
-  ``l``, counted by their true label, plus one cell spread by the observed label shares (so a
-  label never probed keeps a small chance, and a rare imputed label leans on the shares).
+- label: the counts of (imputed label, true label) pairs, ``P(t | l)``: the probed cells
+  imputed as ``l``, counted by their true label, plus one cell spread by the observed label
+  shares (so a label never probed keeps a small chance, and a rare imputed label leans on the
+  shares).
 
 Both are calibrated where the probe is like the missing cells (missing completely at random):
 the probe cells are a random share of the observed ones. The residuals of a column are drawn
 independently of the row's other cells.
+
+A missing label is drawn from its own probabilities (:func:`label_probabilities`): a classifier
+of its column on the row's other cells, point-imputed where missing, fitted on the rows where
+the column is observed. From :data:`tdm._starts.BOOSTING_ROWS` such rows it is the trees
+start's gradient-boosted model of the column (:func:`tdm._starts.column_model`), below a random
+forest of fully grown trees, whose probabilities are shares of tree votes (the boosted library's
+own forests give one Newton step's log-odds, which cannot come near 0 or 1). A column with fewer
+than :data:`MODEL_ROWS` such rows, or with one label among them, draws from ``P(t | l)``
+instead, ``l`` being the cell's point label.
 """
 
 from __future__ import annotations
@@ -30,11 +39,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.ensemble import RandomForestClassifier
 
 from tdm._early_stopping import holdout_cells
 from tdm._mixed import TableEncoding
+from tdm._starts import BOOSTING_ROWS, column_model, label_table
 
-__all__ = ["PROBE_CELLS", "ProbeErrors", "draw_cells", "probe_errors"]
+__all__ = ["PROBE_CELLS", "ProbeErrors", "draw_cells", "label_probabilities", "probe_errors"]
 
 PROBE_SHARE = 0.1
 """Share of the observed cells hidden in a round of probe cells imputed by ``transform`` ..."""
@@ -48,6 +59,10 @@ MAX_ROUNDS = 5
 """... or this many rounds of ``transform`` ..."""
 MAX_REFITS = 2
 """... or of fits are done."""
+MODEL_ROWS = 20
+"""Observed rows from which a label column's draws come from a classifier of its own."""
+FOREST_TREES = 100
+"""Trees of that classifier below :data:`tdm._starts.BOOSTING_ROWS` observed rows."""
 
 #: Imputes ``values`` (the optimised space, NaN where missing) as the point was, seeded by
 #: the int: their standardised completion.
@@ -147,16 +162,56 @@ def _label_given_imputed(counts: np.ndarray, shares: np.ndarray) -> np.ndarray:
     return smoothed / smoothed.sum(axis=1, keepdims=True)
 
 
+def label_probabilities(
+    point: np.ndarray,
+    mask: np.ndarray,
+    encoding: TableEncoding,
+    rng: np.random.Generator,
+    n_jobs: int | None,
+) -> list[np.ndarray | None]:
+    """Per label column, the probabilities of its labels (one row per missing cell of ``mask``,
+    one column per label) from a classifier of the column on the other columns of ``point``
+    (the standardised completion), fitted on the rows where the column is observed; ``None``
+    where nothing is missing or fewer than :data:`MODEL_ROWS` observed rows hold two labels."""
+    table, categorical, _ = label_table(point, np.zeros_like(mask), encoding)
+    missing = label_table(point, mask, encoding)[2]
+    unseen = encoding.column_mask(_unseen_labels(point, encoding))
+    p = len(encoding.numeric)
+    probabilities: list[np.ndarray | None] = []
+    for i, j in enumerate(encoding.categorical):
+        k = p + i
+        rows = missing[:, k]
+        fitted = ~rows & ~unseen[:, j]
+        codes = table[fitted, k]
+        if not rows.any() or codes.size < MODEL_ROWS or np.unique(codes).size < 2:
+            probabilities.append(None)
+            continue
+        features, labels = np.delete(table, k, axis=1), np.delete(categorical, k)
+        if codes.size >= BOOSTING_ROWS:
+            model = column_model(features, table[:, k], ~fitted, labels, True, rng, n_jobs)
+        else:
+            seed = int(rng.integers(2**31 - 1))
+            model = RandomForestClassifier(FOREST_TREES, n_jobs=n_jobs, random_state=seed)
+            model.fit(features[fitted], codes)
+        proba = np.zeros((int(rows.sum()), _n_labels(encoding, j)))
+        proba[:, model.classes_.astype(np.int64)] = model.predict_proba(features[rows])
+        probabilities.append(proba)
+    return probabilities
+
+
 def draw_cells(
     point: np.ndarray,
     mask: np.ndarray,
     errors: ProbeErrors,
+    probabilities: list[np.ndarray | None],
     encoding: TableEncoding,
     n_draws: int,
     rng: np.random.Generator,
 ) -> list[np.ndarray]:
     """``n_draws`` copies of ``point`` (the standardised completion) whose ``mask`` cells are
-    drawn: numeric cells plus a residual of their column, label cells by ``P(t | l)``."""
+    drawn: numeric cells plus a residual of their column, label cells from their
+    ``probabilities`` (:func:`label_probabilities`), or by ``P(t | l)`` where a column has
+    none."""
     p = len(encoding.numeric)
     imputed = encoding.decode_labels(point)
     draws = []
@@ -171,7 +226,9 @@ def draw_cells(
             cells = mask[:, a]
             if not cells.any():
                 continue
-            cumulative = np.cumsum(errors.label_given_imputed[i][imputed[i][cells]], axis=1)
+            own = probabilities[i]
+            chances = errors.label_given_imputed[i][imputed[i][cells]] if own is None else own
+            cumulative = np.cumsum(chances, axis=1)
             u = rng.random(int(cells.sum()))[:, None]
             drawn = np.minimum((cumulative < u).sum(axis=1), cumulative.shape[1] - 1)
             embedding = encoding.columns[j].embedding

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from tdm._bounds import BoundedCells
 from tdm._cells import MissingCells
 from tdm._config import CONFIG_CONSTRAINTS, Config
-from tdm._draws import draw_cells, probe_errors
+from tdm._draws import draw_cells, label_probabilities, probe_errors
 from tdm._early_stopping import HoldoutMonitor, holdout_cells
 from tdm._inductive import impute_new_rows
 from tdm._mixed import TableEncoding
@@ -239,15 +239,18 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         (the quantiles of its draws), and for a figure computed on every draw and pooled
         (:mod:`tdm.pooling`).
 
-        A draw is the point imputation plus the imputer's own error. Observed cells of ``X``
-        are hidden and imputed again as the point was (by fits with this imputer's settings
-        when ``X`` is the data passed to ``fit``, by ``transform`` for other rows), and
-        compared with their values: a numeric cell gets a residual of its column, drawn at
-        random, and a label cell a label drawn from the shares of the true labels among the
+        A numeric cell's draw is its point imputation plus the imputer's own error. Observed
+        cells of ``X`` are hidden and imputed again as the point was (by fits with this
+        imputer's settings when ``X`` is the data passed to ``fit``, by ``transform`` for
+        other rows), and compared with their values: a numeric cell gets a residual of its
+        column, drawn at random. A label cell's draw comes from its own probabilities: a
+        classifier of its column on the row's other cells (point-imputed where missing),
+        fitted on the rows of ``X`` where the column is observed; a column with too few of
+        them (a handful of new rows) draws from the shares of the true labels among the
         hidden cells given the same imputed label. The draws are calibrated where cells are
         missing completely at random. They carry each cell's uncertainty given the fitted
-        model, not the model's own estimation error, and a cell's error is drawn apart from
-        its row's other cells.
+        model, not the model's own estimation error, and a cell is drawn apart from its row's
+        other cells.
 
         Observed cells are identical in every draw; numeric draws stay within ``bounds_`` and
         integer columns are rounded, as in ``transform``. A column of ``X`` with too few
@@ -287,7 +290,8 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         draws = [point] * n_draws
         if mask.any():
             errors = probe_errors(self, values, rng, impute, refits=refits)
-            draws = draw_cells(point, mask, errors, self.encoding_, n_draws, rng)
+            chances = label_probabilities(point, mask, self.encoding_, rng, self._config.n_jobs)
+            draws = draw_cells(point, mask, errors, chances, self.encoding_, n_draws, rng)
         completed = [self._complete(X, values, draw) for draw in draws]
         return completed if self.encoding_.frame else np.stack(completed)
 

@@ -39,8 +39,10 @@ __all__ = [
     "TREE_ROUNDS",
     "Start",
     "choose_start",
+    "column_model",
     "context_start",
     "fit_start",
+    "label_table",
     "make_ice",
     "make_missforest",
     "start_fill",
@@ -175,11 +177,11 @@ def _tree_rounds(
 ) -> np.ndarray:
     """The trees start (module docstring): ``values`` with its ``mask`` cells imputed.
 
-    The table is seen one column per original column (:func:`_label_table`): a numeric column's
+    The table is seen one column per original column (:func:`label_table`): a numeric column's
     value or a label column's code, NaN where missing. A table of one column gets its mean (or
     most frequent label), as chained equations have nothing to regress on.
     """
-    table, categorical, missing = _label_table(values, mask, encoding)
+    table, categorical, missing = label_table(values, mask, encoding)
     rng = np.random.default_rng(seed)
     order = np.argsort(missing.mean(axis=0), kind="mergesort")
     if table.shape[1] == 1:
@@ -197,10 +199,10 @@ def _tree_rounds(
             )
             if progress is not None:
                 progress()
-    return np.where(mask, _from_label_table(table, encoding), values)
+    return np.where(mask, _fromlabel_table(table, encoding), values)
 
 
-def _label_table(
+def label_table(
     values: np.ndarray, mask: np.ndarray, encoding: TableEncoding
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One column per original column, the numeric ones first as in the optimised space:
@@ -215,7 +217,7 @@ def _label_table(
     return table, categorical, missing
 
 
-def _from_label_table(table: np.ndarray, encoding: TableEncoding) -> np.ndarray:
+def _fromlabel_table(table: np.ndarray, encoding: TableEncoding) -> np.ndarray:
     """The optimised space's values of a complete label table: each code as its label's point."""
     p = len(encoding.numeric)
     points = [
@@ -239,12 +241,29 @@ def _fit_predict(
     rng: np.random.Generator,
     n_jobs: int | None,
 ) -> np.ndarray:
-    """A model of ``target`` on ``features``, fitted on the rows not in ``rows`` and predicting
-    ``rows``: a classifier of a label column's codes (its most probable code), else a
-    regressor. Label features with at most :data:`MAX_CATEGORICAL_LABELS` codes are categorical."""
+    """A model of ``target`` on ``features`` (:func:`column_model`), fitted on the rows not in
+    ``rows`` and predicting ``rows``: a label column's most probable code, else the regressor's
+    value."""
+    if classify and np.unique(target[~rows]).size == 1:
+        return np.full(int(rows.sum()), target[~rows][0])
+    model = column_model(features, target, rows, feature_labels, classify, rng, n_jobs)
+    return np.asarray(model.predict(features[rows]), dtype=np.float64)
+
+
+def column_model(
+    features: np.ndarray,
+    target: np.ndarray,
+    rows: np.ndarray,
+    feature_labels: np.ndarray,
+    classify: bool,
+    rng: np.random.Generator,
+    n_jobs: int | None,
+) -> lightgbm.LGBMModel:
+    """A column's model (module docstring) of ``target`` on ``features``, fitted on the rows
+    not in ``rows``: a classifier of a label column's codes, else a regressor, sized by its
+    fitted rows, seeded by ``rng``, on ``n_jobs`` threads. Label features (``feature_labels``)
+    with at most :data:`MAX_CATEGORICAL_LABELS` codes are categorical."""
     X, y = features[~rows], target[~rows]
-    if classify and np.unique(y).size == 1:
-        return np.full(int(rows.sum()), y[0])
     categorical = [
         int(i)
         for i in np.flatnonzero(feature_labels)
@@ -263,8 +282,7 @@ def _fit_predict(
             callbacks=[lightgbm.early_stopping(EARLY_STOPPING_PATIENCE, verbose=False)],
         )
         X, y = X[~held], y[~held]
-    model.fit(X, y, **fit)
-    return np.asarray(model.predict(features[rows]), dtype=np.float64)
+    return model.fit(X, y, **fit)
 
 
 def _model_params(n_rows: int, seed: int, n_jobs: int | None) -> dict[str, Any]:

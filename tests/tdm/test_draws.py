@@ -1,7 +1,8 @@
 """``TDMImputer.sample``: draws keep the observed cells in every draw, vary where cells are
 missing, have the spread of the removed values where the point imputation has less, cover them
-with their central intervals, keep a label column's shares where the point collapses them, and
-work on new rows; the fitted imputer is left as it was."""
+with their central intervals, keep a label column's shares where the point collapses them, draw
+a label from its own row's probabilities, and work on new rows; the fitted imputer is left as it
+was."""
 
 from __future__ import annotations
 
@@ -148,6 +149,35 @@ def test_label_draws_keep_the_shares_the_point_collapses() -> None:
     assert distance(point) > 0.4  # nearly every cell got the largest label
     # About 200 removed cells and 130 probe cells: the shares' noise alone is a few hundredths.
     assert np.mean([distance(d) for d in draws]) < 0.15
+
+
+def test_a_label_is_drawn_from_its_own_row_s_probabilities() -> None:
+    """A label whose chance rises with ``x`` (``P(hi) = 1 / (1 + exp(-3x))``): cells with
+    ``x`` just above 0 share their point label with those far above it, yet their draws give
+    ``hi`` far less often, close to their own chance; over all cells the draws keep the share
+    of ``hi`` among the removed labels."""
+    rng = np.random.default_rng(5)
+    n = 1_000
+    x = rng.normal(size=n)
+    chance = 1 / (1 + np.exp(-3 * x))
+    frame = pd.DataFrame(
+        {
+            "x": x,
+            "y": x + 0.5 * rng.normal(size=n),
+            "label": pd.Categorical(np.where(rng.random(n) < chance, "hi", "lo")),
+        }
+    )
+    missing = rng.random(n) < 0.3
+    holes = frame.assign(label=frame["label"].mask(missing))
+    imputer = TDMImputer(**FAST, random_state=0).fit(holes)
+    draws = imputer.sample(holes, 40, random_state=0)
+    hi = np.mean([d["label"].to_numpy() == "hi" for d in draws], axis=0)
+    near, far = missing & (x > 0) & (x < 0.3), missing & (x > 1.5)
+    assert near.sum() >= 15 and far.sum() >= 15
+    assert hi[far].mean() > 0.9
+    assert abs(hi[near].mean() - chance[near].mean()) < 0.15
+    removed = (frame["label"][missing] == "hi").mean()
+    assert abs(hi[missing].mean() - removed) < 0.05
 
 
 def test_ot_imputer_draws_too() -> None:
