@@ -192,11 +192,13 @@ def _tree_rounds(
             rows = missing[:, k]
             if not rows.any():
                 continue
-            features = np.delete(table, k, axis=1)
-            feature_labels = np.delete(categorical, k)
-            table[rows, k] = _fit_predict(
-                features, table[:, k], rows, feature_labels, categorical[k], rng, n_jobs
-            )
+            features, target = np.delete(table, k, axis=1), table[:, k]
+            if categorical[k] and np.unique(target[~rows]).size == 1:
+                table[rows, k] = target[~rows][0]  # one label observed: no model to fit
+            else:
+                labels = np.delete(categorical, k)
+                model = column_model(features, target, rows, labels, categorical[k], rng, n_jobs)
+                table[rows, k] = model.predict(features[rows])
             if progress is not None:
                 progress()
     return np.where(mask, _fromlabel_table(table, encoding), values)
@@ -230,24 +232,6 @@ def _fromlabel_table(table: np.ndarray, encoding: TableEncoding) -> np.ndarray:
 def _most_frequent(codes: np.ndarray) -> float:
     labels, counts = np.unique(codes, return_counts=True)
     return float(labels[np.argmax(counts)])
-
-
-def _fit_predict(
-    features: np.ndarray,
-    target: np.ndarray,
-    rows: np.ndarray,
-    feature_labels: np.ndarray,
-    classify: bool,
-    rng: np.random.Generator,
-    n_jobs: int | None,
-) -> np.ndarray:
-    """A model of ``target`` on ``features`` (:func:`column_model`), fitted on the rows not in
-    ``rows`` and predicting ``rows``: a label column's most probable code, else the regressor's
-    value."""
-    if classify and np.unique(target[~rows]).size == 1:
-        return np.full(int(rows.sum()), target[~rows][0])
-    model = column_model(features, target, rows, feature_labels, classify, rng, n_jobs)
-    return np.asarray(model.predict(features[rows]), dtype=np.float64)
 
 
 def column_model(
