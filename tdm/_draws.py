@@ -20,14 +20,12 @@ Both are calibrated where the probe is like the missing cells (missing completel
 the probe cells are a random share of the observed ones. The residuals of a column are drawn
 independently of the row's other cells.
 
-A missing label is drawn from its own probabilities (:func:`label_probabilities`): a classifier
-of its column on the row's other cells, point-imputed where missing, fitted on the rows where
-the column is observed. From :data:`tdm._starts.BOOSTING_ROWS` such rows it is the trees
-start's gradient-boosted model of the column (:func:`tdm._starts.column_model`), below a random
-forest of fully grown trees, whose probabilities are shares of tree votes (the boosted library's
-own forests give one Newton step's log-odds, which cannot come near 0 or 1). A column with fewer
-than :data:`MODEL_ROWS` such rows, or with one label among them, draws from ``P(t | l)``
-instead, ``l`` being the cell's point label.
+A missing label is drawn from its own probabilities (:func:`label_probabilities`): those of
+the trees start's model of its column (:func:`tdm._starts.label_model`, a random forest's
+shares of tree votes, or the observed shares where the forest does not beat the commonest
+label) on the row's other cells, point-imputed where missing, fitted on the rows where the
+column is observed. A column with fewer than :data:`MODEL_ROWS` such rows, or with one label
+among them, draws from ``P(t | l)`` instead, ``l`` being the cell's point label.
 """
 
 from __future__ import annotations
@@ -39,11 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.ensemble import RandomForestClassifier
 
 from tdm._early_stopping import holdout_cells
 from tdm._mixed import TableEncoding
-from tdm._starts import BOOSTING_ROWS, column_model, label_table
+from tdm._starts import label_model, label_table
 
 __all__ = ["PROBE_CELLS", "ProbeErrors", "draw_cells", "label_probabilities", "probe_errors"]
 
@@ -61,8 +58,6 @@ MAX_REFITS = 2
 """... or of fits are done."""
 MODEL_ROWS = 20
 """Observed rows from which a label column's draws come from a classifier of its own."""
-FOREST_TREES = 100
-"""Trees of that classifier below :data:`tdm._starts.BOOSTING_ROWS` observed rows."""
 
 #: Imputes ``values`` (the optimised space, NaN where missing) as the point was, seeded by
 #: the int: their standardised completion.
@@ -173,7 +168,7 @@ def label_probabilities(
     one column per label) from a classifier of the column on the other columns of ``point``
     (the standardised completion), fitted on the rows where the column is observed; ``None``
     where nothing is missing or fewer than :data:`MODEL_ROWS` observed rows hold two labels."""
-    table, categorical, _ = label_table(point, np.zeros_like(mask), encoding)
+    table = label_table(point, np.zeros_like(mask), encoding)[0]
     missing = label_table(point, mask, encoding)[2]
     unseen = encoding.column_mask(_unseen_labels(point, encoding))
     p = len(encoding.numeric)
@@ -186,13 +181,8 @@ def label_probabilities(
         if not rows.any() or codes.size < MODEL_ROWS or np.unique(codes).size < 2:
             probabilities.append(None)
             continue
-        features, labels = np.delete(table, k, axis=1), np.delete(categorical, k)
-        if codes.size >= BOOSTING_ROWS:
-            model = column_model(features, table[:, k], ~fitted, labels, True, rng, n_jobs)
-        else:
-            seed = int(rng.integers(2**31 - 1))
-            model = RandomForestClassifier(FOREST_TREES, n_jobs=n_jobs, random_state=seed)
-            model.fit(features[fitted], codes)
+        features = np.delete(table, k, axis=1)
+        model = label_model(features[fitted], codes, rng, n_jobs)
         proba = np.zeros((int(rows.sum()), _n_labels(encoding, j)))
         proba[:, model.classes_.astype(np.int64)] = model.predict_proba(features[rows])
         probabilities.append(proba)

@@ -3,12 +3,15 @@ Bayesian linear regressions (ICE), and the self-supervised choice between them
 (``TDMImputer(init="auto")``).
 
 A *trees* start imputes one column at a time in ascending order of missingness, for
-:data:`TREE_ROUNDS` rounds: a numeric column by a regressor, a label column by a classifier
-(its most probable label), each on every other column, label columns as native categorical
-features, missing values as LightGBM's own missing values in the first round. A column's model
-is sized by its fitted rows: gradient-boosted trees whose number early stopping chooses on a
-held-out share of the rows, or, below :data:`BOOSTING_ROWS` rows, a random forest of
-:data:`FOREST_TREES` trees, which overfits less on few rows.
+:data:`TREE_ROUNDS` rounds, each column on every other one, missing values left missing in the
+first round. A numeric column's model is LightGBM's, label columns as native categorical
+features, sized by its fitted rows: gradient-boosted trees whose number early stopping chooses
+on a held-out share of the rows, or, below :data:`BOOSTING_ROWS` rows, a random forest of
+:data:`FOREST_TREES` trees, which overfits less on few rows. A label column's model is a random
+forest classifier (:data:`LABEL_TREES` trees, leaves of at least :data:`LABEL_LEAF_ROWS` rows;
+its most probable label) where its out-of-bag accuracy beats the share of the column's commonest
+label, and that label otherwise: a column the other cells do not predict gets its mode, as a
+classifier's guesses there are worse than the mode.
 
 The ICE start writes out the rounds of scikit-learn's ``IterativeImputer`` with a
 ``BayesianRidge`` per coordinate, the same imputation bit for bit, without its
@@ -24,7 +27,7 @@ from typing import Any, Literal
 
 import lightgbm
 import numpy as np
-from sklearn.ensemble import RandomForestRegressor
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enables the import)
 from sklearn.impute import IterativeImputer, SimpleImputer
 from sklearn.linear_model import BayesianRidge
@@ -42,6 +45,7 @@ __all__ = [
     "column_model",
     "context_start",
     "fit_start",
+    "label_model",
     "label_table",
     "make_ice",
     "make_missforest",
@@ -55,6 +59,10 @@ BOOSTING_ROWS = 1_000
 FOREST_TREES = 50
 """Trees of a random-forest model, each grown on 63% of the rows (bagging) among all features: a
 column set by one other column is found by every tree."""
+LABEL_TREES = 100
+"""Trees of a label column's random forest ..."""
+LABEL_LEAF_ROWS = 5
+"""... whose leaves hold at least this many rows."""
 MAX_BOOSTED_TREES = 1_000
 """Most trees of a gradient-boosted model; early stopping usually stops far sooner ..."""
 EARLY_STOPPING_SHARE = 0.1
@@ -242,24 +250,25 @@ def column_model(
     classify: bool,
     rng: np.random.Generator,
     n_jobs: int | None,
-) -> lightgbm.LGBMModel:
+) -> Any:
     """A column's model (module docstring) of ``target`` on ``features``, fitted on the rows
-    not in ``rows``: a classifier of a label column's codes, else a regressor, sized by its
-    fitted rows, seeded by ``rng``, on ``n_jobs`` threads. Label features (``feature_labels``)
-    with at most :data:`MAX_CATEGORICAL_LABELS` codes are categorical."""
+    not in ``rows`` (a label column's: at least two labels), seeded by ``rng``, on ``n_jobs``
+    threads: a label column's :func:`label_model`, else a LightGBM regressor sized by its fitted
+    rows. Label features (``feature_labels``) with at most :data:`MAX_CATEGORICAL_LABELS` codes
+    are categorical."""
     X, y = features[~rows], target[~rows]
+    if classify:
+        return label_model(X, y, rng, n_jobs)
     categorical = [
         int(i)
         for i in np.flatnonzero(feature_labels)
         if np.nanmax(features[:, i], initial=0) < MAX_CATEGORICAL_LABELS
     ]
     params = _model_params(y.size, int(rng.integers(2**31 - 1)), n_jobs)
-    model = (lightgbm.LGBMClassifier if classify else lightgbm.LGBMRegressor)(**params)
+    model = lightgbm.LGBMRegressor(**params)
     fit: dict[str, Any] = {"categorical_feature": categorical or "auto"}
     if params["boosting_type"] == "gbdt":
         held = rng.random(y.size) < EARLY_STOPPING_SHARE
-        if classify:  # the held-out rows may hold only labels the model is fitted on
-            held &= np.isin(y, y[~held])
         fit.update(
             eval_X=X[held],
             eval_y=y[held],
@@ -267,6 +276,38 @@ def column_model(
         )
         X, y = X[~held], y[~held]
     return model.fit(X, y, **fit)
+
+
+class LabelShares:
+    """A label column's model that knows nothing of the row: it predicts the commonest label of
+    the codes it is fitted on, and their shares as every row's probabilities."""
+
+    def __init__(self, codes: np.ndarray) -> None:
+        self.classes_, counts = np.unique(codes, return_counts=True)
+        self.shares = counts / counts.sum()
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.full(len(X), self.classes_[np.argmax(self.shares)])
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return np.tile(self.shares, (len(X), 1))
+
+
+def label_model(
+    X: np.ndarray, y: np.ndarray, rng: np.random.Generator, n_jobs: int | None
+) -> RandomForestClassifier | LabelShares:
+    """A label column's model of the codes ``y`` (at least two labels) on ``X`` (NaN allowed):
+    a random forest classifier where its out-of-bag accuracy beats the share of the commonest
+    code, else :class:`LabelShares` (module docstring)."""
+    forest = RandomForestClassifier(
+        LABEL_TREES,
+        min_samples_leaf=LABEL_LEAF_ROWS,
+        oob_score=True,
+        n_jobs=1 if n_jobs is None else n_jobs,
+        random_state=int(rng.integers(2**31 - 1)),
+    ).fit(X, y)
+    shares = LabelShares(y)
+    return forest if forest.oob_score_ > shares.shares.max() else shares
 
 
 def _model_params(n_rows: int, seed: int, n_jobs: int | None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 from benchmarks.registry import make_imputer
 from tdm import TDMImputer
 from tdm._optimise import FitProgress
-from tdm._starts import TREE_ROUNDS
+from tdm._starts import TREE_ROUNDS, LabelShares, label_model
 from tests.tdm.conftest import low_rank, mcar
 
 FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}
@@ -177,6 +177,35 @@ def test_trees_start_classifies_label_columns() -> None:
     y_missing = holes["y"]
     assert np.abs(out["y"][y_missing] - frame["y"][y_missing]).mean() < 0.3  # 3.0 apart
     assert out["kind"].dtype == frame["kind"].dtype
+
+
+def test_a_label_column_the_row_does_not_predict_starts_at_its_mode() -> None:
+    """A label column drawn apart from everything (its commonest label 60% of the rows): the
+    forest's out-of-bag accuracy does not beat that share, so every missing cell starts at the
+    mode, and the draws' probabilities are the observed shares; a label column set by a number
+    keeps its forest, whose probabilities follow the row."""
+    rng = np.random.default_rng(1)
+    n = 400
+    x = rng.normal(size=n)
+    noise = rng.choice(["p", "q", "r"], size=n, p=[0.6, 0.25, 0.15])
+    X = np.column_stack([x, x + 0.3 * rng.normal(size=n)])
+    codes = pd.Categorical(noise).codes.astype(np.float64)
+    rows = rng.random(n) < 0.3
+    model = label_model(X[~rows], codes[~rows], np.random.default_rng(0), None)
+    assert isinstance(model, LabelShares)
+    assert set(model.predict(X[rows])) == {0.0}  # "p"
+    shares = np.bincount(codes[~rows].astype(int)) / (~rows).sum()
+    np.testing.assert_allclose(model.predict_proba(X[rows][:3]), np.tile(shares, (3, 1)))
+    sign = (x > 0).astype(np.float64)
+    forest = label_model(X[~rows], sign[~rows], np.random.default_rng(0), None)
+    assert not isinstance(forest, LabelShares)
+    chances = forest.predict_proba(X[rows])[:, 1]
+    assert chances[x[rows] > 1].min() > 0.8 and chances[x[rows] < -1].max() < 0.2
+    frame = pd.DataFrame({"x": x, "y": X[:, 1], "noise": pd.Categorical(noise)})
+    out = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(
+        frame.assign(noise=frame["noise"].mask(rows))
+    )
+    assert set(out["noise"][rows]) == {"p"}
 
 
 def test_a_trees_start_of_one_column_is_its_mean() -> None:
