@@ -169,13 +169,13 @@ def label_probabilities(
     (the standardised completion), fitted on the rows where the column is observed; ``None``
     where nothing is missing or fewer than :data:`MODEL_ROWS` observed rows hold two labels."""
     table = label_table(point, np.zeros_like(mask), encoding)[0]
-    missing = label_table(point, mask, encoding)[2]
+    missing = encoding.column_mask(mask)
     unseen = encoding.column_mask(_unseen_labels(point, encoding))
     p = len(encoding.numeric)
     probabilities: list[np.ndarray | None] = []
     for i, j in enumerate(encoding.categorical):
         k = p + i
-        rows = missing[:, k]
+        rows = missing[:, j]
         fitted = ~rows & ~unseen[:, j]
         codes = table[fitted, k]
         if not rows.any() or codes.size < MODEL_ROWS or np.unique(codes).size < 2:

@@ -42,7 +42,6 @@ __all__ = [
     "TREE_ROUNDS",
     "Start",
     "choose_start",
-    "column_model",
     "context_start",
     "fit_start",
     "label_model",
@@ -201,15 +200,18 @@ def _tree_rounds(
             if not rows.any():
                 continue
             features, target = np.delete(table, k, axis=1), table[:, k]
-            if categorical[k] and np.unique(target[~rows]).size == 1:
-                table[rows, k] = target[~rows][0]  # one label observed: no model to fit
-            else:
+            model: Any
+            if not categorical[k]:
                 labels = np.delete(categorical, k)
-                model = column_model(features, target, rows, labels, categorical[k], rng, n_jobs)
-                table[rows, k] = model.predict(features[rows])
+                model = _regressor(features, target, rows, labels, rng, n_jobs)
+            elif np.unique(target[~rows]).size > 1:
+                model = label_model(features[~rows], target[~rows], rng, n_jobs)
+            else:
+                model = LabelShares(target[~rows])  # one label observed: it is every guess
+            table[rows, k] = model.predict(features[rows])
             if progress is not None:
                 progress()
-    return np.where(mask, _fromlabel_table(table, encoding), values)
+    return np.where(mask, _from_label_table(table, encoding), values)
 
 
 def label_table(
@@ -227,7 +229,7 @@ def label_table(
     return table, categorical, missing
 
 
-def _fromlabel_table(table: np.ndarray, encoding: TableEncoding) -> np.ndarray:
+def _from_label_table(table: np.ndarray, encoding: TableEncoding) -> np.ndarray:
     """The optimised space's values of a complete label table: each code as its label's point."""
     p = len(encoding.numeric)
     points = [
@@ -242,23 +244,18 @@ def _most_frequent(codes: np.ndarray) -> float:
     return float(labels[np.argmax(counts)])
 
 
-def column_model(
+def _regressor(
     features: np.ndarray,
     target: np.ndarray,
     rows: np.ndarray,
     feature_labels: np.ndarray,
-    classify: bool,
     rng: np.random.Generator,
     n_jobs: int | None,
-) -> Any:
-    """A column's model (module docstring) of ``target`` on ``features``, fitted on the rows
-    not in ``rows`` (a label column's: at least two labels), seeded by ``rng``, on ``n_jobs``
-    threads: a label column's :func:`label_model`, else a LightGBM regressor sized by its fitted
-    rows. Label features (``feature_labels``) with at most :data:`MAX_CATEGORICAL_LABELS` codes
-    are categorical."""
+) -> lightgbm.LGBMRegressor:
+    """A numeric column's model (module docstring) of ``target`` on ``features``, fitted on the
+    rows not in ``rows``, sized by them, seeded by ``rng``, on ``n_jobs`` threads. Label features
+    (``feature_labels``) with at most :data:`MAX_CATEGORICAL_LABELS` codes are categorical."""
     X, y = features[~rows], target[~rows]
-    if classify:
-        return label_model(X, y, rng, n_jobs)
     categorical = [
         int(i)
         for i in np.flatnonzero(feature_labels)
