@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import get_run_logger
 
@@ -38,7 +38,7 @@ from tasks.partitions import (
     read_partition,
     read_sample,
 )
-from tasks.quality import check_quality, merge_reports
+from tasks.quality import QualityReport, check_quality, merge_reports
 from tasks.results import FittedModel, ImputationOutcome, Imputed, ImputeTableResult
 from tasks.scaling import (
     Standardised,
@@ -48,10 +48,13 @@ from tasks.scaling import (
     standardise,
 )
 from tasks.targets import check_target_table
-from tasks.validate import TableRequest, validate_input
+from tasks.validate import ImputationPlan, TableRequest, validate_input
 from tasks.warehouse.access import check_writable
 from tasks.warehouse.tables import connect
 from tasks.write import TableWriter, WriteMode
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "count_rows_to_partition",
@@ -133,17 +136,7 @@ def impute_partitioned(
                 made: Imputed = future.result()
                 imputed = unscale(made.frame, scaled.scaling, done.frame)
                 part_plan = plan_for_rows(plan, done.frame)
-                reports.append(
-                    check_partition(
-                        done,
-                        part_plan,
-                        imputed,
-                        options.range_factor,
-                        observed_range=profile.observed_range,
-                        label_share_threshold=options.label_share_threshold,
-                        spread_threshold=options.spread_threshold,
-                    )
-                )
+                reports.append(_check(done, part_plan, imputed, options, profile))
                 draws = (
                     None if made.draws is None else inverse_scale_draws(made.draws, scaled.scaling)
                 )
@@ -196,17 +189,29 @@ def _dry_run(
     plan = profile.plan
     sample_plan = plan_for_rows(plan, sample.frame)
     imputed = unscale(fitted.outcome.frame, scaled.scaling, sample.frame)
-    check_partition(
-        sample,
-        sample_plan,
+    _check(sample, sample_plan, imputed, options, profile)
+    outcome = _with_partitioning(fitted.outcome, settings, len(sample.frame), len(profile.bounds))
+    return dry_run_result(db_path, plan, outcome, seconds, replaces=replaces)
+
+
+def _check(
+    source: SourceTable,
+    plan: ImputationPlan,
+    imputed: pd.DataFrame,
+    options: ImputeOptions,
+    profile: TableProfile,
+) -> QualityReport:
+    """The quality checks of one partition's (or the sample's) imputation, on the whole
+    table's observed range."""
+    return check_partition(
+        source,
+        plan,
         imputed,
         options.range_factor,
         observed_range=profile.observed_range,
         label_share_threshold=options.label_share_threshold,
         spread_threshold=options.spread_threshold,
     )
-    outcome = _with_partitioning(fitted.outcome, settings, len(sample.frame), len(profile.bounds))
-    return dry_run_result(db_path, plan, outcome, seconds, replaces=replaces)
 
 
 def profile_request(
