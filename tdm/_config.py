@@ -50,7 +50,8 @@ class Config:
     init_noise : float, default=0.0
         N(0, init_noise²) noise added to every starting value.
     n_jobs : int or None, default=None
-        Threads of each LightGBM model of the trees start (``None``: 1; -1: every core).
+        Threads of each model of the trees start, and of the label classifiers of ``sample``
+        (``None``: 1; -1: every core).
     bounds_margin : float, default=0.0
         Share of a column's observed range added below and above it by the observed bounds.
     bounds_method : {"project", "transform", "clip"}, default="project"

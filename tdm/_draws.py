@@ -3,10 +3,12 @@ imputer's own error, measured on observed cells hidden and imputed again.
 
 The point imputation is each cell's best guess, close to a conditional mean: its spread is
 smaller than the data's, and its labels lean to the most common one. A draw adds back what the
-point does not know. Rounds of probe cells (:data:`PROBE_SHARE` of the table's observed cells
-each, at most :data:`PROBE_MAX_CELLS`, disjoint, until every column has :data:`PROBE_CELLS`
-probed cells or :data:`MAX_ROUNDS` rounds are done) are hidden and imputed by ``transform``
-with the rest of their rows, which gives, per column:
+point does not know. Rounds of probe cells (disjoint, at most :data:`PROBE_MAX_CELLS` each,
+until every column has :data:`PROBE_CELLS` probed cells) are hidden and imputed again with the
+rest of their rows: on the fit's own data by fits with the imputer's settings
+(:data:`REFIT_SHARE` of the observed cells a round, at most :data:`MAX_REFITS` rounds), on
+other rows by ``transform`` (:data:`PROBE_SHARE`, at most :data:`MAX_ROUNDS` rounds). This
+gives, per column:
 
 - numeric: the residuals, true minus imputed value (standardised units). A draw adds to each
   missing cell a residual drawn at random from its column's residuals, so that the draws of a

@@ -253,9 +253,10 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         other cells.
 
         Observed cells are identical in every draw; numeric draws stay within ``bounds_`` and
-        integer columns are rounded, as in ``transform``. A column of ``X`` with too few
-        observed cells to hide any (a handful of new rows) gets a ``UserWarning``, and its
-        draws are its point imputation. ``set_output`` does not apply.
+        integer columns are rounded, as in ``transform``. A numeric column of ``X`` with too few
+        observed cells to hide any (a handful of new rows) gets a ``UserWarning``, and its draws are
+        its point imputation; a label column there draws from the observed shares. ``set_output``
+        does not apply.
 
         Parameters
         ----------

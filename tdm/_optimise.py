@@ -150,7 +150,7 @@ def paper_batch_size(batch_size: int, n_samples: int) -> int:
     return 2 ** math.floor(math.log2(max(n_samples // 2, 1)))
 
 
-#: How a step's two batches are drawn (``TDMImputer(batch_draw=...)``).
+#: How a step's two batches are drawn (the private ``Config.batch_draw``).
 BATCH_DRAWS = ("disjoint", "independent")
 
 

@@ -66,16 +66,18 @@ class TDMImputer(BatchOTImputer):
         RMSprop learning rate of the network weights; ``None`` uses ``lr``.
     init : {"auto", "ice", "trees", "mean"}, default="auto"
         Where the missing cells start; TDM then refines that imputation. ``"ice"``: chained
-        equations with a Bayesian linear regression per column. ``"trees"``: chained equations
-        with LightGBM, two rounds, a regressor per numeric column and a classifier per label
-        column (label columns as categorical features): gradient-boosted trees, as many as
-        early stopping on 10% of the rows keeps, or on fewer than 1,000 rows a 50-tree random
-        forest. ``"auto"``: the trees on a large table (at least 100,000 observed cells, a
-        categorical cell counting once); on a smaller one, hide 5% of the observed cells (at
-        most 2,000), impute them with both, and take the trees' start only if their error on
-        them is at least 10% lower than ICE's (``init_``, ``start_scores_``). ``"mean"``: the
-        column's observed mean. New rows start the same way, with up to 10,000 fitted rows as
-        context. ``callback`` and ``verbose`` report the trees' models as they are fitted.
+        equations with a Bayesian linear regression per column. ``"trees"``: chained equations, two
+        rounds: a numeric column gets LightGBM's regressor (label columns as categorical features),
+        gradient-boosted trees, as many as early stopping on 10% of the rows keeps, or on fewer than
+        1,000 rows a 50-tree random forest; a label column gets scikit-learn's random forest
+        classifier (100 trees, leaves of at least 5 rows), or its commonest label where the forest's
+        out-of-bag accuracy does not beat that label's share. ``"auto"``: the trees on a large table
+        (at least 100,000 observed cells, a categorical cell counting once); on a smaller one, hide
+        5% of the observed cells (at most 2,000), impute them with both, and take the trees' start
+        only if their error on them is at least 10% lower than ICE's (``init_``, ``start_scores_``).
+        ``"mean"``: the column's observed mean. New rows start the same way, with up to 10,000
+        fitted rows as context. ``callback`` and ``verbose`` report the trees' models as they are
+        fitted.
     bounds : "observed", None or dict, default="observed"
         Bounds of the imputed values of numeric columns: ``"observed"``, each column's observed
         range; ``None``, none; a dict ``{column: (low, high)}`` (a DataFrame's column name, or
@@ -90,7 +92,7 @@ class TDMImputer(BatchOTImputer):
         restore the best iterate. The held-out cells keep their observed values in the output.
     transform_max_iter : int or None, default=None
         Steps of :meth:`transform` on new rows; ``None`` gives each new row about 200 updates
-        (at least 200 steps), never more than ``max_iter`` steps.
+        (at least 200 steps), never more than ``max_iter`` steps (but at least one).
     dtype : {"float32", "float64"}, default="float32"
         Precision of the optimisation. Observed cells are never touched, whatever the dtype.
     device : str or torch.device, default="auto"
