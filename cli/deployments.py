@@ -23,6 +23,7 @@ from cli.arguments import (
     torch_threads_setting,
 )
 from deployments.server import DEFAULT_PORT, api_url_for
+from cli.errors import EXIT_INTERRUPTED
 
 __all__ = ["EXIT_TIMEOUT", "add_deployment_commands", "print_reports"]
 
@@ -182,7 +183,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         cancel = f" (to cancel it: prefect flow-run cancel {created[0].id})" if created else ""
         print(f"tdm run: stopped waiting; the run goes on{cancel}.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     print(f"Flow run {run.name!r} of {run.deployment}: {run.state}. {run.url}", flush=True)
     if run.timed_out:
         print(

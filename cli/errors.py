@@ -2,8 +2,10 @@
 
 Expected pipeline errors are printed as they are. Anything else (a bug, or an input nobody
 foresaw) is one paragraph naming the error and the log file its traceback was written to; the
-console never shows a traceback. Warnings are configured here, at the command's entry point, and
-objects kept alive by a failed run's traceback are released before the interpreter exits (DuckDB's
+console never shows a traceback. Warnings are configured here, at the command's entry point, as
+is what happens when the reader of the command's output exits first (`tdm impute ... | head -1`:
+the rest of the output is dropped, the run goes on to its own end and exit status), and objects
+kept alive by a failed run's traceback are released before the interpreter exits (DuckDB's
 bindings list every object still alive at exit).
 """
 
@@ -13,23 +15,28 @@ import contextlib
 import gc
 import logging
 import os
+import sys
 import tempfile
 import traceback
 import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 __all__ = [
+    "EXIT_INTERRUPTED",
     "EXIT_UNEXPECTED",
     "ErrorLog",
     "configure_warnings",
+    "drop_output_after_closed_pipe",
     "release_error",
 ]
 
 EXIT_UNEXPECTED = 1
 """Exit status of an unforeseen error (a failed run's own errors exit 2)."""
+EXIT_INTERRUPTED = 130
+"""Exit status of a command stopped by Ctrl-C (128 + SIGINT, as the shell's)."""
 
 
 class _UnexpectedTraceback(logging.Filter):
@@ -130,6 +137,52 @@ def configure_warnings(*, quiet: bool = False) -> Callable[[], None]:
 
     def restore() -> None:
         warnings.showwarning = show
+
+    return restore
+
+
+class _PipeOutput:
+    """The command's stdout, which drops what is written once its reader has gone."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.closed_pipe = False
+
+    def write(self, text: str) -> int:
+        if not self.closed_pipe:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._close()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_pipe:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._close()
+
+    def _close(self) -> None:
+        self.closed_pipe = True
+        # What the stream still buffers goes nowhere, also when the interpreter flushes it at exit.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def drop_output_after_closed_pipe() -> Callable[[], None]:
+    """From now on, output to stdout after its reader has exited is dropped rather than raising
+    `BrokenPipeError`, so the command ends as its run does. Returns what puts stdout back."""
+    stream = sys.stdout
+    sys.stdout = _PipeOutput(stream)  # type: ignore[assignment]
+
+    def restore() -> None:
+        sys.stdout = stream
 
     return restore
 

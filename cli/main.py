@@ -45,11 +45,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pydantic import ValidationError
 
-    from cli.errors import EXIT_UNEXPECTED, ErrorLog, configure_warnings, release_error
+    from cli.errors import (
+        EXIT_INTERRUPTED,
+        EXIT_UNEXPECTED,
+        ErrorLog,
+        configure_warnings,
+        drop_output_after_closed_pipe,
+        release_error,
+    )
     from tasks.errors import PipelineError, validation_problems
 
     verbosity = getattr(args, "verbosity", DEFAULT)
     restore_warnings = configure_warnings(quiet=verbosity == QUIET)
+    restore_stdout = drop_output_after_closed_pipe()
     if args.command in _RUNS_FLOWS_HERE:
         from deployments.lifeline import tie_ephemeral_server
 
@@ -85,9 +93,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         release_error(error)
         print(message, file=sys.stderr)
         return EXIT_UNEXPECTED
+    except KeyboardInterrupt as error:
+        release_error(error)
+        print(
+            f"tdm {args.command}: interrupted. A table is written in one transaction, at the end "
+            "of its run: one not reported written above is as it was.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     finally:
         log.detach()
         restore_warnings()
+        restore_stdout()
 
 
 _SERVER_TIMEOUT = "Timed out while attempting to connect to ephemeral Prefect API server"

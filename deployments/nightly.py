@@ -18,7 +18,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deployments.specs import DeploymentSpec
 from schemas.warehouse import WarehouseConfigError, load_warehouse_config
-from tasks.errors import PipelineError
+from tasks.errors import PipelineError, PipelineInputError
+from tasks.imputer_settings import imputer_settings, settings_from_env
 
 __all__ = [
     "CONFIG_PARAMETER",
@@ -189,9 +190,16 @@ def _schedule(nightly: DeploymentSpec, settings: ServeSettings) -> tuple[str, st
 
 
 def _check_config(config: str, cwd: Path, *, given: bool) -> None:
+    """Refuse, at start rather than at night, a config that cannot be read or validated, or
+    whose imputer settings (on top of the TDM_* ones) the library refuses."""
     try:
-        load_warehouse_config(cwd / config)
-    except WarehouseConfigError as error:
+        for entry in load_warehouse_config(cwd / config).tables:
+            imputer_settings(
+                settings_from_env(),
+                entry.imputer,
+                subject=f'The imputer settings of table "{entry.table}"',
+            )
+    except (WarehouseConfigError, PipelineInputError) as error:
         hint = (
             ""
             if given

@@ -118,6 +118,13 @@ def impute_table(
     increment = IncrementalRequest(watermark, refit) if incremental else None
 
     def body() -> ImputeTableResult:
+        if increment is None and (watermark is not None or refit):
+            given = "watermark" if watermark is not None else "refit"
+            raise PipelineInputError(
+                f'The {given} parameter (--{given}) is for incremental runs, and table '
+                f'"{source_table}" was not asked to be imputed incrementally, so nothing was '
+                "written: add the incremental parameter (--incremental), or leave it out."
+            )
         settings = PipelineSettings()  # inside: an invalid TDM_* value fails the run as any error
         db = str(db_path if db_path is not None else settings.db_path)
         tag_flow_run(run_tags([source_table], db))

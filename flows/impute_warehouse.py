@@ -203,8 +203,9 @@ def _impute_warehouse(
         raise next(iter(busy.values()))
     if failures:
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
+        others = "the others were written" if len(failures) < len(spec.tables) else "none written"
         raise WarehouseRunError(
-            f"{len(failures)} of {len(spec.tables)} tables failed (the others were written): "
+            f"{len(failures)} of {len(spec.tables)} tables failed ({others}): "
             f"{listed}",
             unexpected=bool(unexpected),
         )

@@ -303,6 +303,8 @@ def describe_dry_run(result: ImputeTableResult) -> str:
     else:
         where = f"create the table {result.target_table!r}"
     what = f"{cells} cells imputed ({per_column})" if cells else "no missing value, a copy"
+    if result.appended and not cells:
+        what = "no cell to impute"
     fit = (
         f"; fit {result.fit_seconds:.1f} s on {result.device}, {result.n_iter} iterations"
         if result.n_iter is not None

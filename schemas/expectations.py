@@ -61,7 +61,8 @@ def expectation_suite(
     """Expectations on the imputed columns: no nulls, the source's row count, unique non-null
     keys; every value of a numeric column within `bounds[column]` (the sane range around the
     observed values); every imputed value of a numeric column within `value_bounds[column]`
-    (the bounds imputed values were held to; an infinite end is open), and of a labelled column
+    (the bounds imputed values were held to; an infinite end is open, and no check is made
+    where both are), and of a labelled column
     (boolean, text, enum) in `labels[column]`, the labels observed in it. `imputed_cells` names,
     per column, the column of the checked frame that holds only its imputed cells (the others
     null), on which those two run; without it they run on the whole column. `spreads` gives,
@@ -90,8 +91,8 @@ def expectation_suite(
         expectations.append(
             gxe.ExpectColumnValuesToBeBetween(column=name, min_value=low, max_value=high)
         )
-        if name in value_bounds:
-            low, high = value_bounds[name]
+        low, high = value_bounds.get(name, (-math.inf, math.inf))
+        if math.isfinite(low) or math.isfinite(high):  # both ends open: nothing to check
             expectations.append(
                 gxe.ExpectColumnValuesToBeBetween(
                     column=imputed,

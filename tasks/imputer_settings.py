@@ -29,7 +29,14 @@ __all__ = [
 ENV_PREFIX = "TDM_"
 """A setting `name` is read from the environment variable `TDM_<NAME>`."""
 
-PIPELINE_SET = ("bounds", "callback", "random_state", "standardize", "verbose")
+_SET_BY_PIPELINE = {
+    "bounds": "from the table (its observed range, CHECK constraints and the bounds setting)",
+    "callback": "to log the run's progress",
+    "random_state": "from the seed setting",
+    "standardize": "off, as the standardise step has already scaled the columns",
+    "verbose": "to log the run's progress",
+}
+PIPELINE_SET = tuple(_SET_BY_PIPELINE)
 """The library's parameters the pipeline sets itself, per run and table."""
 
 
@@ -86,9 +93,10 @@ def imputer_settings(*layers: Mapping[str, Any] | None, subject: str) -> dict[st
         merged.update(layer or {})
     ours = sorted(set(merged) & set(PIPELINE_SET))
     if ours:
+        why = "; ".join(f"{name} {_SET_BY_PIPELINE[name]}" for name in ours)
         raise PipelineInputError(
-            f"{subject} are invalid: {', '.join(ours)} is set by the pipeline (the seed "
-            "setting, the table's bounds), not as an imputer setting."
+            f"{subject} are invalid: the pipeline sets {', '.join(ours)} itself, not as an "
+            f"imputer setting ({why})."
         )
     try:
         TDMImputer.from_settings(merged)

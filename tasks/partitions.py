@@ -27,6 +27,7 @@ from tasks.validate import (
     TableRequest,
     _resolve_key,
     _resolve_target,
+    check_row_id,
     column_kinds,
     nan_problems,
     resolve_columns,
@@ -100,6 +101,11 @@ def profile_table(
     info = find_table(con, request.source_table)
     if info is None:
         raise PipelineInputError(_missing_table_message(con, db_path, request.source_table))
+    check_row_id(
+        info,
+        "incremental and partitioned runs",
+        "impute it in one fit (no incremental run, at most TDM_MAX_FIT_ROWS rows)",
+    )
     key_name = _resolve_key(info, request.key)
     passed = resolve_pass_through(info, request.pass_through)
     target_name = _resolve_target(info.qualified, request.target_table, False, target_suffix)

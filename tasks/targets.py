@@ -12,13 +12,20 @@ refused as a whole.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from schemas.lineage import LINEAGE_TABLE
+from schemas.lineage import (
+    IMPUTED_CELLS_DDL,
+    IMPUTED_CELLS_TABLE,
+    LINEAGE_DDL,
+    LINEAGE_TABLE,
+    RECORD_MIGRATIONS,
+)
 from schemas.warehouse import WarehouseConfig
 from tasks.errors import PipelineInputError, setting
 from tasks.retry import warehouse_task
@@ -27,6 +34,7 @@ from tasks.warehouse.names import parse_table_name
 from tasks.warehouse.tables import connect, find_table, find_view, schema_exists
 
 __all__ = [
+    "check_record_tables",
     "check_target_table",
     "check_target_writable",
     "check_warehouse_targets",
@@ -40,6 +48,7 @@ def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> 
     """Whether the target table exists already (and may be replaced); refuse a target that is a
     view, lies in a missing schema, or is a table the pipeline did not write (unless
     `plan.replace_target`, or the target is the source and `plan.replace_source`)."""
+    check_record_tables(con)
     target = plan.target_table
     schema = parse_table_name(target).schema
     if schema is not None and not schema_exists(con, schema):
@@ -66,6 +75,29 @@ def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> 
         f"({setting('target_table')}), or set replace_target to replace it "
         f"({setting('replace_target')})."
     )
+
+
+def check_record_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Refuse a database whose `tdm_lineage` or `tdm_imputed_cells` is not the pipeline's record
+    (it lacks columns the record has had from the start): every run adds rows to both."""
+    for name, ddl in ((LINEAGE_TABLE, LINEAGE_DDL), (IMPUTED_CELLS_TABLE, IMPUTED_CELLS_DDL)):
+        found = find_table(con, name, whole_name=False)
+        if found is None:
+            continue
+        added = {m for t, m in _MIGRATED if t == name}
+        have = {column.name.lower() for column in found.columns}
+        lacking = sorted(set(re.findall(r'^ +"?(\w+)"? [A-Z]', ddl, re.MULTILINE)) - added - have)
+        if lacking:
+            raise PipelineInputError(
+                f'The table "{found.qualified}" is not the record this pipeline keeps of its runs '
+                f"(it lacks {', '.join(repr(c) for c in lacking)}), and every run adds rows to it, so "
+                "nothing was run or written. Rename that table, or use another database file."
+            )
+
+
+_MIGRATED = [tuple(re.findall(r"ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)", m)[0])
+             for m in RECORD_MIGRATIONS]  # fmt: skip
+"""(table, column) of the record's columns added since it was first written."""
 
 
 def target_marker(run_id: str) -> str:

@@ -39,6 +39,7 @@ __all__ = [
     "ImputationPlan",
     "TableRequest",
     "column_kinds",
+    "check_row_id",
     "nan_problems",
     "plan_notes",
     "resolve_columns",
@@ -130,6 +131,8 @@ def validate_input(
     column holding NaN is refused unless `nan_as_missing` (`nan_problems`)."""
     table = source.table
     target_name = _resolve_target(table.qualified, target, replace_source, target_suffix)
+    if replace_source:
+        check_row_id(table, "an update in place", f"leave out {setting('replace_source')}")
     key_name = _resolve_key(table, key)
     passed = resolve_pass_through(table, pass_through)
     frame = source.frame
@@ -208,6 +211,24 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
         for check in plan.ignored_checks
     ]
     return lines
+
+
+ROW_ID_NAMES = ("rowid", "tdm_row", "__tdm_rowid")
+"""Column names that DuckDB's row id or the pipeline's own name for it would clash with."""
+
+
+def check_row_id(table: TableInfo, why: str, instead: str) -> None:
+    """Refuse a table with a column named as DuckDB's row id (`rowid`, which then hides it) or
+    as the pipeline's own name for it: `why` (an update in place, an incremental or a
+    partitioned run) finds the table's rows by that row id; `instead`: what else to do."""
+    clashes = [c.name for c in table.columns if c.name.lower() in ROW_ID_NAMES]
+    if clashes:
+        raise PipelineInputError(
+            f'Table "{table.qualified}" has a column named "{clashes[0]}", which clashes with '
+            f"DuckDB's row id, used by {why} to find the table's rows, so nothing was written: "
+            f'rename the column (ALTER TABLE {table.sql} RENAME COLUMN "{clashes[0]}" TO ...), '
+            f"or {instead}."
+        )
 
 
 def _resolve_target(source: str, target: str | None, replace_source: bool, suffix: str) -> str:
@@ -438,7 +459,8 @@ def _describe_failures(cases: pd.DataFrame, frame: pd.DataFrame, key: str | None
                 f"({setting('columns')})"
             )
         elif column == key and check == "not_nullable":
-            problems.append(f'the key column "{column}" is NULL in {len(group)} rows')
+            rows = f"{len(group)} row{'s' if len(group) != 1 else ''}"
+            problems.append(f'the key column "{column}" is NULL in {rows}')
         elif column == key and check == "field_uniqueness":
             dupes = frame[key][frame[key].duplicated(keep=False)].dropna().unique().tolist()
             problems.append(

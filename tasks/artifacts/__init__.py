@@ -355,7 +355,9 @@ def publish_run_report(
         return
     table = result.source_table
     for check in quality.warnings:
-        get_run_logger().warning("Table %r: %s: %s", table, _kind(check)[0], check.detail)
+        kind, column = _kind(check)
+        where = f" of column {column!r}" if column is not None else ""
+        get_run_logger().warning("Table %r: %s%s: %s", table, kind, where, check.detail)
     try:
         create_markdown_artifact(
             key=artifact_key("report", table),

@@ -61,9 +61,10 @@ def check_writable(db_path: str | Path) -> None:
     else:
         return
     raise PipelineInputError(
-        f"Database file '{path}' cannot be written: {reason}. The imputed table could not be "
-        "saved, so nothing was imputed; make it writable, or copy it somewhere writable and "
-        f"give that path ({setting('db_path')})."
+        f"Database file '{path}' cannot be written: {reason}. A run could not write what it "
+        "imputes, so nothing was imputed (this is checked before the fit, in a dry run too); "
+        f"make it writable, or copy it somewhere writable and give that path "
+        f"({setting('db_path')})."
     )
 
 

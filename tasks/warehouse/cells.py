@@ -260,8 +260,8 @@ def check_constraints(
         listed = ", ".join(f'"{name}"' for name in imputed)
         raise QualityCheckError(
             f"The imputed values of {listed} break {constraint.text} of table "
-            f'"{source.qualified}" ({what}: {found}), which its target "{target}" keeps, so '
-            "nothing was written. Pass the column through with its NULLs "
+            f'"{source.qualified}" ({what}: {found}), which the target "{target}" must keep '
+            "too, so nothing was written. Pass the column through with its NULLs "
             f"({setting('pass_through')})."
         )
 
@@ -340,7 +340,7 @@ def update_in_place(
             raise PipelineError(
                 f'The imputed values break a constraint of table "{plan.source_table}", which '
                 "an update in place keeps, so nothing was written: "
-                f"{str(error).splitlines()[0]}. Impute into another table (leave out "
+                f"{str(error).splitlines()[0].rstrip('.')}. Impute into another table (leave out "
                 f"replace_source: {setting('replace_source')})."
             ) from None
         for c in filled:

@@ -389,3 +389,49 @@ def test_a_temporary_server_that_starts_on_the_second_try_runs_the_command(
     assert main(["impute", "--table", "readings"]) == 0
     assert calls == ["impute", "impute"]
     assert "trying once more" in capsys.readouterr().err
+
+
+def test_output_to_a_reader_that_has_gone_ends_the_command_as_its_run_does(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: `tdm impute ... | head -1` wrote the table, then exited 1 calling BrokenPipeError a
+    bug. Output after the reader exits is dropped; the run goes on and its status is the
+    command's; stdout is put back after."""
+    import io
+
+    import cli.main
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has exited
+    pipe = io.TextIOWrapper(os.fdopen(write_end, "wb"), line_buffering=True)
+    ran: list[str] = []
+
+    def impute(args: object) -> int:
+        print("first line")
+        print("second line")
+        ran.append("to its end")
+        return 0
+
+    monkeypatch.setattr(cli.main, "_run_impute", impute)
+    monkeypatch.setattr(sys, "stdout", pipe)
+    assert main(["impute", "--table", "readings"]) == 0
+    assert ran == ["to its end"] and sys.stdout is pipe
+    assert capsys.readouterr().err == ""
+    pipe.close()  # what it still held went to /dev/null: no BrokenPipeError
+
+
+def test_ctrl_c_is_one_line_and_exit_status_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during a run: one line saying what it left (a table is written in one
+    transaction), exit status 130, no traceback."""
+    import cli.main
+
+    def impute(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.main, "_run_impute", impute)
+    assert main(["impute", "--table", "readings"]) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("tdm impute: interrupted.") and err.count("\n") == 1
+    assert "Traceback" not in err

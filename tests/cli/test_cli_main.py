@@ -212,7 +212,7 @@ def test_warehouse_imputes_the_configured_tables_and_names_failures(
 
     config.write_text("tables:\n  - table: nowhere\n", encoding="utf-8")
     assert main(args) == 2
-    assert '1 of 1 tables failed (the others were written): [nowhere] Table "nowhere"' in (
+    assert '1 of 1 tables failed (none written): [nowhere] Table "nowhere"' in (
         capsys.readouterr().err
     )
 

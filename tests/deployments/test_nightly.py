@@ -127,6 +127,26 @@ def test_bad_settings_are_refused_before_serving(settings: ServeSettings, match:
         with_settings(read_deployment_specs(), settings, cwd=REPO)
 
 
+@pytest.mark.parametrize(
+    ("imputer", "match"),
+    [
+        ("{max_itr: 5}", r'table "sales".*max_itr'),
+        ("{max_iter: -5}", r'table "sales".*max_iter'),
+        ("{random_state: 3}", r'table "sales".*the pipeline sets random_state itself'),
+    ],
+    ids=["unknown-setting", "bad-value", "pipeline-set"],
+)
+def test_imputer_settings_the_library_refuses_are_refused_before_serving(
+    tmp_path: Path, imputer: str, match: str
+) -> None:
+    """A config whose imputer settings the library refuses fails `tdm serve` at start, naming
+    the table and the setting, rather than its table's run at night."""
+    path = tmp_path / "tables.yaml"
+    path.write_text(f"tables:\n  - {{table: sales, key: id, imputer: {imputer}}}\n")
+    with pytest.raises(PipelineError, match=match):
+        with_settings(read_deployment_specs(), ServeSettings(warehouse_config=path), cwd=REPO)
+
+
 def test_shipped_config_from_elsewhere_says_to_pass_config(tmp_path: Path) -> None:
     """From a folder without deployments/warehouse.yaml and no --config: refused, saying how."""
     with pytest.raises(PipelineError, match=r"--config FILE \(or TDM_WAREHOUSE_CONFIG\)"):

@@ -257,8 +257,9 @@ def test_an_unusable_stored_model_is_reported_and_refitted(
 
 
 def test_incremental_run_needs_a_key_or_a_watermark(warehouse: Path) -> None:
-    """Without a key or watermark there is no telling new rows: refused before anything runs;
-    with a watermark, rows above the target's highest value are the new ones."""
+    """Without a key or watermark there is no telling new rows: refused before anything runs,
+    as is a watermark without an incremental run; with a watermark, rows above the target's
+    highest value are the new ones."""
     state = impute_table(
         "readings", db_path=warehouse, imputer=FAST, incremental=True, return_state=True
     )
@@ -266,6 +267,11 @@ def test_incremental_run_needs_a_key_or_a_watermark(warehouse: Path) -> None:
     with duckdb.connect(str(warehouse), read_only=True) as con:
         tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}
     assert tables == {"readings"}
+    state = impute_table("readings", db_path=warehouse, imputer=FAST, watermark="day",
+                         return_state=True)  # fmt: skip
+    assert state.is_failed() and "is for incremental runs" in str(state.message)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert con.execute("SHOW TABLES").fetchall() == [("readings",)]
 
     state = impute_table(
         "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="day",

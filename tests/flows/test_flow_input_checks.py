@@ -62,7 +62,12 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict[str, Any], str]] = {
     "null-key": (
         _db_with("SELECT NULLIF(i, 4) AS k, CASE WHEN i = 0 THEN NULL ELSE i END AS x "
                  "FROM range(9) r(i)"), {"key": "k"},
-        r'key column "k" is NULL in 1 rows',
+        r'key column "k" is NULL in 1 row\b',
+    ),
+    "rowid-column-updated-in-place": (
+        _db_with("SELECT 11 - i AS rowid, CASE WHEN i % 3 = 0 THEN NULL ELSE i * 1.5 END AS x, "
+                 "i * 2.0 AS y FROM range(12) r(i)"), {"replace_source": True},
+        r'column named "rowid", which clashes with DuckDB.s row id, used by an update in place',
     ),
     "target-is-source": (
         _db_with(_GOOD), {"target_table": "t"}, r'target table "t" is the source table "t"',
@@ -92,8 +97,8 @@ def test_bad_input_is_refused_by_the_checks_before_the_fit(
     before = take_snapshot(path) if path.exists() else None
     arguments = {"source_table": "t", "columns": None, "key": None, "target_table": None, **kwargs}
     with pytest.raises(PipelineInputError) as refused:
-        source = load_table.fn(str(path), arguments["source_table"], arguments["key"])
-        validate_input.fn(source, arguments["columns"], arguments["key"], arguments["target_table"])
+        source = load_table.fn(str(path), arguments.pop("source_table"), arguments["key"])
+        validate_input.fn(source, target=arguments.pop("target_table"), **arguments)
     text = str(refused.value)
     assert re.search(message, text) and "\n" not in text, text
     if before is None:

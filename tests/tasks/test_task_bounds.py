@@ -146,3 +146,29 @@ def test_replace_source_with_open_bounds_never_breaks_a_strict_check(tmp_path: P
         smallest = con.execute("SELECT min(d) FROM t WHERE x >= 1.5").fetchall()[0][0]
     assert filled and min(filled) >= D("0.01")
     assert min(filled) < smallest  # the open config bound took effect below the observed range
+
+
+def test_bounds_open_at_both_ends_lift_the_range_of_a_double(tmp_path: Path) -> None:
+    """`bounds: {x: [null, null]}` on a DOUBLE without a CHECK leaves its imputed cells
+    unbounded: the quality checks pass and the table is written, an imputed cell may lie
+    outside the observed range (the regression on y runs past it)."""
+    db = tmp_path / "w.duckdb"
+    rows = [(k, None if k % 4 == 0 else 2.0 * k + 1.0, float(k)) for k in range(60)]
+    rows[0] = (0, 1.0, 0.0)  # observed at the ends: x's low end is y = 0's
+    rows[59] = (59, None, 59.0)  # beyond y's observed rows' largest x
+    write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "y": "DOUBLE"}, rows)
+    params = {"max_iter": 30, "init": "ice"}
+    source = load_table.fn(str(db), "t", "id")
+    plan = validate_input.fn(source, None, "id", "t_imputed", bounds={"x": [None, None]})
+    assert (plan.bounds["x"].low, plan.bounds["x"].high) == (-math.inf, math.inf)
+    limits = {name: b.for_imputer() for name, b in plan.bounds.items()}
+    scaled = standardise.fn(source.frame, plan.columns, kinds=plan.kinds, bounds=limits)
+    outcome = impute.fn(scaled.frame, params, 0, table="t", bounds=scaled.bounds)
+    imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
+    report = check_quality.fn(source, plan, imputed)
+    assert report.passed
+    lineage = LineageRecord(current_run(), source, plan, outcome, report, 0, dict(params))
+    write_back.fn(source, plan, imputed, lineage)
+    with duckdb.connect(str(db), read_only=True) as con:
+        last = con.execute("SELECT x FROM t_imputed WHERE id = 59").fetchall()[0][0]
+    assert last > 2.0 * 55 + 1.0  # above the largest observed x (id 55)

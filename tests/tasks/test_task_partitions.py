@@ -132,8 +132,10 @@ def test_a_sample_is_reproducible_for_a_seed(readings: Path) -> None:
         ("UPDATE readings SET humidity = NULL", '"humidity" has no observed value'),
         ("UPDATE readings SET id = 1 WHERE id < 4", 'key "id" has 2 duplicated values'),
         ("UPDATE readings SET id = NULL WHERE id = 5", 'key "id" has 1 null values'),
+        ("ALTER TABLE readings ADD COLUMN rowid INTEGER", 'column named "rowid", which clashes'),
+        ('ALTER TABLE readings ADD COLUMN "TDM_Row" DOUBLE', 'column named "TDM_Row", which clashes'),
     ],
-    ids=["inf", "no-observed", "duplicate-key", "null-key"],
+    ids=["inf", "no-observed", "duplicate-key", "null-key", "rowid-column", "row-alias-column"],
 )
 def test_bad_values_anywhere_in_the_table_are_named(readings: Path, sql: str, message: str) -> None:
     """Checked in SQL over the whole table: the refusal names the column and the problem."""

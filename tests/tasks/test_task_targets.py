@@ -110,6 +110,25 @@ def test_a_target_the_pipeline_did_not_write_is_refused(
     assert _bytes(warehouse) == digest
 
 
+@pytest.mark.parametrize("record", ["tdm_imputed_cells", "tdm_lineage"])
+def test_a_record_table_of_the_user_s_own_is_refused_before_the_fit(
+    warehouse: Path, take_snapshot: Callable, record: str
+) -> None:
+    """Bug: a table of the user's own called tdm_imputed_cells failed the run after the fit with
+    DuckDB's binder error. It is refused first, naming the columns it lacks."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute(f"CREATE TABLE {record} (run_id VARCHAR, note VARCHAR)")
+    before, digest = take_snapshot(warehouse), _bytes(warehouse)
+    source = load_table.fn(str(warehouse), "readings", "id")
+    plan = validate_input.fn(source, None, "id")
+    with pytest.raises(
+        PipelineInputError, match=rf'"{record}" is not the record .*\'target_table\''
+    ):
+        check_target_writable.fn(str(warehouse), plan)
+    assert take_snapshot(warehouse) == before
+    assert _bytes(warehouse) == digest
+
+
 def test_replace_target_replaces_and_own_targets_are_rewritten(
     warehouse: Path, one_torch_thread: None
 ) -> None:

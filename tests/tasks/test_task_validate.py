@@ -83,7 +83,7 @@ def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
         (
             "SELECT CASE WHEN i = 2 THEN NULL ELSE i END AS k, i * 1.0 AS x FROM range(10) r(i)",
             {"key": "k"},
-            r'the key column "k" is NULL in 1 rows',
+            r'the key column "k" is NULL in 1 row\b',
         ),
         (
             "SELECT i AS k, i * 1.0 AS x FROM range(10) r(i)",
