@@ -22,8 +22,8 @@ from cli.arguments import (
     parse_seconds,
     torch_threads_setting,
 )
-from deployments.server import DEFAULT_PORT, api_url_for
 from cli.errors import EXIT_INTERRUPTED
+from deployments.server import DEFAULT_PORT, api_url_for
 
 __all__ = ["EXIT_TIMEOUT", "add_deployment_commands", "print_reports"]
 

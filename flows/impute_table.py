@@ -121,7 +121,7 @@ def impute_table(
         if increment is None and (watermark is not None or refit):
             given = "watermark" if watermark is not None else "refit"
             raise PipelineInputError(
-                f'The {given} parameter (--{given}) is for incremental runs, and table '
+                f"The {given} parameter (--{given}) is for incremental runs, and table "
                 f'"{source_table}" was not asked to be imputed incrementally, so nothing was '
                 "written: add the incremental parameter (--incremental), or leave it out."
             )

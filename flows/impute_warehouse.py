@@ -205,8 +205,7 @@ def _impute_warehouse(
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
         others = "the others were written" if len(failures) < len(spec.tables) else "none written"
         raise WarehouseRunError(
-            f"{len(failures)} of {len(spec.tables)} tables failed ({others}): "
-            f"{listed}",
+            f"{len(failures)} of {len(spec.tables)} tables failed ({others}): {listed}",
             unexpected=bool(unexpected),
         )
     if dry_run:

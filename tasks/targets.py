@@ -88,9 +88,10 @@ def check_record_tables(con: duckdb.DuckDBPyConnection) -> None:
         have = {column.name.lower() for column in found.columns}
         lacking = sorted(set(re.findall(r'^ +"?(\w+)"? [A-Z]', ddl, re.MULTILINE)) - added - have)
         if lacking:
+            columns = ", ".join(repr(c) for c in lacking)
             raise PipelineInputError(
                 f'The table "{found.qualified}" is not the record this pipeline keeps of its runs '
-                f"(it lacks {', '.join(repr(c) for c in lacking)}), and every run adds rows to it, so "
+                f"(it lacks {columns}), and every run adds rows to it, so "
                 "nothing was run or written. Rename that table, or use another database file."
             )
 

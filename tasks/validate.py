@@ -38,8 +38,8 @@ from tasks.warehouse.tables import FLOAT, LABELLED, TableInfo
 __all__ = [
     "ImputationPlan",
     "TableRequest",
-    "column_kinds",
     "check_row_id",
+    "column_kinds",
     "nan_problems",
     "plan_notes",
     "resolve_columns",

@@ -61,8 +61,11 @@ def test_later_layers_win_and_the_environment_is_read_by_name(
         ({"max_iter": -1}, "max_iter"),
         ({"init": "zeros"}, "init"),
         ({"max_iters": 5}, "max_iters"),
-        ({"random_state": 3}, "sets random_state itself, not as an imputer setting (random_state"
-         " from the seed setting)"),
+        (
+            {"random_state": 3},
+            "sets random_state itself, not as an imputer setting (random_state"
+            " from the seed setting)",
+        ),
         ({"standardize": False}, "standardize off, as the standardise step has already scaled"),
     ],
     ids=["out-of-range", "not-a-choice", "unknown-name", "pipeline-set", "pipeline-standardises"],
