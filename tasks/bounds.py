@@ -230,12 +230,13 @@ def table_bounds(
     columns: Sequence[str],
     observed: Mapping[str, tuple[float, float]],
     config: Mapping[str, Sequence[float | None]] | None = None,
+    never_imputed: Mapping[str, str] | None = None,
 ) -> TableBounds:
     """The bounds of each numeric column among `columns` (stored names), from its `observed`
     (min, max), the `config` bounds (keyed by column name, any letter case) and `table`'s
-    CHECK constraints; a config naming a column that does not exist or is not numeric is
-    refused, naming it."""
-    given = _config_bounds(table, config or {})
+    CHECK constraints; a config naming a column that does not exist, is not numeric or is
+    among `never_imputed` (stored name -> what it is: "the key") is refused, naming it."""
+    given = _config_bounds(table, config or {}, never_imputed or {})
     parsed, ignored = parse_checks(table.checks)
     checks: dict[str, CheckBounds] = {}
     for name, found in parsed.items():
@@ -254,7 +255,7 @@ def table_bounds(
 
 
 def _config_bounds(
-    table: TableInfo, config: Mapping[str, Sequence[float | None]]
+    table: TableInfo, config: Mapping[str, Sequence[float | None]], never: Mapping[str, str]
 ) -> dict[str, tuple[float | None, float | None]]:
     """The config's bounds by stored column name, each checked: [low, high], numbers or null."""
     result = {}
@@ -265,6 +266,10 @@ def _config_bounds(
             known = ", ".join(f'"{c.name}"' for c in table.columns)
             raise PipelineInputError(
                 f"{where} ({setting('bounds')}) name no column of it (its columns: {known})."
+            )
+        if column.name in never:
+            raise PipelineInputError(
+                f"{where} cannot apply: it is {never[column.name]}, which is never imputed."
             )
         if not column.is_numeric:
             raise PipelineInputError(

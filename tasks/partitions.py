@@ -30,6 +30,7 @@ from tasks.validate import (
     check_row_id,
     column_kinds,
     nan_problems,
+    never_imputed,
     resolve_columns,
     resolve_pass_through,
 )
@@ -165,7 +166,9 @@ def profile_table(
         )
     if not request.nan_as_missing and (nan := nan_problems(nan_cells, chosen)):
         raise PipelineInputError(f'Table "{info.qualified}" cannot be imputed: {nan}')
-    found = table_bounds(info, numeric, observed_range, request.bounds)
+    found = table_bounds(
+        info, numeric, observed_range, request.bounds, never_imputed(key_name, passed)
+    )
     plan = ImputationPlan(
         source_table=info.qualified,
         target_table=target_name,

@@ -41,6 +41,7 @@ __all__ = [
     "check_row_id",
     "column_kinds",
     "nan_problems",
+    "never_imputed",
     "plan_notes",
     "resolve_columns",
     "resolve_pass_through",
@@ -152,7 +153,7 @@ def validate_input(
     values = _check_values(source, chosen, key_name, labelled)
     numeric = [name for name in chosen if name not in labelled]
     observed = {name: (float(values[name].min()), float(values[name].max())) for name in numeric}
-    found = table_bounds(table, numeric, observed, bounds)
+    found = table_bounds(table, numeric, observed, bounds, never_imputed(key_name, passed))
     return ImputationPlan(
         source_table=table.qualified,
         target_table=target_name,
@@ -258,6 +259,12 @@ def _resolve_target(source: str, target: str | None, replace_source: bool, suffi
             f"another target ({setting('target_table')})."
         )
     return name
+
+
+def never_imputed(key: str | None, pass_through: Sequence[str]) -> dict[str, str]:
+    """The columns a run never imputes, each with what it is (for `table_bounds`)."""
+    found = {name: "passed through" for name in pass_through}
+    return found | ({key: "the key"} if key is not None else {})
 
 
 def _resolve_key(table: TableInfo, key: str | None) -> str | None:

@@ -69,6 +69,10 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict[str, Any], str]] = {
                  "i * 2.0 AS y FROM range(12) r(i)"), {"replace_source": True},
         r'column named "rowid", which clashes with DuckDB.s row id, used by an update in place',
     ),
+    "bounds-on-the-key": (
+        _db_with(_GOOD), {"key": "k", "bounds": {"K": [0, 5]}},
+        r'bounds given for column "K" of table "t" cannot apply: it is the key, which is never',
+    ),
     "target-is-source": (
         _db_with(_GOOD), {"target_table": "t"}, r'target table "t" is the source table "t"',
     ),
