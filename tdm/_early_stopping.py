@@ -24,7 +24,8 @@ def holdout_cells(
     rng: np.random.Generator,
     groups: np.ndarray | None = None,
 ) -> np.ndarray:
-    """A random ``fraction`` of the observed cells (at least one), never a column's last one.
+    """A random ``fraction`` of the observed cells (at least one), never a column's last one
+    (a column without an observed cell gets none).
 
     With ``groups`` (the original column of every column of ``mask``, as
     :attr:`tdm._mixed.TableEncoding.groups`), whole cells of the original columns are drawn:
@@ -39,7 +40,9 @@ def holdout_cells(
     flat = np.zeros(mask.size, dtype=bool)
     flat[rng.choice(observed, size=min(n_hold, observed.size), replace=False)] = True
     holdout = flat.reshape(mask.shape)
-    for j in np.flatnonzero((mask | holdout).all(axis=0)):  # keep one observed cell per column
+    # keep one observed cell per column (a column with none, as a label column of one label
+    # whose cells all lie at its centre, has nothing to keep)
+    for j in np.flatnonzero((mask | holdout).all(axis=0) & holdout.any(axis=0)):
         holdout[np.flatnonzero(holdout[:, j])[0], j] = False
     return holdout
 

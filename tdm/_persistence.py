@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar
@@ -79,6 +80,14 @@ def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
     os.close(fd)
     try:
         torch.save(state, tmp)
+        try:  # a label torch's safe loading refuses (a Timestamp, a tuple) would not load again
+            torch.load(tmp, map_location="cpu", weights_only=True)
+        except Exception as error:
+            raise ValueError(
+                f"{owner}.save: the fitted imputer holds a value its file could not be loaded "
+                f"with ({_first_line(error)}); a label column's labels must be numbers, text or "
+                "booleans"
+            ) from None
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -90,10 +99,21 @@ def load_imputer(
 ) -> Imputer:
     """Read an imputer of class ``cls`` written by :func:`save_imputer`.
 
-    ``device`` overrides the saved setting. A file of another class, or of another save format
-    than :data:`FORMAT_VERSION`, is refused with a ``ValueError`` (the latter saying to refit).
+    ``device`` overrides the saved setting. A file of another class, of another save format
+    than :data:`FORMAT_VERSION` (saying to refit), not written by ``save`` or damaged is refused
+    with a ``ValueError``.
     """
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, KeyError) as error:
+        if isinstance(error, FileNotFoundError | IsADirectoryError | PermissionError):
+            raise
+        raise ValueError(
+            f"{path}: not a file written by {cls.__name__}.save, or a damaged one "
+            f"({_first_line(error)})"
+        ) from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: not a saved {cls.__name__} (it holds a {type(state).__name__})")
     if state.get("class") != cls.__name__:
         raise ValueError(f"{path}: not a saved {cls.__name__} (class {state.get('class')!r})")
     if state.get("format_version") != FORMAT_VERSION:
@@ -102,6 +122,22 @@ def load_imputer(
             f"{state.get('tdm_version', 'unknown')}); tdm {__version__} reads format "
             f"{FORMAT_VERSION} only. Refit the imputer and save it again."
         )
+    try:
+        return _restore(cls, state, device)
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
+        raise ValueError(
+            f"{path}: a damaged {cls.__name__} file, which cannot be restored "
+            f"({type(error).__name__}: {_first_line(error)}). Refit the imputer and save it again."
+        ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _restore(cls: type[Imputer], state: dict[str, Any], device: str | None) -> Imputer:
+    """The imputer ``state`` (read by :func:`load_imputer`) describes."""
     est: Any = cls._configured(**state["params"])
     if device is not None:
         est.set_params(device=device)

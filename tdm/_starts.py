@@ -201,7 +201,9 @@ def _tree_rounds(
                 continue
             features, target = np.delete(table, k, axis=1), table[:, k]
             model: Any
-            if not categorical[k]:
+            if not categorical[k] and np.count_nonzero(~rows) < 2:
+                model = LabelShares(target[~rows])  # one value observed: nothing to regress on
+            elif not categorical[k]:
                 labels = np.delete(categorical, k)
                 model = _regressor(features, target, rows, labels, rng, n_jobs)
             elif np.unique(target[~rows]).size > 1:

@@ -216,3 +216,18 @@ def test_a_few_new_rows_warn_and_unseen_labels_stay_as_they_are() -> None:
     for draw in imputer.sample(unseen, 3, random_state=0):
         assert draw.loc[0, "label"] == "never seen"
         assert draw["label"][unseen["label"].notna()].equals(unseen["label"].dropna())
+
+
+def test_a_label_column_of_one_label_is_drawn_with_it() -> None:
+    """Bug: a boolean flag observed only True made `sample` fail with an IndexError (no cell of
+    it could be hidden to measure the error). Its missing cells are drawn True; the numbers'
+    missing cells are drawn and vary."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=100), "b": rng.normal(size=100)})
+    frame["flag"] = pd.array([True] * 100, dtype="boolean")
+    frame.loc[::3, "flag"] = pd.NA
+    frame.loc[::5, "a"] = np.nan
+    draws = TDMImputer(**FAST, random_state=0).fit(frame).sample(frame, 3, random_state=0)
+    assert all(d["flag"].dtype == "boolean" and d["flag"].all() for d in draws)
+    missing = frame["a"].isna()
+    assert not draws[0]["a"][missing].equals(draws[1]["a"][missing])

@@ -77,6 +77,43 @@ def test_a_file_of_another_save_format_is_refused_naming_both_formats_and_saying
         TDMImputer.load(path)
 
 
+def test_files_not_written_by_save_or_damaged_are_refused_with_a_value_error(
+    data, tmp_path: Path
+) -> None:
+    """Bug: a text file, another object or a file missing a field gave KeyError, AttributeError
+    or torch's UnpicklingError. Each is a ValueError naming the file."""
+    _, X_nan, _ = data
+    saved = tmp_path / "m.pt"
+    TDMImputer(**FAST).fit(X_nan).save(saved)
+    state = torch.load(saved, weights_only=True)
+    del state["X_fit_"]
+    cases = {"text": b"hello", "list": [1, 2, 3], "pickled": TDMImputer(**FAST), "missing": state}
+    for name, content in cases.items():
+        path = tmp_path / f"{name}.pt"
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        elif name == "pickled":
+            path.write_bytes(pickle.dumps(content))
+        else:
+            torch.save(content, path)
+        with pytest.raises(ValueError, match=rf"{name}\.pt: (not a|a damaged)"):
+            TDMImputer.load(path)
+
+
+def test_labels_a_file_cannot_hold_are_refused_when_saving(tmp_path: Path) -> None:
+    """Bug: labels of Timestamps were saved, and the file then failed to load. `save` refuses
+    them and leaves no file."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    labels = [pd.Timestamp("2020-01-01"), pd.Timestamp("2021-01-01"), None] * 20
+    frame = pd.DataFrame({"a": rng.normal(size=60), "t": pd.Series(labels, dtype=object)})
+    est = TDMImputer(**{**FAST, "init": "mean", "max_iter": 5}).fit(frame)
+    with pytest.raises(ValueError, match="labels must be numbers, text or booleans"):
+        est.save(tmp_path / "m.pt")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_private_settings_and_paper_mode_survive_save_and_load(data, tmp_path: Path) -> None:
     """Regression: a float64 imputer's network was loaded in float32 (its weights rounded)."""
     _, X_nan, _ = data

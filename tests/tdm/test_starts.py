@@ -333,3 +333,16 @@ def test_auto_start_survives_save_and_load(tmp_path: Path) -> None:
     new = X_nan[:30].copy()
     new[:, 2] = np.nan
     assert loaded.transform(new).tobytes() == est.transform(new).tobytes()
+
+
+@pytest.mark.parametrize("init", ["trees", "auto"])
+def test_a_column_with_one_observed_value_is_started_at_it(init: str) -> None:
+    """Bug: a numeric column with one observed value made the trees start fail in LightGBM
+    ("1 sample(s)"), without naming the column. Its missing cells start at that value, and the
+    fit runs."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=100), "b": np.nan, "c": rng.normal(size=100)})
+    frame.loc[5, "b"] = 2.5
+    frame.loc[::7, "a"] = np.nan
+    out = TDMImputer(init=init, **{**FAST, "max_iter": 0}).fit_transform(frame)
+    assert (out["b"] == 2.5).all() and not out.isna().any().any()
