@@ -86,6 +86,9 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "dtype": [Options(("float32", "float64"))],
         "callback": ["callable", None],
         "early_stopping": [Boolean()],
+        "standardize": [Boolean()],
+        "verbose": [Interval(Integral, 0, None), Boolean()],
+        "random_state": [Interval(Integral, 0, 2**32 - 1), np.random.RandomState, None],
         "bounds": [BoundsParam()],
     }
 

@@ -47,6 +47,8 @@ def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
     """Write the fitted ``imputer`` to ``path`` atomically (``callback`` is not saved)."""
     owner = type(imputer).__name__
     params = {k: v for k, v in imputer._settings().items() if k != "callback"}
+    if isinstance(params.get("random_state"), np.integer):
+        params["random_state"] = int(params["random_state"])
     if not isinstance(params.get("random_state"), int | None):
         raise ValueError(
             f"{owner}.save: random_state must be an int or None to be saved; got "

@@ -78,10 +78,15 @@ class Interval:
             return "a positive integer"
         left = "[" if self.closed in ("both", "left") else "("
         right = "]" if self.closed in ("both", "right") else ")"
-        low = "-inf" if self.low is None else f"{self.low:g}"
-        high = "inf" if self.high is None else f"{self.high:g}"
+        low = "-inf" if self.low is None else _number(self.low)
+        high = "inf" if self.high is None else _number(self.high)
         where = "the open interval " if left == "(" and right == ")" else ""
         return f"a{'n' if noun == 'integer' else ''} {noun} in {where}{left}{low}, {high}{right}"
+
+
+def _number(value: float) -> str:
+    """``value`` as written in a message: a whole number in full (``4294967295``), else ``:g``."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 @dataclass(frozen=True)

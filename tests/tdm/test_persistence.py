@@ -127,3 +127,10 @@ def test_private_settings_and_paper_mode_survive_save_and_load(data, tmp_path: P
         loaded = type(est).load(path)
         assert loaded._config == est._config and repr(loaded) == repr(est)
         assert loaded.transform(X_nan[:9]).tobytes() == est.transform(X_nan[:9]).tobytes()
+
+
+def test_a_numpy_integer_seed_is_saved_as_an_int(data, tmp_path: Path) -> None:
+    """Bug: `random_state=np.int64(3)` (what NumPy code passes) made `save` refuse."""
+    _, X_nan, _ = data
+    TDMImputer(**{**FAST, "random_state": np.int64(3)}).fit(X_nan).save(tmp_path / "m.pt")
+    assert TDMImputer.load(tmp_path / "m.pt").random_state == 3

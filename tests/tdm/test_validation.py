@@ -8,6 +8,7 @@ from numbers import Integral, Real
 import numpy as np
 import pytest
 
+from tdm import TDMImputer
 from tdm._validation import Boolean, Interval, InvalidParameterError, Options, validate_params
 
 CONSTRAINTS = {
@@ -71,3 +72,22 @@ def test_from_settings_validates_every_name_and_value_before_any_data() -> None:
         TDMImputer.from_settings({"max_iters": 5})
     with pytest.raises(ValueError, match="max_iter must be a non-negative integer"):
         TDMImputer.from_settings({"max_iter": -1})
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"standardize": "no"}, "standardize must be True or False"),
+        ({"verbose": "loud"}, "verbose must be a non-negative integer or True or False"),
+        ({"verbose": -1}, "verbose must be a non-negative integer"),
+        ({"random_state": "abc"}, r"random_state must be an integer in \[0, 4294967295\]"),
+    ],
+    ids=["standardize-text", "verbose-text", "verbose-negative", "random-state-text"],
+)
+def test_settings_of_the_wrong_kind_are_refused_naming_them(setting: dict, message: str) -> None:
+    """Bug: standardize="no" was accepted and, being truthy, standardised; verbose="loud" and -1
+    were accepted; a text random_state got scikit-learn's message, naming no parameter."""
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    X[::4, 0] = np.nan
+    with pytest.raises(ValueError, match=message):
+        TDMImputer(max_iter=1, init="mean", **setting).fit(X)
