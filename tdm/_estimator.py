@@ -336,7 +336,11 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return imputer
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the fitted imputer to ``path`` (atomically; ``callback`` is not saved)."""
+        """Write the fitted imputer to ``path`` (atomically; ``callback`` is not saved).
+
+        Refused with a ``ValueError``: a ``random_state`` that is a ``RandomState`` (an integer
+        seed or None is saved), and labels that are not numbers, text or booleans.
+        """
         check_is_fitted(self, "X_fit_")
         save_imputer(self, path)
 
@@ -344,7 +348,8 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def load(cls, path: str | os.PathLike[str], *, device: str | None = None) -> Self:
         """Read an imputer written by :meth:`save`; ``device`` overrides the saved setting.
 
-        A file of another save format is refused with a message to refit.
+        A file of another class, of another save format (with a message to refit), not written
+        by ``save`` or damaged is refused with a ``ValueError``.
         """
         return load_imputer(cls, path, device=device)
 
