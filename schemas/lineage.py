@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
@@ -11,6 +13,7 @@ __all__ = [
     "IMPUTED_CELLS_TABLE",
     "LINEAGE_DDL",
     "LINEAGE_TABLE",
+    "RECORD_COLUMNS",
     "RECORD_MIGRATIONS",
     "ImputedCellsSchema",
     "LineageSchema",
@@ -71,21 +74,35 @@ CREATE TABLE IF NOT EXISTS {IMPUTED_CELLS_TABLE} (
 
 #: Columns added since the tables were first written: files written before gain them (NULL in
 #: the rows already there) the first time a run writes to them.
-RECORD_MIGRATIONS: tuple[str, ...] = tuple(
-    f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column}"
-    for table, column in (
-        (LINEAGE_TABLE, "model_version BIGINT"),
-        (LINEAGE_TABLE, "rows_new BIGINT"),
-        (LINEAGE_TABLE, "rows_reused BIGINT"),
-        (LINEAGE_TABLE, "refit_reason VARCHAR"),
-        (LINEAGE_TABLE, "drift JSON"),
-        (LINEAGE_TABLE, "target_marker VARCHAR"),
-        (IMPUTED_CELLS_TABLE, "model_version BIGINT"),
-        (IMPUTED_CELLS_TABLE, "low DOUBLE"),
-        (IMPUTED_CELLS_TABLE, "high DOUBLE"),
-        (IMPUTED_CELLS_TABLE, "probability DOUBLE"),
-    )
+_ADDED_COLUMNS = (
+    (LINEAGE_TABLE, "model_version BIGINT"),
+    (LINEAGE_TABLE, "rows_new BIGINT"),
+    (LINEAGE_TABLE, "rows_reused BIGINT"),
+    (LINEAGE_TABLE, "refit_reason VARCHAR"),
+    (LINEAGE_TABLE, "drift JSON"),
+    (LINEAGE_TABLE, "target_marker VARCHAR"),
+    (IMPUTED_CELLS_TABLE, "model_version BIGINT"),
+    (IMPUTED_CELLS_TABLE, "low DOUBLE"),
+    (IMPUTED_CELLS_TABLE, "high DOUBLE"),
+    (IMPUTED_CELLS_TABLE, "probability DOUBLE"),
 )
+RECORD_MIGRATIONS: tuple[str, ...] = tuple(
+    f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column}" for table, column in _ADDED_COLUMNS
+)
+
+
+def _first_columns(table: str, ddl: str) -> frozenset[str]:
+    declared = re.findall(r'^ +"?(\w+)"? [A-Z]', ddl, re.MULTILINE)
+    added = {column.split()[0] for name, column in _ADDED_COLUMNS if name == table}
+    return frozenset(declared) - added
+
+
+RECORD_COLUMNS = {
+    LINEAGE_TABLE: _first_columns(LINEAGE_TABLE, LINEAGE_DDL),
+    IMPUTED_CELLS_TABLE: _first_columns(IMPUTED_CELLS_TABLE, IMPUTED_CELLS_DDL),
+}
+"""The columns each record table has had since it was first written: a table by that name
+without one of them is not the pipeline's."""
 
 
 class LineageSchema(pa.DataFrameModel):

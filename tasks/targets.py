@@ -12,20 +12,13 @@ refused as a whole.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import duckdb
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from schemas.lineage import (
-    IMPUTED_CELLS_DDL,
-    IMPUTED_CELLS_TABLE,
-    LINEAGE_DDL,
-    LINEAGE_TABLE,
-    RECORD_MIGRATIONS,
-)
+from schemas.lineage import LINEAGE_TABLE, RECORD_COLUMNS
 from schemas.warehouse import WarehouseConfig
 from tasks.errors import PipelineInputError, setting
 from tasks.retry import warehouse_task
@@ -80,25 +73,18 @@ def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> 
 def check_record_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Refuse a database whose `tdm_lineage` or `tdm_imputed_cells` is not the pipeline's record
     (it lacks columns the record has had from the start): every run adds rows to both."""
-    for name, ddl in ((LINEAGE_TABLE, LINEAGE_DDL), (IMPUTED_CELLS_TABLE, IMPUTED_CELLS_DDL)):
+    for name, columns in RECORD_COLUMNS.items():
         found = find_table(con, name, whole_name=False)
         if found is None:
             continue
-        added = {m for t, m in _MIGRATED if t == name}
-        have = {column.name.lower() for column in found.columns}
-        lacking = sorted(set(re.findall(r'^ +"?(\w+)"? [A-Z]', ddl, re.MULTILINE)) - added - have)
+        lacking = sorted(columns - {column.name.lower() for column in found.columns})
         if lacking:
-            columns = ", ".join(repr(c) for c in lacking)
+            listed = ", ".join(repr(c) for c in lacking)
             raise PipelineInputError(
                 f'The table "{found.qualified}" is not the record this pipeline keeps of its runs '
-                f"(it lacks {columns}), and every run adds rows to it, so "
-                "nothing was run or written. Rename that table, or use another database file."
+                f"(it lacks {listed}), and every run adds rows to it, so nothing was run or "
+                "written. Rename that table, or use another database file."
             )
-
-
-_MIGRATED = [tuple(re.findall(r"ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)", m)[0])
-             for m in RECORD_MIGRATIONS]  # fmt: skip
-"""(table, column) of the record's columns added since it was first written."""
 
 
 def target_marker(run_id: str) -> str:
