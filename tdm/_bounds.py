@@ -52,6 +52,7 @@ def column_bounds(
     low, high = np.full(n, -np.inf), np.full(n, np.inf)
     if bounds is None:
         return low, high
+    values = values.astype(np.float64)  # a given bound is kept as given, not in single precision
     with np.errstate(all="ignore"):
         observed_low = np.nanmin(np.where(np.isnan(values), np.inf, values), axis=0, initial=np.inf)
         observed_high = np.nanmax(
@@ -84,6 +85,11 @@ def _pair(pair: Any, name: Hashable, owner: str) -> tuple[float, float]:
     high = np.inf if pair[1] is None else float(pair[1])
     if np.isnan(low) or np.isnan(high) or low > high:
         raise ValueError(f"{owner}: bounds[{name!r}] = {pair!r} is not an interval (low <= high)")
+    if low == np.inf or high == -np.inf:
+        raise ValueError(
+            f"{owner}: bounds[{name!r}] = {pair!r} holds no number; an open end is None "
+            "(or -inf for low, inf for high)"
+        )
     return low, high
 
 

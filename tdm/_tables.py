@@ -80,7 +80,8 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
 def fitted_bounds(
     bounds: Any, margin: float, encoding: TableEncoding, values: np.ndarray, owner: str
 ) -> dict[Hashable, tuple[float, float]]:
-    """``bounds_``: each numeric column's ``(low, high)`` in the data's units."""
+    """``bounds_``: each numeric column's ``(low, high)`` in the data's units. Bounds of an
+    integer column that hold no integer are refused."""
     names = [encoding.columns[j].name for j in encoding.numeric]
     if isinstance(bounds, Mapping):
         categorical = [c.name for c in encoding.columns if c.name in bounds and c.name not in names]
@@ -90,6 +91,12 @@ def fitted_bounds(
                 "bounds apply to numeric columns only."
             )
     low, high = column_bounds(bounds, margin, names, values[:, : len(names)], owner)
+    for k, j in enumerate(encoding.numeric):
+        if encoding.columns[j].kind == INTEGER and np.ceil(low[k]) > np.floor(high[k]):
+            raise ValueError(
+                f"{owner}: bounds[{names[k]!r}] = ({low[k]:g}, {high[k]:g}) holds no integer, and "
+                f"column {names[k]!r} is an integer column; widen the bounds to hold one."
+            )
     return {name: (float(lo), float(hi)) for name, lo, hi in zip(names, low, high, strict=True)}
 
 
@@ -123,11 +130,24 @@ def complete_table(
         for k, j in enumerate(encoding.numeric):
             if encoding.columns[j].kind == INTEGER:
                 numeric[:, k] = np.clip(np.rint(numeric[:, k]), np.ceil(low[k]), np.floor(high[k]))
+            elif (X.dtypes.iloc[j] if encoding.frame else values.dtype) == np.float32:
+                numeric[:, k] = _float32_within(numeric[:, k], low[k], high[k])
     if not encoding.frame:
         out = values.copy()
         out[mask] = numeric[mask].astype(out.dtype)
         return out
     return encoding.decode(X, numeric, filled)
+
+
+def _float32_within(values: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``values`` (within ``[low, high]``) rounded to single precision, an end that rounds
+    outside the bounds moved to the next single inside them."""
+    single = values.astype(np.float32)
+    up = single.astype(np.float64) > high
+    single[up] = np.nextafter(single[up], np.float32(-np.inf))
+    down = single.astype(np.float64) < low
+    single[down] = np.nextafter(single[down], np.float32(np.inf))
+    return single.astype(np.float64)
 
 
 def fingerprint(values: np.ndarray) -> str:

@@ -118,6 +118,22 @@ def test_bounds_hold_on_numpy_input_and_in_transform() -> None:
     assert (np.abs(imputer.transform(new)[:, 1]) <= 0.1).all()
 
 
+@pytest.mark.parametrize("frame", [True, False])
+def test_single_precision_cells_at_a_bound_stay_within_it(frame: bool) -> None:
+    """0.05 has no single-precision double: a cell clamped to it is the single just inside."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=80), rng.random(80) * 0.1]).astype(np.float32)
+    X[::3, 1] = np.nan
+    data = pd.DataFrame(X, columns=["a", "f"]) if frame else X
+    column = "f" if frame else 1
+    imputer = TDMImputer.paper(max_iter=50, bounds={column: (None, 0.05)}, random_state=0)
+    out = np.asarray(imputer.fit_transform(data), dtype=np.float32)
+    assert imputer.bounds_[column] == (-np.inf, 0.05)
+    imputed = out[np.isnan(X[:, 1]), 1]
+    assert imputed.dtype == np.float32
+    assert imputed.astype(np.float64).max() == np.nextafter(np.float32(0.05), np.float32(0))
+
+
 @pytest.mark.parametrize(
     ("bounds", "match"),
     [
@@ -125,6 +141,9 @@ def test_bounds_hold_on_numpy_input_and_in_transform() -> None:
         ({"text": (0, 1)}, "'text', which is categorical"),
         ({"f64": (2, 1)}, "is not an interval"),
         ({"f64": 3}, "must be a pair"),
+        ({"f64": (np.inf, np.inf)}, r"bounds\['f64'\] = \(inf, inf\) holds no number"),
+        ({"f64": (None, -np.inf)}, "holds no number; an open end is None"),
+        ({"int64": (30.2, 30.8)}, r"bounds\['int64'\] = \(30.2, 30.8\) holds no integer"),
         ("wide", "bounds must be 'observed', None or a dict"),
     ],
 )
