@@ -113,8 +113,7 @@ def impute_incremental(
             f'An incremental run of table "{request.source_table}" appends to its target; it '
             "cannot update the source in place. Write to a target table."
         )
-    if not dry_run:
-        check_writable(db_path)
+    check_writable(db_path)  # as a run would, before the fit
     logger = get_run_logger()
     run = current_run(options.started)
     clock = Clock()

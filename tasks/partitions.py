@@ -156,9 +156,13 @@ def profile_table(
     if key_name:
         non_null, distinct = row[-2], row[-1]
         if non_null < n_rows:
-            problems.append(f'key "{key_name}" has {n_rows - non_null} null values')
+            nulls = n_rows - non_null
+            problems.append(f'key "{key_name}" has {nulls} null value{"s" * (nulls != 1)}')
         if distinct < non_null:
-            problems.append(f'key "{key_name}" has {non_null - distinct} duplicated values')
+            repeats = non_null - distinct
+            problems.append(
+                f'key "{key_name}" has {repeats} duplicated value{"s" * (repeats != 1)}'
+            )
     if problems:
         raise PipelineInputError(
             f'Table "{info.qualified}" cannot be imputed: {"; ".join(problems)}. '

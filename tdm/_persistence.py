@@ -78,6 +78,11 @@ def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
         "bounds_": [[_plain(k), lo, hi] for k, (lo, hi) in imputer.bounds_.items()],
     }
     target = Path(path)
+    if not target.parent.is_dir():
+        raise FileNotFoundError(
+            f"{owner}.save: cannot write {str(target)!r}: its folder {str(target.parent)!r} does "
+            "not exist"
+        )
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:

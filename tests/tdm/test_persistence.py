@@ -134,3 +134,11 @@ def test_a_numpy_integer_seed_is_saved_as_an_int(data, tmp_path: Path) -> None:
     _, X_nan, _ = data
     TDMImputer(**{**FAST, "random_state": np.int64(3)}).fit(X_nan).save(tmp_path / "m.pt")
     assert TDMImputer.load(tmp_path / "m.pt").random_state == 3
+
+
+def test_saving_into_a_missing_folder_names_the_folder(data, tmp_path: Path) -> None:
+    """Bug: the error named the temporary file `save` writes first, not the user's path."""
+    est = TDMImputer(**{**FAST, "init": "mean", "max_iter": 5}).fit(data[1])
+    with pytest.raises(FileNotFoundError, match=r"its folder '.*nowhere' does not exist"):
+        est.save(tmp_path / "nowhere" / "m.pt")
+    assert list(tmp_path.iterdir()) == []
