@@ -44,6 +44,7 @@ __all__ = [
     "choose_start",
     "context_start",
     "fit_start",
+    "ice_models",
     "label_model",
     "label_table",
     "make_ice",
@@ -53,6 +54,8 @@ __all__ = [
 
 TREE_ROUNDS = 2
 """Rounds of the trees start: every column with a missing cell is imputed once per round."""
+ICE_ROUNDS = 10
+"""Most rounds of the ICE start (scikit-learn's ``IterativeImputer`` default)."""
 BOOSTING_ROWS = 1_000
 """Fitted rows from which a column's model is gradient boosted; below, a random forest."""
 FOREST_TREES = 50
@@ -89,7 +92,7 @@ START_CONTEXT_ROWS = 10_000
 Progress = Callable[[], None]
 
 
-def make_ice(seed: int, *, max_iter: int = 10, tol: float = 1e-3) -> IterativeImputer:
+def make_ice(seed: int, *, max_iter: int = ICE_ROUNDS, tol: float = 1e-3) -> IterativeImputer:
     """scikit-learn's ``IterativeImputer`` as ICE: BayesianRidge per column, posterior means,
     columns in ascending order of missingness, started from the column means."""
     return IterativeImputer(
@@ -160,11 +163,20 @@ def start_fill(
 
     ICE: the rounds of ``make_ice(seed).fit_transform`` written out (:func:`_ice_rounds`), every
     coordinate regressed on its own. Trees: :func:`_tree_rounds`, each model on ``n_jobs``
-    threads (LightGBM's meaning; ``None``: 1), ``progress`` called after each model.
+    threads (LightGBM's meaning; ``None``: 1). ``progress`` is called after each model, and
+    :func:`ice_models` or :func:`tree_models` times in all.
     """
     if init == "trees":
         return _tree_rounds(values, mask, seed, encoding, n_jobs, progress)
-    return np.where(mask, _ice_rounds(np.where(mask, np.nan, values)), values)
+    return np.where(mask, _ice_rounds(np.where(mask, np.nan, values), progress=progress), values)
+
+
+def ice_models(mask: np.ndarray) -> int:
+    """The models an ICE start of the ``mask`` cells plans: one per coordinate with a missing
+    cell and round (none where only one coordinate exists or nothing is observed)."""
+    if mask.shape[1] == 1 or mask.all():
+        return 0
+    return ICE_ROUNDS * int(mask.any(axis=0).sum())
 
 
 def tree_models(mask: np.ndarray, encoding: TableEncoding) -> int:
@@ -338,7 +350,12 @@ def _model_params(n_rows: int, seed: int, n_jobs: int | None) -> dict[str, Any]:
     }
 
 
-def _ice_rounds(X: np.ndarray, max_iter: int = 10, tol: float = 1e-3) -> np.ndarray:
+def _ice_rounds(
+    X: np.ndarray,
+    max_iter: int = ICE_ROUNDS,
+    tol: float = 1e-3,
+    progress: Progress | None = None,
+) -> np.ndarray:
     """``X`` (NaN: missing; every column with an observed value) with its missing cells imputed
     by ICE: ``make_ice(seed, max_iter=max_iter, tol=tol).fit_transform(X)``, bit for bit, its
     rounds written out.
@@ -350,7 +367,8 @@ def _ice_rounds(X: np.ndarray, max_iter: int = 10, tol: float = 1e-3) -> np.ndar
     than ``tol`` times the largest observed absolute value (the matrix infinity norm of the
     change, scikit-learn's rule). Stopping at ``max_iter`` is the design, not a failure: nothing
     is warned. The order and the Fortran memory layout are scikit-learn's, so that every sum is
-    taken in the same order.
+    taken in the same order. ``progress`` is called after each model, and for each model of the
+    rounds an early stop leaves out.
     """
     X = np.asfortranarray(X)
     missing = np.isnan(X)
@@ -361,7 +379,9 @@ def _ice_rounds(X: np.ndarray, max_iter: int = 10, tol: float = 1e-3) -> np.ndar
     tolerance = tol * np.max(np.abs(X[~missing]))
     order = np.argsort(missing.mean(axis=0), kind="mergesort")
     previous = filled.copy()
-    for _ in range(max_iter):
+    rounds = 0
+    while rounds < max_iter:
+        rounds += 1
         for j in order:
             rows = missing[:, j]
             if not rows.any():
@@ -369,9 +389,14 @@ def _ice_rounds(X: np.ndarray, max_iter: int = 10, tol: float = 1e-3) -> np.ndar
             others = filled[:, np.concatenate((np.arange(j), np.arange(j + 1, n_features)))]
             model = BayesianRidge().fit(others[~rows], filled[:, j][~rows])
             filled[rows, j] = model.predict(others[rows])
+            if progress is not None:
+                progress()
         if np.linalg.norm(filled - previous, ord=np.inf) < tolerance:
             break
         previous = filled.copy()
+    if progress is not None:
+        for _ in range((max_iter - rounds) * int(missing.any(axis=0).sum())):
+            progress()
     return filled
 
 
@@ -412,13 +437,16 @@ def choose_start(
         mask, min(PROBE_FRACTION, PROBE_MAX_CELLS / max(observed, 1)), rng, groups
     )
     hidden = mask | probe
-    models = _Models(tree_models(hidden, encoding) + tree_models(mask, encoding), report)
+    chosen = {"ice": ice_models(mask), "trees": tree_models(mask, encoding)}
+    probed = ice_models(hidden) + tree_models(hidden, encoding)
+    models = _Models(probed + max(chosen.values()), report)
     filled = {
         name: start_fill(name, Z, hidden, seed, encoding, n_jobs, models)
         for name in ("ice", "trees")
     }
     scores = {name: float(np.abs(f[probe] - Z[probe]).mean()) for name, f in filled.items()}
     choice = "trees" if scores["trees"] < TREES_MARGIN * scores["ice"] else "ice"
+    models.planned = models.done + chosen[choice]
     return choice, scores, start_fill(choice, Z, mask, seed, encoding, n_jobs, models)
 
 
@@ -462,7 +490,7 @@ def fit_start(
         init, scores, start = choose_start(Z, mask, rng, seed, encoding, config.n_jobs, report)
         return Start(init, scores, start)
     init = "trees" if init == "auto" else init
-    models = _Models(tree_models(mask, encoding) if init == "trees" else 0, report)
+    models = _Models(tree_models(mask, encoding) if init == "trees" else ice_models(mask), report)
     return Start(init, None, start_fill(init, Z, mask, seed, encoding, config.n_jobs, models))
 
 

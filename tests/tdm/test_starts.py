@@ -15,7 +15,7 @@ import pytest
 from benchmarks.registry import make_imputer
 from tdm import TDMImputer
 from tdm._optimise import FitProgress
-from tdm._starts import TREE_ROUNDS, LabelShares, label_model
+from tdm._starts import ICE_ROUNDS, TREE_ROUNDS, LabelShares, label_model
 from tests.tdm.conftest import low_rank, mcar
 
 FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}
@@ -114,6 +114,25 @@ def test_trees_start_reports_its_models_and_beats_ice_on_nonlinear_data(data) ->
     ice = TDMImputer(init="ice", max_iter=3, batch_size=64, random_state=0).fit_transform(X_nan)
     assert mae(X, trees, mask) < 0.8 * mae(X, ice, mask)
     assert trees[~mask].tobytes() == X_nan[~mask].tobytes()
+
+
+@pytest.mark.parametrize("init", ["ice", "auto"])
+def test_ice_and_auto_starts_report_their_models_up_to_the_whole(init: str) -> None:
+    """Bug: the ICE start, and the ICE half of the auto start, reported nothing. Every model is
+    reported in order, never beyond the plan, and the start ends at its whole plan, also where
+    ICE stops early (a column the sum of the others: it converges before ICE_ROUNDS rounds)."""
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(200, 3))
+    X = np.column_stack([A, A @ [1.0, 2.0, 3.0]])
+    mask = rng.random(X.shape) < 0.1
+    X_nan = np.where(mask, np.nan, X)
+    seen: list[FitProgress] = []
+    TDMImputer(init=init, max_iter=1, random_state=0, callback=seen.append).fit(X_nan)
+    starts = [(p.iteration, p.max_iter) for p in seen if p.stage == "start"]
+    assert [done for done, _ in starts] == list(range(1, len(starts) + 1))
+    assert all(done <= planned for done, planned in starts) and starts[-1][0] == starts[-1][1]
+    if init == "ice":
+        assert starts[-1][1] == ICE_ROUNDS * int(mask.any(axis=0).sum())
 
 
 def test_trees_start_is_seeded_and_sized_by_the_rows(monkeypatch) -> None:
