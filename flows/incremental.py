@@ -45,7 +45,7 @@ from flows.steps import (
 )
 from tasks.artifacts import publish_run_report
 from tasks.drift import DriftReport, measure_drift, profile_columns
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, setting
 from tasks.impute import impute_partition
 from tasks.lineage import LineageRecord, ModelUse, current_run
 from tasks.partitions import TableProfile, read_partition, read_sample
@@ -161,6 +161,18 @@ def impute_incremental(
         rewrite = model is None and exists and settings.rewrite_on_refit
         if rewrite or not exists:
             new = read_new_rows(con, profile, incremental.watermark, every_row=True)
+        if new.late_rows:
+            logger.warning(
+                "Table %r: %d source row%s at or below the target's highest %r arrived after "
+                "the run that passed that value; a watermark reads only the rows above it, so "
+                "%s never imputed. Give a key to find every row the target lacks (%s).",
+                plan.source_table,
+                new.late_rows,
+                "s" * (new.late_rows != 1),
+                incremental.watermark,
+                "they are" if new.late_rows != 1 else "it is",
+                setting("key"),
+            )
         fit_rows = None if model is not None else _fit_rows(con, profile, options, settings)
     if model is None:
         assert reason is not None and fit_rows is not None

@@ -23,10 +23,14 @@ __all__ = ["NewRows", "check_watermark", "read_new_rows", "target_rows"]
 
 @dataclass(frozen=True)
 class NewRows:
-    """The source rows not in the target yet, indexed by rowid, and the target's row count."""
+    """The source rows not in the target yet, indexed by rowid, and the target's row count.
+    `late_rows`, by watermark only: source rows at or below the target's highest watermark
+    beyond the target's count, rows that arrived after the run that passed their watermark and
+    that a watermark never reads (0 when there are none, or with a key)."""
 
     frame: pd.DataFrame
     rows_before: int
+    late_rows: int = 0
 
 
 def target_rows(con: duckdb.DuckDBPyConnection, target: str) -> int | None:
@@ -72,7 +76,7 @@ def read_new_rows(
     plan = profile.plan
     wanted = ([plan.key] if plan.key else []) + list(plan.columns)
     before = None if every_row else target_rows(con, plan.target_table)
-    where = ""
+    where, late = "", 0
     if before:
         target = quote_table(plan.target_table)
         if plan.key is not None:
@@ -80,7 +84,12 @@ def read_new_rows(
             where = f"WHERE s.{key} NOT IN (SELECT {key} FROM {target} WHERE {key} IS NOT NULL)"
         elif watermark is not None:
             mark = quote_identifier(watermark)
-            where = f"WHERE s.{mark} > (SELECT max({mark}) FROM {target})"
+            highest = f"(SELECT max({mark}) FROM {target})"
+            where = f"WHERE s.{mark} > {highest}"
+            passed = con.execute(
+                f"SELECT count(*) FROM {profile.table.sql} AS s WHERE s.{mark} <= {highest}"
+            ).fetchall()[0][0]
+            late = max(int(passed) - before, 0)
         else:
             raise PipelineInputError(
                 f'An incremental run of table "{plan.source_table}" needs a key or a watermark '
@@ -91,4 +100,4 @@ def read_new_rows(
         f"FROM {profile.table.sql} AS s {where} ORDER BY s.rowid"
     ).df()
     frame.index = pd.Index(frame.pop("__tdm_rowid").to_numpy(dtype=np.int64), name="rowid")
-    return NewRows(frame=frame, rows_before=before or 0)
+    return NewRows(frame=frame, rows_before=before or 0, late_rows=late)

@@ -256,10 +256,13 @@ def test_an_unusable_stored_model_is_reported_and_refitted(
     assert not _query(warehouse, "SELECT visits FROM readings_imputed")["visits"].isna().any()
 
 
-def test_incremental_run_needs_a_key_or_a_watermark(warehouse: Path) -> None:
+def test_incremental_run_needs_a_key_or_a_watermark(
+    warehouse: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Without a key or watermark there is no telling new rows: refused before anything runs,
     as is a watermark without an incremental run; with a watermark, rows above the target's
-    highest value are the new ones."""
+    highest value are the new ones, and rows that arrived late below it are counted in a
+    warning (bug: they were left out silently)."""
     state = impute_table(
         "readings", db_path=warehouse, imputer=FAST, incremental=True, return_state=True
     )
@@ -281,12 +284,15 @@ def test_incremental_run_needs_a_key_or_a_watermark(warehouse: Path) -> None:
     _append_rows(warehouse, 81, 5, seed=9)
     with duckdb.connect(str(warehouse)) as con:
         con.execute("UPDATE readings SET day = day + INTERVAL 200 DAY WHERE id > 80")
+        con.execute("UPDATE readings SET day = (SELECT min(day) FROM readings) WHERE id > 83")
     state = impute_table(
         "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="day",
         pass_through=["day"], return_state=True,
     )  # fmt: skip
     assert state.is_completed(), state.message
-    assert (state.result().rows_new, state.result().rows_reused) == (5, 80)
+    assert (state.result().rows_new, state.result().rows_reused) == (3, 80)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("2 source rows at or below the target's highest 'day'" in w for w in warned)
 
 
 def test_warehouse_config_entry_runs_incrementally(warehouse: Path, tmp_path: Path) -> None:
