@@ -121,7 +121,8 @@ def complete_table(
 ) -> Any:
     """``X`` with its missing cells from ``filled`` (the optimised, standardised space): numeric
     values mapped back by ``mean``/``scale``, clamped to ``bounds`` and, for integer columns,
-    rounded to an integer within them; categorical cells by label. Same type as ``X``."""
+    rounded to an integer within them and their type's range; single-precision columns within
+    ``bounds`` once rounded; categorical cells by label. Same type as ``X``."""
     mask = np.isnan(values)
     p = len(encoding.numeric)
     low, high = bounds_arrays(bounds, encoding)
@@ -129,7 +130,9 @@ def complete_table(
         numeric = np.clip(filled[:, :p] * scale[:p] + mean[:p], low, high)
         for k, j in enumerate(encoding.numeric):
             if encoding.columns[j].kind == INTEGER:
-                numeric[:, k] = np.clip(np.rint(numeric[:, k]), np.ceil(low[k]), np.floor(high[k]))
+                least, most = _integer_range(X.dtypes.iloc[j])
+                lo, hi = max(np.ceil(low[k]), least), min(np.floor(high[k]), most)
+                numeric[:, k] = np.clip(np.rint(numeric[:, k]), lo, hi)
             elif (X.dtypes.iloc[j] if encoding.frame else values.dtype) == np.float32:
                 numeric[:, k] = _float32_within(numeric[:, k], low[k], high[k])
     if not encoding.frame:
@@ -137,6 +140,14 @@ def complete_table(
         out[mask] = numeric[mask].astype(out.dtype)
         return out
     return encoding.decode(X, numeric, filled)
+
+
+def _integer_range(dtype: Any) -> tuple[float, float]:
+    """The least and the most double an integer column of ``dtype`` holds (``2**63 - 1`` rounds
+    up to ``2**63`` as a double, past ``int64``: the double below it is taken)."""
+    info = np.iinfo(getattr(dtype, "numpy_dtype", dtype))
+    most = float(info.max)
+    return float(info.min), most if most <= info.max else float(np.nextafter(most, 0.0))
 
 
 def _float32_within(values: np.ndarray, low: float, high: float) -> np.ndarray:

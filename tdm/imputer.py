@@ -40,9 +40,11 @@ class TDMImputer(BatchOTImputer):
     ``category``) columns; each comes back in its own dtype. A categorical column is a block of
     fixed label points in the space the network maps, each missing cell a softmax mix of them
     optimised with the rest, decoded to its most weighted label; integer columns come back
-    rounded, every numeric column within ``bounds``. Every column comes back in its place (one
-    with no observed value is refused), so ``get_feature_names_out`` gives the input features
-    and ``set_output(transform="pandas")`` works, in a ``Pipeline`` too.
+    rounded within their type's range (computed in double precision: an imputed value beyond
+    2**53 is a multiple of a power of two), every numeric column within ``bounds``. Every
+    column comes back in its place (one with no observed value is refused), so
+    ``get_feature_names_out`` gives the input features and ``set_output(transform="pandas")``
+    works, in a ``Pipeline`` too.
 
     :meth:`paper` gives the paper's configuration (the published code's network, batches,
     precision and start).

@@ -118,6 +118,22 @@ def test_bounds_hold_on_numpy_input_and_in_transform() -> None:
     assert (np.abs(imputer.transform(new)[:, 1]) <= 0.1).all()
 
 
+@pytest.mark.parametrize("dtype", ["Int64", "UInt64", "int64[pyarrow]"])
+def test_integers_at_the_top_of_their_type_are_imputed_within_it(dtype: str) -> None:
+    """Bug: a column holding 2**63 - 1 failed with pandas' "cannot safely cast": the observed
+    maximum, as a double, is 2**63, past the type. Imputed cells are the double below it."""
+    rng = np.random.default_rng(0)
+    top = int(np.iinfo(np.dtype(dtype.lower().removesuffix("[pyarrow]"))).max)
+    column = pd.array([top - int(v) for v in rng.integers(0, 5, size=60)], dtype=dtype)
+    holes = pd.DataFrame({"a": rng.normal(size=60), "b": column})
+    holes.loc[::4, "b"] = None
+    out = TDMImputer(**FAST, random_state=0).fit_transform(holes)
+    assert out["b"].dtype == holes["b"].dtype
+    observed = holes["b"].notna()
+    assert out["b"][observed].tolist() == holes["b"][observed].tolist()
+    assert out["b"][~observed].between(top - 2048, top).all()
+
+
 @pytest.mark.parametrize("frame", [True, False])
 def test_single_precision_cells_at_a_bound_stay_within_it(frame: bool) -> None:
     """0.05 has no single-precision double: a cell clamped to it is the single just inside."""
