@@ -50,7 +50,7 @@ from tasks.impute import impute_partition
 from tasks.lineage import LineageRecord, ModelUse, current_run
 from tasks.partitions import TableProfile, read_partition, read_sample
 from tasks.quality import QualityReport, check_quality
-from tasks.results import CellDraws, FittedModel, Imputed, ImputeTableResult
+from tasks.results import CellDraws, FittedModel, ImputationOutcome, Imputed, ImputeTableResult
 from tasks.scaling import Scaling, apply_scaling, inverse_scale, inverse_scale_draws
 from tasks.targets import check_target_table
 from tasks.validate import TableRequest
@@ -194,14 +194,18 @@ def impute_incremental(
     )
     source = profile.source(new.frame)
     part_plan = plan_for_rows(plan, new.frame)
+    outcome: ImputationOutcome | None = None
+    if model.fitted is not None:  # a model fitted on a sample made no draws of its own
+        fitted = model.fitted.outcome
+        outcome = replace(fitted, hyperparameters={**fitted.hyperparameters, **options.filled()})
     lineage = LineageRecord(
         run=run,
         source=source,
         plan=part_plan,
-        outcome=model.fitted.outcome if model.fitted else None,
+        outcome=outcome,
         quality=quality,
         seed=options.seed,
-        hyperparameters=dict(options.imputer),
+        hyperparameters=options.recorded(),
         model=ModelUse(
             version=model.version,
             rows_new=len(new.frame),
@@ -213,7 +217,6 @@ def impute_incremental(
         draws=draws,
     )
     if dry_run:
-        outcome = model.fitted.outcome if model.fitted else None
         result = replace(
             dry_run_result(db_path, part_plan, outcome, clock.seconds, replaces=rewrite),
             **model_fields(lineage),

@@ -143,7 +143,7 @@ def impute_partitioned(
                 write.stage(part_plan, done, imputed, run.run_id, draws)
         seconds["impute-check-write"] = time.perf_counter() - clock
         outcome = _with_partitioning(
-            fitted.outcome, settings, len(sample.frame), len(profile.bounds)
+            fitted.outcome, options, settings, len(sample.frame), len(profile.bounds)
         )
         lineage = LineageRecord(
             run=run,
@@ -152,7 +152,7 @@ def impute_partitioned(
             outcome=outcome,
             quality=merge_reports(reports),
             seed=options.seed,
-            hyperparameters=dict(options.imputer),
+            hyperparameters=options.recorded(),
         )
         written, lineage = write.commit(lineage)
     result = table_result(written, lineage, seconds)
@@ -296,10 +296,16 @@ def fit_on_runner(
 
 
 def _with_partitioning(
-    outcome: ImputationOutcome, settings: PipelineSettings, sample_rows: int, partitions: int
+    outcome: ImputationOutcome,
+    options: ImputeOptions,
+    settings: PipelineSettings,
+    sample_rows: int,
+    partitions: int,
 ) -> ImputationOutcome:
-    """The fit's outcome, its hyperparameters completed by how the table was split."""
+    """The fit's outcome, its hyperparameters completed by how the table was split and what
+    its partitions received (the sample's fit made no draws of its own)."""
     extra = {
+        **options.filled(),
         "fit_sample_rows": sample_rows,
         "partition_rows": settings.partition_rows,
         "partitions": partitions,

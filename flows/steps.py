@@ -96,6 +96,15 @@ class ImputeOptions:
             **{name: getattr(checked, name) for name in chosen},
         )
 
+    def filled(self) -> dict[str, Any]:
+        """What the target receives (`fill`) and how many draws measure each cell (`draws`),
+        as a lineage row records them."""
+        return {"fill": self.fill, "draws": self.draws}
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings a lineage row records: the imputer's and :meth:`filled`."""
+        return {**self.imputer, **self.filled()}
+
 
 @dataclass(frozen=True, eq=False)
 class PreparedTable:
@@ -173,7 +182,7 @@ def finish_table(
     draws = None
     if outcome is not None and prepared.scaled is not None:
         clock.seconds["impute"] = outcome.fit_seconds
-        if outcome.draws is not None or outcome.draw_seconds:
+        if outcome.draw_seconds:
             clock.seconds["draws"] = outcome.draw_seconds
         imputed = clock(
             "inverse-scale",
@@ -207,7 +216,7 @@ def finish_table(
         outcome=outcome,
         quality=quality,
         seed=options.seed,
-        hyperparameters=dict(options.imputer),
+        hyperparameters=options.recorded(),
         draws=draws,
     )
     written = clock(

@@ -228,7 +228,8 @@ def _fit(
         raise PipelineError(
             f'The fit of table "{table}" diverged, so nothing was written: {error}'
         ) from None
-    draw_seconds = time.perf_counter() - started - fit_seconds
+    drew = draws > 0 or fill == "draw"
+    draw_seconds = time.perf_counter() - started - fit_seconds if drew else 0.0
     used = {k: v for k, v in imputer.get_params().items() if k not in ("callback", "verbose")}
     used["device"] = str(used["device"])
     # What the fit chose (with init="auto": ICE's or the trees' start, and the probe errors).

@@ -166,8 +166,10 @@ def _draws_lines(outcome: ImputationOutcome) -> list[str]:
             "data's), not each cell's best guess"
         )
     if draws:
+        # Partitions draw as they are imputed: their time is the partitions' step.
+        took = f" in {outcome.draw_seconds:.2f} s" if outcome.draw_seconds else ""
         lines.append(
-            f"- draws: {draws} per imputed cell in {outcome.draw_seconds:.2f} s; "
+            f"- draws: {draws} per imputed cell{took}; "
             "`tdm_imputed_cells` holds each numeric cell's `low` and `high` (5% and 95% "
             "quantiles of its draws) and each label cell's `probability` (the share of its "
             "draws that agree with the label written)"

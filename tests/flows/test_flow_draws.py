@@ -133,7 +133,8 @@ def test_partitions_and_incremental_runs_record_their_draws(
     tmp_path: Path, make_readings: Callable[..., pd.DataFrame], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A table imputed in partitions with the model fitted on a sample, then the rows appended
-    later imputed by the stored model: every imputed cell of each gets its draws."""
+    later imputed by the stored model: every imputed cell of each gets its draws, and each
+    lineage row says so (bug: partitioned and appending runs recorded no draws)."""
     db = tmp_path / "warehouse.duckdb"
     make_readings(db, table="readings", n_rows=120, seed=5)
     monkeypatch.setenv("TDM_MAX_FIT_ROWS", "60")
@@ -157,3 +158,8 @@ def test_partitions_and_incremental_runs_record_their_draws(
         assert cells.loc[~labelled, ["low", "high"]].notna().all().all()
         assert (cells.loc[~labelled, "low"] <= cells.loc[~labelled, "high"]).all()
         assert cells.loc[labelled, "probability"].between(0, 1).all()
+        recorded = read(
+            db, f"SELECT hyperparameters FROM tdm_lineage WHERE run_id = '{run.run_id}'"
+        )
+        settings = json.loads(recorded.iloc[0, 0])
+        assert (settings["fill"], settings["draws"]) == ("point", 5), run.status
