@@ -85,7 +85,7 @@ def torch_threads_setting(flag: int | None) -> int:
 
     if flag is not None:
         return PipelineSettings(torch_threads=flag).torch_threads
-    return PipelineSettings().torch_threads
+    return PipelineSettings.from_env().torch_threads
 
 
 def limit_torch_threads(threads: int | None) -> None:

@@ -359,7 +359,7 @@ def _settings(args: argparse.Namespace, **defaults: Any) -> Any:
     }
     if getattr(args, "db", None) is not None:
         given["db_path"] = args.db
-    from_env = PipelineSettings().model_fields_set
+    from_env = PipelineSettings.from_env().model_fields_set
     for name, value in defaults.items():
         if name not in given and name not in from_env:
             given[name] = value

@@ -40,7 +40,7 @@ def _run_models(args: argparse.Namespace) -> int:
     from tasks.warehouse.models import drop_models, list_models, model_folder
     from tasks.warehouse.tables import connect
 
-    settings = PipelineSettings()
+    settings = PipelineSettings.from_env()
     db = args.db if args.db is not None else settings.db_path
     folder = model_folder(db, settings.model_dir)
     with connect(db, read_only=args.action != "drop") as con:

@@ -132,7 +132,7 @@ def serve_here(
 
     # A bad prefect.yaml, config or schedule fails before a server is started.
     specs = with_settings(read_deployment_specs(path), settings or ServeSettings())
-    threads = PipelineSettings().torch_threads if torch_threads is None else torch_threads
+    threads = PipelineSettings.from_env().torch_threads if torch_threads is None else torch_threads
     run_env = served_environment(specs, torch_threads=threads, db_path=db_path, environ=os.environ)
     port = port or default_port()
     prefect_settings = get_current_settings()

@@ -125,7 +125,8 @@ def impute_table(
                 f'"{source_table}" was not asked to be imputed incrementally, so nothing was '
                 "written: add the incremental parameter (--incremental), or leave it out."
             )
-        settings = PipelineSettings()  # inside: an invalid TDM_* value fails the run as any error
+        # inside: an invalid TDM_* value fails the run, with its message, as any input error
+        settings = PipelineSettings.from_env()
         db = str(db_path if db_path is not None else settings.db_path)
         tag_flow_run(run_tags([source_table], db))
         params = imputer_settings(  # the given settings on top of the TDM_* ones, checked first

@@ -100,7 +100,7 @@ def _impute_warehouse(
     config: str, db_path: str | None, replace_target: bool | None, dry_run: bool
 ) -> WarehouseResult:
     started = datetime.now(UTC)
-    settings = PipelineSettings()
+    settings = PipelineSettings.from_env()
     logger = get_run_logger()
     try:
         spec = load_warehouse_config(config)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.expectations import LABEL_SHARE_THRESHOLD, RANGE_FACTOR, SPREAD_THRESHOLD
+from schemas.warehouse import check_draws
 from tasks.draws import Fill
+from tasks.errors import PipelineInputError, problem
 from tasks.warehouse.names import DEFAULT_TARGET_SUFFIX
 
 __all__ = ["PipelineSettings"]
@@ -24,6 +26,19 @@ class PipelineSettings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(env_prefix="TDM_", frozen=True, extra="ignore")
+
+    @classmethod
+    def from_env(cls) -> PipelineSettings:
+        """The settings the `TDM_*` variables give; an invalid one raises `PipelineInputError`
+        naming the variable, its value and what it must be."""
+        try:
+            return cls()
+        except ValidationError as error:
+            problems = "; ".join(
+                f"TDM_{str(e['loc'][0]).upper()}={e['input']!r}: {problem(e)}"
+                for e in error.errors()
+            )
+            raise PipelineInputError(f"Invalid environment variable: {problems}.") from None
 
     db_path: Path = Field(
         default=Path("warehouse.duckdb"), description="The DuckDB warehouse file."
@@ -162,12 +177,7 @@ class PipelineSettings(BaseSettings):
         "tdm_models table, which keeps each version's path and digest (unset: in the table).",
     )
 
-    @field_validator("draws")
-    @classmethod
-    def _not_one(cls, draws: int) -> int:
-        if draws == 1:
-            raise ValueError("draws is 0 (none) or at least 2: one draw gives no interval")
-        return draws
+    _draws = field_validator("draws")(check_draws)
 
     notify_url: str | None = Field(
         default=None,

@@ -26,7 +26,7 @@ from flows.settings import PipelineSettings
 from schemas.expectations import LABEL_SHARE_THRESHOLD, SPREAD_THRESHOLD
 from tasks.artifacts import publish_run_report
 from tasks.draws import Fill
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, problem
 from tasks.frames import as_value_frame
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import SourceTable, load_table
@@ -88,7 +88,7 @@ class ImputeOptions:
         try:
             checked = PipelineSettings.model_validate(chosen)
         except ValidationError as error:
-            problems = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in error.errors())
+            problems = "; ".join(f"{e['loc'][0]}: {problem(e)}" for e in error.errors())
             raise PipelineInputError(f"Invalid run settings: {problems}.") from None
         return cls(
             imputer=imputer,

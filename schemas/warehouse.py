@@ -37,7 +37,20 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-__all__ = ["TableEntry", "WarehouseConfig", "WarehouseConfigError", "load_warehouse_config"]
+__all__ = [
+    "TableEntry",
+    "WarehouseConfig",
+    "WarehouseConfigError",
+    "check_draws",
+    "load_warehouse_config",
+]
+
+
+def check_draws(draws: int | None) -> int | None:
+    """Refuse one draw per cell (0: none, else at least 2), wherever the setting is given."""
+    if draws == 1:
+        raise ValueError("draws is 0 (none) or at least 2: one draw gives no interval")
+    return draws
 
 
 class WarehouseConfigError(ValueError):
@@ -69,6 +82,8 @@ class TableEntry(BaseModel):
         if self.watermark is not None and not self.incremental:
             raise ValueError("watermark is for incremental runs: add incremental: true")
         return self
+
+    _draws = field_validator("draws")(check_draws)
 
     @field_validator("bounds")
     @classmethod

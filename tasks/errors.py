@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 
 __all__ = [
@@ -9,6 +11,7 @@ __all__ = [
     "PipelineInputError",
     "QualityCheckError",
     "WarehouseBusyError",
+    "problem",
     "setting",
     "validation_problems",
 ]
@@ -53,8 +56,13 @@ def setting(name: str) -> str:
     return _WAYS[name]
 
 
+def problem(error: Any) -> str:
+    """One of a pydantic error's messages, without its "Value error, " prefix."""
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
 def validation_problems(error: ValidationError, root: str = "value") -> str:
     """A pydantic error as one line: `field: message; ...` (`root` names a top-level error)."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or root}: {e['msg']}" for e in error.errors()
+        f"{'.'.join(str(p) for p in e['loc']) or root}: {problem(e)}" for e in error.errors()
     )

@@ -205,6 +205,33 @@ def test_the_first_step_waits_for_a_lock_released_seconds_later(
 
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("TDM_FILL", "bogus", "TDM_FILL='bogus': Input should be 'point' or 'draw'"),
+        ("TDM_DRAWS", "1", "TDM_DRAWS='1': draws is 0 (none) or at least 2"),
+    ],
+)
+def test_a_bad_environment_variable_is_named_with_its_value(
+    warehouse: Path,
+    variable: str,
+    value: str,
+    expected: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Bug: the message named the setting (`fill`), not the variable a user never typed as a
+    flag, and showed pydantic's "Value error," prefix."""
+    monkeypatch.setenv(variable, value)
+    digest = hashlib.sha256(warehouse.read_bytes()).hexdigest()
+    assert main(["impute", "--db", str(warehouse), "--table", "readings"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: Invalid environment variable: {expected}" in err
+    assert "Value error" not in err and "Traceback" not in err
+    assert hashlib.sha256(warehouse.read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.parametrize(
     "flags",
     [[], ["--dry-run"], ["--incremental", "--key", "id", "--dry-run"]],
     ids=["run", "dry-run", "incremental-dry-run"],

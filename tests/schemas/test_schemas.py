@@ -169,3 +169,6 @@ def test_a_config_entry_takes_what_the_target_receives_and_the_draws() -> None:
     for bad in ({"fill": "median"}, {"draws": -1}):
         with pytest.raises(ValidationError, match=next(iter(bad))):
             TableEntry(table="t", **bad)
+    # Bug: one draw passed the config (and `tdm serve`'s start) and failed only at run time.
+    with pytest.raises(ValidationError, match=r"draws is 0 \(none\) or at least 2"):
+        TableEntry(table="t", draws=1)
