@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ __all__ = [
     "MAX_COLUMNS",
     "MAX_LABELS",
     "MIN_ROWS",
+    "LabelCount",
     "input_schema",
     "is_label_feature",
 ]
@@ -38,6 +40,29 @@ def is_label_feature(n_labels: int, n_rows: int) -> bool:
     each held by two rows on average (a column of mostly distinct values is a key or free text,
     not a label)."""
     return 2 <= n_labels <= MAX_LABELS and 2 * n_labels <= n_rows
+
+
+class LabelCount(NamedTuple):
+    """A text, enum or boolean column's distinct labels, its observed cells, and its observed
+    cells that hold a label no other cell holds."""
+
+    labels: int
+    observed: int
+    once: int
+
+    @property
+    def mostly_distinct(self) -> bool:
+        """Whether the column looks like an identifier or free text: more than two labels, and
+        most observed cells hold a label of their own. Its NULLs have no label to learn."""
+        return self.labels > 2 and 2 * self.once > self.observed
+
+    def imputed_by_default(self, n_rows: int) -> bool:
+        """Whether the column (of `n_rows` rows) is taken when the columns to impute are not
+        named: one with a NULL and an observed cell unless `mostly_distinct` (its NULLs are then
+        kept, and logged), a complete one when `is_label_feature` (it informs the fit)."""
+        if self.observed == n_rows:
+            return is_label_feature(self.labels, n_rows)
+        return self.observed > 0 and not self.mostly_distinct
 
 
 # Check names, reported in failure cases and turned into sentences by tasks.validate.

@@ -9,14 +9,14 @@ the target, inside its transaction: every read sees the same snapshot of the sou
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from schemas.input import MAX_LABELS, is_label_feature
+from schemas.input import MAX_LABELS, LabelCount
 from tasks.bounds import table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import observed_labels
@@ -24,11 +24,13 @@ from tasks.load import SourceTable, _missing_table_message
 from tasks.retry import warehouse_task
 from tasks.validate import (
     ImputationPlan,
+    LabelCounts,
     TableRequest,
     _resolve_key,
     _resolve_target,
     check_row_id,
     column_kinds,
+    left_out_labels,
     nan_problems,
     never_imputed,
     resolve_columns,
@@ -111,7 +113,8 @@ def profile_table(
     passed = resolve_pass_through(info, request.pass_through)
     target_name = _resolve_target(info.qualified, request.target_table, False, target_suffix)
     src = info.sql
-    chosen = resolve_columns(info, request.columns, key_name, passed, _labels_by_default(con, info))
+    counts, n_all = _label_counts(con, info)
+    chosen = resolve_columns(info, request.columns, key_name, passed, counts, n_all)
     kinds = column_kinds(info, chosen)
     labelled = [name for name in chosen if kinds[name] in LABELLED]
     numeric = [name for name in chosen if name not in labelled]
@@ -186,6 +189,7 @@ def profile_table(
         bounds=found.columns,
         labels=labels,
         pass_through=passed,
+        left_out=left_out_labels(info, request.columns, key_name, passed, counts, n_all),
         ignored_checks=found.ignored_checks,
     )
     return TableProfile(
@@ -199,20 +203,19 @@ def profile_table(
     )
 
 
-def _labels_by_default(con: duckdb.DuckDBPyConnection, info: TableInfo) -> Callable[[str], bool]:
-    """Which boolean, text and enum columns the default columns take: those with a NULL and an
-    observed cell, and the complete ones with few labels (`is_label_feature`)."""
-    names = [c.name for c in info.columns if c.kind in LABELLED]
-    counts = "".join(
-        f", count({quote_identifier(n)}), count(DISTINCT {quote_identifier(n)})" for n in names
-    )
-    row = con.execute(f"SELECT count(*){counts} FROM {info.sql}").fetchall()[0]
-    n_rows, taken = int(row[0]), set()
-    for j, name in enumerate(names):
-        observed, distinct = int(row[1 + 2 * j]), int(row[2 + 2 * j])
-        if 0 < observed < n_rows or (observed == n_rows and is_label_feature(distinct, n_rows)):
-            taken.add(name)
-    return taken.__contains__
+def _label_counts(con: duckdb.DuckDBPyConnection, info: TableInfo) -> tuple[LabelCounts, int]:
+    """The distinct labels and observed cells of each boolean, text and enum column, and the
+    table's rows."""
+    found = {}
+    for column in (c for c in info.columns if c.kind in LABELLED):
+        cell = quote_identifier(column.name)
+        held = f"SELECT count(*) AS n FROM {info.sql} WHERE {cell} IS NOT NULL GROUP BY {cell}"
+        row = con.execute(
+            f"SELECT count(*), coalesce(sum(n), 0), count(*) FILTER (WHERE n = 1) FROM ({held})"
+        ).fetchall()[0]
+        found[column.name] = LabelCount(*(int(v) for v in row))
+    n_rows = con.execute(f"SELECT count(*) FROM {info.sql}").fetchall()[0][0]
+    return found, int(n_rows)
 
 
 def _labels(con: duckdb.DuckDBPyConnection, src: str, name: str) -> tuple[object, ...]:

@@ -414,7 +414,7 @@ def _observed_cells_identical(original: pd.DataFrame, imputed: pd.DataFrame) -> 
 def merge_reports(reports: Sequence[QualityReport]) -> QualityReport:
     """One report for a table checked partition by partition: a check passes if it passed on
     every partition it ran on (a spread check needs imputed cells); its detail says on how many
-    it ran and failed, and the first failure's detail."""
+    it ran and failed, and the first failure's detail, or the first partition's."""
     if not reports:
         raise ValueError("merge_reports needs at least one report")
     by_name: dict[str, list[CheckOutcome]] = {}
@@ -427,7 +427,7 @@ def merge_reports(reports: Sequence[QualityReport]) -> QualityReport:
         failed = [c for c in same if not c.passed]
         scope = "" if len(same) == len(reports) else f" it ran on (of {len(reports)})"
         detail = (
-            f"all {len(same)} partitions{scope}: {first.detail}"
+            f"all {len(same)} partitions{scope}; the first: {first.detail}"
             if not failed
             else f"failed on {len(failed)} of {len(same)} partitions{scope}: {failed[0].detail}"
         )

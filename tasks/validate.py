@@ -18,8 +18,8 @@ from schemas.input import (
     MAX_COLUMNS,
     MAX_LABELS,
     MIN_ROWS,
+    LabelCount,
     input_schema,
-    is_label_feature,
 )
 from schemas.lineage import IMPUTED_CELLS_TABLE, LINEAGE_TABLE
 from tasks.bounds import ColumnBounds, table_bounds
@@ -37,9 +37,11 @@ from tasks.warehouse.tables import FLOAT, LABELLED, TableInfo
 
 __all__ = [
     "ImputationPlan",
+    "LabelCounts",
     "TableRequest",
     "check_row_id",
     "column_kinds",
+    "left_out_labels",
     "nan_problems",
     "never_imputed",
     "plan_notes",
@@ -54,13 +56,12 @@ BoundsConfig = Mapping[str, Sequence[float | None]]
 
 @dataclass(frozen=True)
 class TableRequest:
-    """Which table to impute: its columns (None: every numeric one, every text, enum or boolean
-    one with a NULL, and every complete one with few labels (`is_label_feature`), but the key and
-    the `pass_through` ones), its key, the target
-    (None: the source name plus the target suffix, or the source itself), bounds per numeric
-    column ([low, high], None: open) that replace the observed range, and whether NaN values
-    are imputed as missing cells (`nan_as_missing`; otherwise a column to impute that holds
-    one is refused)."""
+    """Which table to impute: its columns (None: every numeric one, and the text, enum and boolean
+    ones `LabelCount.imputed_by_default` takes, but the key and the `pass_through` ones), its key,
+    the target (None: the source name plus the target suffix, or the source itself), bounds per
+    numeric column ([low, high], None: open) that replace the observed range, and whether NaN values
+    are imputed as missing cells (`nan_as_missing`; otherwise a column to impute that holds one is
+    refused)."""
 
     source_table: str
     columns: Sequence[str] | None = None
@@ -82,7 +83,8 @@ class ImputationPlan:
     it) may be replaced; without it, such a target is refused. `kinds` says how each column is
     imputed ("float", "integer", "boolean", "categorical"; a column not in it is "float"), `bounds`
     the range of each numeric column's imputed values (`tasks.bounds`), `labels` the labels observed
-    in each boolean or categorical column (its imputed cells take one of them).
+    in each boolean or categorical column (its imputed cells take one of them). `left_out`: the
+    label columns with a NULL that the default columns leave out (`left_out_labels`).
     """
 
     source_table: str
@@ -98,6 +100,7 @@ class ImputationPlan:
     labels: Mapping[str, tuple[object, ...]] = field(default_factory=dict)
     pass_through: tuple[str, ...] = ()
     ignored_checks: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
 
     @property
     def n_missing(self) -> int:
@@ -137,15 +140,12 @@ def validate_input(
     key_name = _resolve_key(table, key)
     passed = resolve_pass_through(table, pass_through)
     frame = source.frame
-
-    def by_default(name: str) -> bool:
-        if name not in frame or not frame[name].notna().any():
-            return False
-        if frame[name].isna().any():
-            return True
-        return is_label_feature(int(frame[name].nunique()), len(frame))
-
-    chosen = resolve_columns(table, columns, key_name, passed, by_default)
+    counts = {
+        c.name: label_count(frame[c.name])
+        for c in table.columns
+        if c.kind in LABELLED and c.name in frame
+    }
+    chosen = resolve_columns(table, columns, key_name, passed, counts, len(frame))
     if not nan_as_missing and (problems := nan_problems(source.nan_cells, chosen)):
         raise PipelineInputError(f'Table "{table.qualified}" cannot be imputed: {problems}')
     kinds = column_kinds(table, chosen)
@@ -168,6 +168,7 @@ def validate_input(
         labels={name: observed_labels(values[name]) for name in labelled},
         pass_through=passed,
         ignored_checks=found.ignored_checks,
+        left_out=left_out_labels(table, columns, key_name, passed, counts, len(frame)),
     )
 
 
@@ -196,7 +197,8 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
         if name in plan.bounds:
             what = f"{plan.kind(name)}, bounds {plan.bounds[name].describe()}"
         else:
-            what = f"{plan.kind(name)}, {len(plan.labels.get(name, ()))} observed labels"
+            n_labels = len(plan.labels.get(name, ()))
+            what = f"{plan.kind(name)}, {n_labels} observed label{'s' * (n_labels != 1)}"
         notes.append(f'\n  "{name}": {plan.missing[name]} cells, {what}')
     lines = [f'Columns of "{plan.source_table}" to impute:' + "".join(notes)] if notes else []
     if complete := [name for name in plan.labelled if not plan.missing.get(name)]:
@@ -205,6 +207,13 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
         )
     if plan.pass_through:
         lines.append(f"Passed through with their NULLs: {_names(plan.pass_through)}")
+    if plan.left_out:
+        lines.append(
+            f"Left out with their NULLs, as identifiers or free text (most of their labels are "
+            f"held by one cell, so no label can be learned for the others): "
+            f"{_names(plan.left_out)}. Name them in the columns to impute them "
+            f"({setting('columns')})."
+        )
     lines += [
         f'CHECK {check} of "{plan.source_table}" is not a simple bound (column compared with '
         "a number, BETWEEN), so it is not used for bounds; an imputed value that breaks it is "
@@ -306,18 +315,33 @@ def resolve_pass_through(table: TableInfo, names: Sequence[str] | None) -> tuple
     return tuple(dict.fromkeys(c.name for c in map(table.column, names) if c is not None))
 
 
+LabelCounts = Mapping[str, LabelCount]
+"""Per text, enum or boolean column: its labels, observed cells and labels held once."""
+
+
+def label_count(series: pd.Series) -> LabelCount:
+    """The `LabelCount` of a text, enum or boolean column."""
+    held = series.value_counts(dropna=True)
+    return LabelCount(len(held), int(held.sum()), int((held == 1).sum()))
+
+
 def resolve_columns(
     table: TableInfo,
     columns: Sequence[str] | None,
     key: str | None,
-    pass_through: Sequence[str] = (),
-    by_default: Callable[[str], bool] = lambda name: True,
+    pass_through: Sequence[str],
+    counts: LabelCounts,
+    n_rows: int,
 ) -> list[str]:
-    """The stored names of the columns to impute: `columns`, or by default every numeric
-    column and the text, enum and boolean columns that `by_default` takes (those with a NULL and
-    an observed value, and the complete ones with few labels: they inform the fit), but the key,
-    the `pass_through`, the generated columns and the identifiers (a column that is a PRIMARY
-    KEY or UNIQUE on its own: passed through unless named); at most `MAX_COLUMNS` of them."""
+    """The stored names of the columns to impute: `columns`, or by default every numeric column and
+    the text, enum and boolean columns `LabelCount.imputed_by_default` takes by their `counts` over
+    the `n_rows` rows, but the key, the `pass_through`, the generated columns and the identifiers (a
+    column that is a PRIMARY KEY or UNIQUE on its own: passed through unless named); at most
+    `MAX_COLUMNS` of them."""
+
+    def by_default(name: str) -> bool:
+        return name in counts and counts[name].imputed_by_default(n_rows)
+
     chosen = _chosen_columns(table, columns, key, pass_through, by_default)
     if len(chosen) > MAX_COLUMNS:
         raise PipelineInputError(
@@ -327,6 +351,30 @@ def resolve_columns(
             f"({setting('pass_through')}), or split the table."
         )
     return chosen
+
+
+def left_out_labels(
+    table: TableInfo,
+    columns: Sequence[str] | None,
+    key: str | None,
+    pass_through: Sequence[str],
+    counts: LabelCounts,
+    n_rows: int,
+) -> tuple[str, ...]:
+    """The text, enum and boolean columns with a NULL that the default columns leave out as
+    `mostly_distinct` (none when the columns are named, or passed through)."""
+    if columns is not None:
+        return ()
+    return tuple(
+        c.name
+        for c in table.columns
+        if c.name in counts
+        and c.name != key
+        and c.name not in pass_through
+        and c.name not in table.identifiers
+        and 0 < counts[c.name].observed < n_rows
+        and counts[c.name].mostly_distinct
+    )
 
 
 def _chosen_columns(

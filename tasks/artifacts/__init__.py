@@ -330,7 +330,8 @@ def _limits(column: str, quality: QualityReport) -> str:
         )
         return f"{ends} ({where})"
     if column in quality.labels:
-        return f"{quality.labels[column]} observed labels"
+        n_labels = quality.labels[column]
+        return f"{n_labels} observed label{'s' * (n_labels != 1)}"
     return ""
 
 

@@ -185,3 +185,6 @@ def test_partitions_merge_their_checks_by_name() -> None:
     assert merged.checks[0].detail == "failed on 1 of 2 partitions: bad"
     assert merged.checks[1].detail == "failed on 1 of 1 partitions it ran on (of 2): 0.3 times"
     assert not merged.passed and merged.warnings == (merged.checks[1],)
+    # Bug: "all 2 partitions: observed 150" read as if every partition had the first's count.
+    passed = merge_reports([first, first]).checks[0]
+    assert passed.detail == "all 2 partitions; the first: ok"
