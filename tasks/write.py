@@ -69,6 +69,7 @@ from tasks.warehouse.models import ModelFolder, NewModel, insert_model
 from tasks.warehouse.names import quote_identifier, quote_table
 from tasks.warehouse.staging import make_stage_dir
 from tasks.warehouse.tables import (
+    DECIMAL_TYPE,
     TableInfo,
     connect,
     find_table,
@@ -545,12 +546,21 @@ def _record_cells(
     """One row per imputed cell (numeric, boolean or categorical): run, target, row number
     (0-based: `offset` is that of `source.frame`'s first row), key value, column, the stored
     model version that imputed it (None: none), and what its `draws` show (on `source.frame`'s
-    index; None: no draws made)."""
+    index; None: no draws made), a DECIMAL column's `low` and `high` rounded to its scale as
+    its imputed cells are."""
     mask = missing_mask(source.frame, plan.columns).to_numpy()
     rows, cols = np.nonzero(mask)
     shown = {name: np.full(len(rows), np.nan) for name in ("low", "high", "probability")}
-    for name in shown if draws is not None else ():
-        shown[name] = _at_cells(getattr(draws, name), source.frame.index, plan.columns, rows, cols)
+    if draws is not None:
+        for name in shown:
+            at = _at_cells(getattr(draws, name), source.frame.index, plan.columns, rows, cols)
+            shown[name] = at
+        for j, name in enumerate(plan.columns):
+            column = source.table.column(name)
+            decimal = DECIMAL_TYPE.fullmatch(column.sql_type) if column is not None else None
+            if decimal is not None:
+                for end in ("low", "high"):
+                    shown[end][cols == j] = np.round(shown[end][cols == j], int(decimal[2]))
     keys = (
         source.frame[plan.key].to_numpy()[rows].astype(str)
         if plan.key is not None

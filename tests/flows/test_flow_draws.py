@@ -163,3 +163,22 @@ def test_partitions_and_incremental_runs_record_their_draws(
         )
         settings = json.loads(recorded.iloc[0, 0])
         assert (settings["fill"], settings["draws"]) == ("point", 5), run.status
+
+
+def test_a_decimal_column_s_draws_are_recorded_at_its_scale(tmp_path: Path) -> None:
+    """Bug: `low` and `high` of a DECIMAL(6,2) column had more digits than its imputed cells,
+    so a cell written as 4.31 sat below its own low of 4.3139."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=120)
+    price = np.round(10 + 3 * x + rng.normal(size=120), 2)
+    frame = pd.DataFrame({"id": np.arange(120), "x": x, "price": price})
+    frame["price"] = frame["price"].where(rng.random(120) > 0.25)
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT id, x, price::DECIMAL(6,2) AS price FROM frame")
+    run = impute_table("t", db_path=str(db), key="id", draws=5, imputer={"max_iter": 20})
+    cells = read(db, f"SELECT low, high FROM tdm_imputed_cells WHERE run_id = '{run.run_id}'")
+    assert len(cells) == frame["price"].isna().sum() > 0
+    ends = cells.to_numpy()
+    np.testing.assert_array_equal(ends, np.round(ends, 2))
+    assert (ends[:, 0] <= ends[:, 1]).all()
