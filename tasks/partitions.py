@@ -33,6 +33,7 @@ from tasks.validate import (
     left_out_labels,
     nan_problems,
     never_imputed,
+    no_observed_value,
     resolve_columns,
     resolve_pass_through,
 )
@@ -142,9 +143,9 @@ def profile_table(
     for j, name in enumerate([*numeric, *labelled]):
         observed, infinite, low, high, nan_cells[name] = row[3 + 5 * j : 8 + 5 * j]
         if infinite:
-            problems.append(f'column "{name}" has {infinite} infinite values')
+            problems.append(f'column "{name}" has {infinite} infinite value{"s" * (infinite != 1)}')
         if not observed:
-            problems.append(f'column "{name}" has no observed value')
+            problems.append(no_observed_value(name))
         missing[name] = n_rows - int(observed)
         if name in labelled and low > MAX_LABELS:
             problems.append(

@@ -44,6 +44,7 @@ __all__ = [
     "left_out_labels",
     "nan_problems",
     "never_imputed",
+    "no_observed_value",
     "plan_notes",
     "resolve_columns",
     "resolve_pass_through",
@@ -169,6 +170,15 @@ def validate_input(
         pass_through=passed,
         ignored_checks=found.ignored_checks,
         left_out=left_out_labels(table, columns, key_name, passed, counts, len(frame)),
+    )
+
+
+def no_observed_value(column: str) -> str:
+    """The clause refusing a column to impute whose every cell is NULL, with what to do."""
+    return (
+        f'column "{column}" has no observed value (every cell is NULL), so there is nothing to '
+        f"learn it from: pass it through with its NULLs ({setting('pass_through')}), leave it "
+        f"out of the columns you named ({setting('columns')}), or fill some values"
     )
 
 
@@ -508,11 +518,7 @@ def _describe_failures(cases: pd.DataFrame, frame: pd.DataFrame, key: str | None
                 f"free text): pass it through ({setting('pass_through')}) to keep its NULLs"
             )
         elif check == CHECK_OBSERVED:
-            problems.append(
-                f'column "{column}" has no observed value (every cell is NULL), so there is '
-                "nothing to learn it from: fill some values or leave it out of the columns "
-                f"({setting('columns')})"
-            )
+            problems.append(no_observed_value(column))
         elif column == key and check == "not_nullable":
             rows = f"{len(group)} row{'s' if len(group) != 1 else ''}"
             problems.append(f'the key column "{column}" is NULL in {rows}')

@@ -260,14 +260,13 @@ class TableWriter:
             with register_frame(con, frame, "tdm_imputed") as view:
                 rows = f"{src} AS s POSITIONAL JOIN {view} AS i"
                 check_alignment(con, plan, self._filled, rows)
+                filled = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in self._filled)
+                after = f"({_computed(f'SELECT s.* REPLACE ({filled}) FROM {rows}', source)})"
                 if plan.replace_source:
+                    check_constraints(con, source.table, plan.target_table, self._filled, after)
                     self._observed_checked = update_in_place(con, plan, src, view, self._filled)
                 else:
-                    filled = ", ".join(
-                        f"{target_expression(c)} AS {c.quoted}" for c in self._filled
-                    )
-                    select = f"SELECT s.* REPLACE ({filled}) FROM {rows}"
-                    self._create_target(source.table, plan, f"({_computed(select, source)})")
+                    self._create_target(source.table, plan, after)
                     target = quote_table(plan.target_table)
                     self._observed_checked = verify_cells(
                         con, plan.target_table, positional(src, target, view), self._filled

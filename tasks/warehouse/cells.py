@@ -23,7 +23,7 @@ from tasks.load import SourceTable
 from tasks.quality import CheckOutcome, QualityReport
 from tasks.validate import ImputationPlan
 from tasks.warehouse.constraints import CHECK, FOREIGN_KEY, broken_rows
-from tasks.warehouse.names import quote_identifier
+from tasks.warehouse.names import quote_identifier, same_table
 from tasks.warehouse.tables import (
     BOOLEAN,
     DECIMAL_TYPE,
@@ -258,11 +258,15 @@ def check_constraints(
         else:
             what = "values held by more than one row"
         listed = ", ".join(f'"{name}"' for name in imputed)
+        kept = (
+            "which an update in place keeps"
+            if same_table(target, source.qualified)
+            else f'which the target "{target}" must keep too'
+        )
         raise QualityCheckError(
             f"The imputed values of {listed} break {constraint.text} of table "
-            f'"{source.qualified}" ({what}: {found}), which the target "{target}" must keep '
-            "too, so nothing was written. Pass the column through with its NULLs "
-            f"({setting('pass_through')})."
+            f'"{source.qualified}" ({what}: {found}), {kept}, so nothing was written. Pass the '
+            f"column through with its NULLs ({setting('pass_through')})."
         )
 
 
@@ -340,8 +344,8 @@ def update_in_place(
             raise PipelineError(
                 f'The imputed values break a constraint of table "{plan.source_table}", which '
                 "an update in place keeps, so nothing was written: "
-                f"{str(error).splitlines()[0].rstrip('.')}. Impute into another table (leave out "
-                f"replace_source: {setting('replace_source')})."
+                f"{str(error).splitlines()[0].rstrip('.')}. Pass the column it names through with "
+                f"its NULLs ({setting('pass_through')})."
             ) from None
         for c in filled:
             _check_same_values(con, plan.source_table, f"(SELECT {c.quoted} FROM {src})", fill, c)
