@@ -130,7 +130,6 @@ def impute_incremental(
         if incremental.watermark is not None:
             check_watermark(con, profile, incremental.watermark)
         exists = check_target_table(con, plan)
-        log_plan(plan)
         latest = latest_model(con, plan.target_table)
         reason = _refit_reason(exists, latest, incremental, settings)
         model: _Model | None = None
@@ -173,6 +172,7 @@ def impute_incremental(
                 "they are" if new.late_rows != 1 else "it is",
                 setting("key"),
             )
+        log_plan(plan_for_rows(plan, new.frame))  # the cells this run imputes
         fit_rows = None if model is not None else _fit_rows(con, profile, options, settings)
     if model is None:
         assert reason is not None and fit_rows is not None
