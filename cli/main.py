@@ -473,18 +473,25 @@ def _run_warehouse(args: argparse.Namespace) -> int:
         replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
         dry_run=args.dry_run,
     )
+    tables = f"{len(result.tables)} table{'s' * (len(result.tables) != 1)}"
     if result.dry_run:
         print(
-            f"Dry run, nothing written to {result.db_path}: a run would impute "
-            f"{len(result.tables)} tables on {result.runner} (the quality checks passed):"
+            f"Dry run, nothing written to {result.db_path}: a run would impute {tables} on "
+            f"{result.runner} (the quality checks passed):"
         )
     else:
-        print(f"Imputed {len(result.tables)} tables in {result.db_path} on {result.runner}:")
+        print(f"Imputed {tables} in {result.db_path} on {result.runner}:")
     for table, done in result.tables.items():
         cells = sum(done.cells_imputed.values())
         replaced = " (replacing the existing table)" if done.replaced_existing else ""
         print(
             f"  {table} -> {done.target_table}{replaced}: {done.rows} rows, {cells} cells imputed"
+        )
+    if not result.dry_run and result.tables:
+        run_id = next(iter(result.tables.values())).run_id
+        print(
+            f"Lineage: run {run_id} in tdm_lineage, one row per table; the imputed cells are "
+            "listed in tdm_imputed_cells (by run_id and target_table)."
         )
     return 0
 

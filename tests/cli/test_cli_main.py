@@ -207,7 +207,11 @@ def test_warehouse_imputes_the_configured_tables_and_names_failures(
     args = ["warehouse", "--config", str(config), "--db", str(warehouse)]
     assert main([*args, "--task-runner", "threads"]) == 0
     out = capsys.readouterr().out
-    assert "Imputed 1 tables" in out and "readings -> readings_imputed: 80 rows" in out
+    assert (
+        "Imputed 1 table in" in out
+        and "Lineage: run " in out
+        and "readings -> readings_imputed: 80 rows" in out
+    )
     assert os.environ["TDM_TASK_RUNNER"] == "threads"
 
     config.write_text("tables:\n  - table: nowhere\n", encoding="utf-8")
@@ -237,6 +241,6 @@ def test_dry_run_reports_what_would_be_written_and_leaves_the_file_as_it_was(
     dry = ["warehouse", "--config", str(config), "--db", str(warehouse), "--dry-run"]
     assert main(dry) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"Dry run, nothing written to {warehouse}: a run would impute 1 tables")
+    assert out.startswith(f"Dry run, nothing written to {warehouse}: a run would impute 1 table on")
     assert "readings -> readings_imputed: 80 rows" in out
     assert file_hash(warehouse) == before
