@@ -167,6 +167,78 @@ def grid_settings(args: argparse.Namespace) -> argparse.Namespace:
     return filled
 
 
+def grid_problem(args: argparse.Namespace, report_dir: str) -> str | None:
+    """What is wrong with the grid `args` asks for (`grid_settings` applied), before any trial
+    runs: unknown datasets, methods or mechanisms, a table of the other grid, a dataset file
+    that does not exist, settings out of range, a seed given twice, a results file that is a
+    folder or, with `--report-only`, missing; or a report folder whose `benchmark.csv` holds
+    trials the results file lacks (writing the report would replace it). None: nothing."""
+    from benchmarks.datasets import DATASETS, MIXED_DATASETS, MIXED_MECHANISMS, dataset_path
+    from benchmarks.registry import REGISTRY
+    from tdm.simulate import MECHANISMS
+
+    mixed = bool(getattr(args, "mixed", False))
+    grid, other = (MIXED_DATASETS, DATASETS) if mixed else (DATASETS, MIXED_DATASETS)
+    names = [*args.datasets, *([args.trace_dataset] if args.trace_dataset else [])]
+    for name in names:
+        if name in other:
+            flag = "without --mixed" if mixed else "with --mixed"
+            return f"dataset {name!r} belongs to the other grid: run it {flag}"
+        if name not in grid:
+            return f"unknown dataset {name!r}; known: {', '.join(grid)}"
+        path = dataset_path(name, args.data_dir, mixed=mixed)
+        if path is None or not path.is_file():
+            return (
+                f"dataset file {path or name + '.csv'} does not exist: give the datasets' folder "
+                "with --data-dir or TDM_DATASETS_DIR"
+            )
+    unknown = [m for m in args.methods if m not in REGISTRY]
+    if unknown:
+        return f"unknown method {unknown[0]!r}; known: {', '.join(REGISTRY)}"
+    mechanisms = MIXED_MECHANISMS if mixed else MECHANISMS
+    unknown = [m for m in args.mechanisms if m not in mechanisms]
+    if unknown:
+        return f"unknown mechanism {unknown[0]!r}; this grid's: {', '.join(mechanisms)}"
+    twice = sorted({seed for seed in args.seeds if args.seeds.count(seed) > 1})
+    if twice:
+        return f"--seeds lists seed {twice[0]} more than once"
+    ranges = [
+        (not 0 < args.p < 1, f"--p must be a missing rate in (0, 1); got {args.p}"),
+        (args.max_iter is not None and args.max_iter < 0, "--max-iter must be at least 0"),
+        (args.svm_repeats < 0, "--svm-repeats must be at least 0"),
+        (args.workers < 1, "--workers must be at least 1"),
+        (os.path.isdir(args.db), f"--db {args.db} is a folder; give a DuckDB file"),
+        (
+            args.report_only and not os.path.isfile(args.db),
+            f"--report-only: results file {args.db} does not exist",
+        ),
+    ]
+    for wrong, message in ranges:
+        if wrong:
+            return message
+    return _report_would_lose_trials(args.db, report_dir)
+
+
+def _report_would_lose_trials(db_path: str, report_dir: str) -> str | None:
+    """Why writing the report of `db_path` into `report_dir` would lose recorded trials: its
+    `benchmark.csv` holds more rows than the results file (None: it does not)."""
+    from benchmarks.tasks import read_results
+
+    csv = os.path.join(report_dir, "benchmark.csv")
+    if not os.path.isfile(csv):
+        return None
+    with open(csv, encoding="utf-8") as lines:
+        held = max(sum(1 for _ in lines) - 1, 0)
+    recorded = len(read_results(db_path))
+    if held <= recorded:
+        return None
+    return (
+        f"{csv} holds {held} trial rows and results file {db_path} {recorded}: writing the "
+        f"report would replace it. Add its trials first (tdm bench --db {db_path} --merge "
+        f"{csv}), or give another --report-dir"
+    )
+
+
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `tdm bench`: run the flow (or only the report); returns the exit status."""
     limit_torch_threads(torch_threads_setting(args.torch_threads))
@@ -174,6 +246,9 @@ def run_bench(args: argparse.Namespace) -> int:
 
     args = grid_settings(args)
     report_dir = args.report_dir or os.path.dirname(args.db) or "."
+    if not args.merge and (problem := grid_problem(args, report_dir)):
+        print(f"tdm bench: error: {problem}.", file=sys.stderr)
+        return EXIT_USAGE
     if args.merge:
         from pandera.errors import SchemaError, SchemaErrors
 

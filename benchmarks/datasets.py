@@ -31,6 +31,7 @@ __all__ = [
     "Dataset",
     "MixedDataset",
     "apply_mask",
+    "dataset_path",
     "default_data_dir",
     "encode_numeric",
     "load_dataset",
@@ -125,18 +126,26 @@ def default_data_dir() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
+def dataset_path(name: str, data_dir: str | os.PathLike[str] | None, *, mixed: bool) -> Path | None:
+    """Where dataset ``name`` is read from: ``<data_dir>/[mixed/]<name>.csv``, ``data_dir``
+    defaulting to :func:`default_data_dir` (None: no such folder)."""
+    directory = Path(data_dir) if data_dir is not None else default_data_dir()
+    if directory is None:
+        return None
+    return directory / "mixed" / f"{name}.csv" if mixed else directory / f"{name}.csv"
+
+
 def _csv_path(name: str, data_dir: str | os.PathLike[str] | None, *, mixed: bool) -> Path:
-    """``<data_dir>/[mixed/]<name>.csv``; a missing file's error names ``TDM_DATASETS_DIR``."""
+    """:func:`dataset_path`; a missing file's error names ``TDM_DATASETS_DIR``."""
     where = (
         f"the folder whose mixed/ holds {name}.csv" if mixed else f"the folder holding {name}.csv"
     )
-    directory = Path(data_dir) if data_dir is not None else default_data_dir()
-    if directory is None:
+    path = dataset_path(name, data_dir, mixed=mixed)
+    if path is None:
         raise FileNotFoundError(
             f"no dataset directory for {name!r}: set {DATASETS_DIR_ENV} (or pass data_dir=...) "
             f"to {where}; ../shared/datasets next to the repository does not exist"
         )
-    path = directory / "mixed" / f"{name}.csv" if mixed else directory / f"{name}.csv"
     if not path.is_file():
         known = MIXED_DATASETS if mixed else DATASETS
         raise FileNotFoundError(

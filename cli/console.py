@@ -28,7 +28,7 @@ QUIET, DEFAULT, VERBOSE = -1, 0, 1
 _ROOT = Path(__file__).resolve().parents[1]
 _OURS = tuple(
     str(_ROOT / package) + os.sep
-    for package in ("cli", "deployments", "flows", "tasks", "tdm", "schemas")
+    for package in ("benchmarks", "cli", "deployments", "flows", "tasks", "tdm", "schemas")
 )
 _RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 

@@ -188,6 +188,63 @@ def test_cli_runs_a_grid_then_the_report_only(tmp_path: Path, data_dir: str) -> 
     assert len(read_results(db)) == 1
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--datasets", "nosuch"], "unknown dataset 'nosuch'; known: concrete_slump"),
+        (["--datasets", "penguins"], "'penguins' belongs to the other grid: run it with --mixed"),
+        (["--methods", "mean,nosuch"], "unknown method 'nosuch'; known: "),
+        (["--mechanisms", "mnar"], "unknown mechanism 'mnar'; this grid's: mcar, mar, mnarl"),
+        (["--p", "1.5"], "--p must be a missing rate in (0, 1); got 1.5"),
+        (["--max-iter", "-5"], "--max-iter must be at least 0"),
+        (["--svm-repeats", "-1"], "--svm-repeats must be at least 0"),
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["--seeds", "3,3"], "--seeds lists seed 3 more than once"),
+        (["--trace-dataset", "nosuch"], "unknown dataset 'nosuch'"),
+        (["--data-dir", "{tmp}/nowhere"], "nowhere/seeds.csv does not exist: give the datasets'"),
+        (["--db", "{tmp}"], "is a folder; give a DuckDB file"),
+        (["--report-only"], "--report-only: results file {tmp}/bench.duckdb does not exist"),
+    ],
+    ids=lambda value: value[0] if isinstance(value, list) else None,
+)
+def test_a_bad_grid_is_refused_before_any_trial(
+    tmp_path: Path,
+    data_dir: str,
+    flags: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Bug: each of these ran the flow, failed in every trial (or after the whole grid) and
+    was called "a bug in tdm"; now exit 2 with one line, nothing written."""
+    flags = [flag.replace("{tmp}", str(tmp_path)) for flag in flags]
+    base = ["--db", str(tmp_path / "bench.duckdb"), "--data-dir", data_dir, "--datasets", "seeds"]
+    base += ["--methods", "mean", "--seeds", "1", "--mechanisms", "mcar"]
+    assert bench_main([*base, *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tdm bench: error: ") and message.replace("{tmp}", str(tmp_path)) in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_is_not_written_over_a_record_the_results_file_lacks(
+    tmp_path: Path, data_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: a grid run (or --report-only) into a fresh results file beside a committed
+    benchmark.csv replaced it with the new run's few rows."""
+    record = tmp_path / "record" / "bench.duckdb"
+    flags = ["--data-dir", data_dir, "--svm-repeats", "0", "--mechanisms", "mcar"]
+    grid = ["--datasets", "seeds", "--seeds", "2", "--methods", "mean", *flags]
+    assert bench_main(["--db", str(record), *grid]) == 0
+    csv = record.parent / "benchmark.csv"
+    kept = csv.read_text()
+    fresh = record.parent / "fresh.duckdb"
+    assert bench_main(["--db", str(fresh), "--datasets", "seeds", "--seeds", "1,", *flags]) == 2
+    err = capsys.readouterr().err
+    assert "holds 2 trial rows and results file" in err and f"--merge {csv}" in err
+    assert csv.read_text() == kept and not fresh.exists()
+    assert bench_main(["--db", str(fresh), "--merge", str(csv)]) == 0  # the way out it names
+    assert csv.read_text() == kept
+
+
 def test_seeds_flag_takes_a_count_or_a_list() -> None:
     assert parse_seeds("3") == [0, 1, 2]
     assert parse_seeds("4,7") == [4, 7]
