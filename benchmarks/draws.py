@@ -262,6 +262,26 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before any measurement, tables of neither grid (or of the other one), seeds
+    that are not whole numbers, and a --rows file whose folder does not exist."""
+    from benchmarks.datasets import DATASETS, MIXED_DATASETS
+
+    for flag, names, known in (
+        ("--datasets", args.datasets, DATASETS),
+        ("--mixed", args.mixed, MIXED_DATASETS),
+    ):
+        for name in filter(None, names.split(",")):
+            if name not in known:
+                parser.error(f"{flag} takes tables of {', '.join(known)}; got {name!r}")
+    if not (args.datasets or args.mixed):
+        parser.error("name the tables to measure: --datasets (numeric) or --mixed (mixed-type)")
+    if not all(part.strip().isdigit() for part in args.seeds.split(",")):
+        parser.error(f"--seeds takes comma-separated whole numbers; got {args.seeds!r}")
+    if args.rows and not Path(args.rows).resolve().parent.is_dir():
+        parser.error(f"--rows {args.rows}: its folder does not exist")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default="")
@@ -274,6 +294,7 @@ def main() -> None:
     )
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md too")
     args = parser.parse_args()
+    _check_args(parser, args)
     import torch
 
     torch.set_num_threads(1)

@@ -10,6 +10,7 @@ from functools import partial
 
 import numpy as np
 import ot
+import torch
 from scipy.optimize import linear_sum_assignment
 
 from benchmarks._timing import (
@@ -47,9 +48,15 @@ def solver_times(matrices: list[np.ndarray]) -> list[tuple[float, float, float, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda where present [cpu]")
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
     args = parser.parse_args()
+    if args.device not in ("cpu", "cuda") or (
+        args.device == "cuda" and not torch.cuda.is_available()
+    ):
+        parser.error(
+            f"--device takes cpu, or cuda where a CUDA device is present; got {args.device!r}"
+        )
 
     rows = []
     matrices: list[np.ndarray] = []
@@ -90,8 +97,6 @@ def main() -> None:
 
     device = args.device
     if device.startswith("cuda"):
-        import torch
-
         device += f", {torch.cuda.get_device_name(0)}"
     lines = [
         *header(f"python -m benchmarks.iteration_speed --device {args.device} --write", device),

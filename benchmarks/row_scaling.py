@@ -61,6 +61,11 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
+    wrong = [name for name in args.runners.split(",") if name not in ("threads", "dask")]
+    if wrong:
+        parser.error(f"--runners takes threads,dask; got {wrong[0]!r}")
+    if not all(part.strip().isdigit() for part in args.rows.split(",")):
+        parser.error(f"--rows takes comma-separated row counts; got {args.rows!r}")
 
     env = {
         **os.environ,

@@ -40,12 +40,24 @@ MECHANISMS = ("mcar", "mar", "mnarl", "mnarq")
 SMALL_TABLES = DATASETS[:5]
 
 
+TRIAL_COLUMNS = ("dataset", "mechanism", "seed", "method", "p", "params", "mae", "tdm_version")
+"""The columns of a trial the test reads."""
+
+
 def read_trials(path: Path) -> pd.DataFrame:
-    """The trials of a ``tdm bench`` report CSV or DuckDB results file."""
+    """The trials of a ``tdm bench`` report CSV or DuckDB results file; ``ValueError`` for a
+    file that holds none (another CSV, a DuckDB file without ``bench_results``)."""
     if path.suffix == ".duckdb":
         with duckdb.connect(str(path), read_only=True) as con:
-            return con.execute("SELECT * FROM bench_results").df()
-    return pd.read_csv(path)
+            try:
+                return con.execute("SELECT * FROM bench_results").df()
+            except duckdb.CatalogException:
+                raise ValueError(f"{path} holds no bench_results table") from None
+    trials = pd.read_csv(path)
+    lacking = [name for name in TRIAL_COLUMNS if name not in trials.columns]
+    if lacking:
+        raise ValueError(f"{path} is not a tdm bench record: it lacks {', '.join(lacking)}")
+    return trials
 
 
 @dataclass(frozen=True)
@@ -232,6 +244,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, nargs="+", default=[RESULTS])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    for path in args.results:
+        if not path.is_file():
+            parser.error(f"--results {path} does not exist")
+        try:
+            read_trials(path)
+        except ValueError as error:
+            parser.error(str(error))
     sources = []
     for path in args.results:
         try:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pandas as pd
+import pytest
 
+import benchmarks.draws as draws
 from benchmarks.draws import MARGINAL, label_distance, label_marginal
 
 
@@ -21,3 +24,21 @@ def test_draws_from_the_observed_shares_are_near_but_not_on_the_removed_ones() -
     row = label_marginal("penguins", 0)
     assert row["method"] == MARGINAL and math.isnan(row["coverage"])
     assert 0 < row["labels"] <= row["labels_worst"] < 0.2
+
+
+def test_bad_arguments_are_refused_before_any_measurement(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: no table gave a KeyError, a table of the other grid or a bad seed a traceback, and a
+    --rows file in a missing folder failed only after the measurement."""
+    monkeypatch.setattr(draws, "measure", lambda *a: pytest.fail("measured"))
+    for argv, message in (
+        ([], "name the tables to measure"),
+        (["--mixed", "seeds"], "--mixed takes tables of penguins"),
+        (["--datasets", "seeds", "--seeds", "a"], "--seeds takes comma-separated whole"),
+        (["--datasets", "seeds", "--rows", "/nowhere/x.jsonl"], "its folder does not exist"),
+    ):
+        monkeypatch.setattr(sys, "argv", ["draws", *argv])
+        with pytest.raises(SystemExit) as exited:
+            draws.main()
+        assert exited.value.code == 2 and message in capsys.readouterr().err

@@ -96,3 +96,18 @@ def test_clashing_and_incomplete_records_are_refused(tmp_path: Path) -> None:
     partial = pd.DataFrame(_rows("tdm", {3: 0.4, 4: 0.4, 5: 0.4}) + _rows("ice", {3: 0.5, 4: 0.5}))
     with pytest.raises(ValueError, match=r"\['ice'\] lack some of seeds"):
         cells(partial)
+
+
+def test_a_missing_or_foreign_results_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: a missing file or another CSV ended in a FileNotFoundError or KeyError traceback."""
+    from benchmarks.significance import main
+
+    other = tmp_path / "data.csv"
+    other.write_text("a,b\n1,2\n")
+    for path, message in ((tmp_path / "none.csv", "does not exist"), (other, "lacks dataset")):
+        with pytest.raises(SystemExit) as exited:
+            main(["--results", str(path), "--out", str(tmp_path / "out.md")])
+        assert exited.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out.md").exists()
