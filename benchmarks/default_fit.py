@@ -96,7 +96,7 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default="california,letter")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-missforest", action="store_true", help="leave MissForest out")

@@ -31,7 +31,7 @@ def step_seconds(flow_run_id: str) -> dict[str, float]:
 
 def main() -> None:
     """Build the table, run the flow, print the markdown section."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--numeric-columns", type=int, default=10)
     parser.add_argument("--missing-rate", type=float, default=0.2)

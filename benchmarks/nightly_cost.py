@@ -75,7 +75,7 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", default="100000,1000000", help="comma-separated table sizes")
     parser.add_argument("--numeric-columns", type=int, default=8)
     parser.add_argument("--init", default="ice", choices=INITS)

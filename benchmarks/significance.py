@@ -240,7 +240,7 @@ def report(found: Sequence[Cell], sources: Sequence[str], means: pd.DataFrame) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, nargs="+", default=[RESULTS])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
