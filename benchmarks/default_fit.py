@@ -75,9 +75,10 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> str:
         *header(command("default_fit", args, "datasets", "seed")),
         "",
         f'Mask: 30% MCAR, seed {args.seed}. Plain: `TDMImputer(init="mean", '
-        f"max_iter={PLAIN_STEPS:,})`; default: `TDMImputer()` (the trees start, then 2,000 "
-        "steps); MissForest: the benchmark's baseline (100 trees, up to 10 rounds). Wall "
-        "seconds of `fit_transform`; the start's seconds are those before the first step. "
+        f"max_iter={PLAIN_STEPS:,})`; default: `TDMImputer()` (its start, ICE's or the "
+        "trees' as `init=\"auto\"` chooses, then 2,000 steps); MissForest: the benchmark's "
+        "baseline (100 trees, up to 10 rounds). Wall seconds of `fit_transform`; the start's "
+        "seconds are those before the first step. "
         f"Target: the default at most {TARGET}x the plain steps.",
         "",
         "| dataset | rows x cols | 1,000 plain steps s | default fit s (start s) | default / plain "
