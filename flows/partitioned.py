@@ -190,7 +190,9 @@ def _dry_run(
     sample_plan = plan_for_rows(plan, sample.frame)
     imputed = unscale(fitted.outcome.frame, scaled.scaling, sample.frame)
     _check(sample, sample_plan, imputed, options, profile)
-    outcome = _with_partitioning(fitted.outcome, settings, len(sample.frame), len(profile.bounds))
+    outcome = _with_partitioning(
+        fitted.outcome, options, settings, len(sample.frame), len(profile.bounds)
+    )
     return dry_run_result(db_path, plan, outcome, seconds, replaces=replaces)
 
 
