@@ -157,6 +157,23 @@ def test_imputed_label_shares_far_from_the_observed_ones_warn_without_failing(
     assert shares.passed and shares.detail.startswith("largest distance 0.")
 
 
+def test_many_labels_collapsed_onto_one_warn_though_chance_alone_is_large() -> None:
+    """Bug: 61 imputed cells of a column of 239 labels, all on one label (distance 1.00),
+    passed: as many random draws show 0.77 on average, so "three times chance" could never be
+    reached. Past all but 0.1% of random draws, they warn; drawn at random, they do not."""
+    from tasks.quality import _label_shares
+
+    labels = [f"t{k:03d}" for k in range(239)]
+    source = pd.DataFrame({"c": labels + [None] * 61})
+    collapsed = source.fillna({"c": "t000"})
+    report = _label_shares(source, collapsed, ["c"], 0.3)
+    assert not report.passed and '"c" 1.00 (61 cells; "t000"' in report.detail
+    drawn = np.random.default_rng(1).choice(labels, 61)
+    spread = source.copy()
+    spread.loc[source["c"].isna(), "c"] = drawn
+    assert _label_shares(source, spread, ["c"], 0.3).passed
+
+
 def test_the_spread_warning_allows_chance_and_the_threshold() -> None:
     """The imputed cells' std may go from (1 - t) to 1 / (1 - t) times the observed cells',
     wider where few cells are imputed; no range without three imputed cells or a spread."""
