@@ -145,7 +145,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from deployments.trigger import TABLE_DEPLOYMENT, CreatedRun, trigger_deployment
+    from deployments.trigger import (
+        TABLE_DEPLOYMENT,
+        CreatedRun,
+        target_api_url,
+        trigger_deployment,
+    )
 
     given = {
         "source_table": args.table,
@@ -181,7 +186,11 @@ def _run(args: argparse.Namespace) -> int:
             progress=lambda line: print(f"  {line}", flush=True),
         )
     except KeyboardInterrupt:
-        cancel = f" (to cancel it: prefect flow-run cancel {created[0].id})" if created else ""
+        # The API the run lives on: unset, `prefect` would start a temporary server of its own.
+        api = f"PREFECT_API_URL={target_api_url()}"
+        cancel = ""
+        if created:
+            cancel = f" (to cancel it: {api} prefect flow-run cancel {created[0].id})"
         print(f"tdm run: stopped waiting; the run goes on{cancel}.", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(f"Flow run {run.name!r} of {run.deployment}: {run.state}. {run.url}", flush=True)

@@ -112,6 +112,9 @@ def server_environment(port: int, environ: Mapping[str, str] | None = None) -> d
 
 def _check_port_free(port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As a server binds: the connections of one stopped seconds ago (TIME_WAIT) do not
+        # hold the port, a listening socket does.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((HOST, port))
         except OSError:
