@@ -127,12 +127,19 @@ def serve_here(
     """
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
+    from flows.notify import check_notify_url
     from flows.settings import PipelineSettings
     from tasks.impute import GPU_TAG
 
-    # A bad prefect.yaml, config or schedule fails before a server is started.
+    # A bad prefect.yaml, config, schedule or notification URL fails before a server is started.
     specs = with_settings(read_deployment_specs(path), settings or ServeSettings())
-    threads = PipelineSettings.from_env().torch_threads if torch_threads is None else torch_threads
+    pipeline = PipelineSettings.from_env()
+    if pipeline.notify_url is not None:
+        try:
+            check_notify_url(pipeline.notify_url)
+        except ValueError as error:
+            raise PipelineError(f"{error}: no failure could be notified.") from None
+    threads = pipeline.torch_threads if torch_threads is None else torch_threads
     run_env = served_environment(specs, torch_threads=threads, db_path=db_path, environ=os.environ)
     port = port or default_port()
     prefect_settings = get_current_settings()

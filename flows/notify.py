@@ -24,7 +24,13 @@ from urllib.parse import urlsplit
 
 from flows.runs import TABLE_TAG, WAREHOUSE_TAG
 
-__all__ = ["NOTIFY_TIMEOUT_SECONDS", "failure_summary", "notify_failure", "post_json"]
+__all__ = [
+    "NOTIFY_TIMEOUT_SECONDS",
+    "check_notify_url",
+    "failure_summary",
+    "notify_failure",
+    "post_json",
+]
 
 NOTIFY_TIMEOUT_SECONDS = 5.0
 """How long a notification may take: a webhook that hangs must not hold up the run's end."""
@@ -86,12 +92,21 @@ def failure_summary(flow: Any, flow_run: Any, state: Any) -> dict[str, Any]:
     }
 
 
+def check_notify_url(url: str) -> None:
+    """Refuse (`ValueError`) a `TDM_NOTIFY_URL` that is not an http or https URL with a host;
+    the message does not name its path, which may hold a token."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(
+            f"TDM_NOTIFY_URL must be an http:// or https:// URL with a host, not "
+            f"{parts.scheme or '(no scheme)'}://{parts.netloc}"
+        )
+
+
 def post_json(url: str, body: dict[str, Any], *, timeout: float) -> None:
     """POST `body` as JSON to `url` (http or https only, no redirect followed); raise when it is
     not accepted. No error names `url`'s path."""
-    scheme = urlsplit(url).scheme
-    if scheme not in ("http", "https"):
-        raise ValueError(f"TDM_NOTIFY_URL must be an http:// or https:// URL, not {scheme}://")
+    check_notify_url(url)
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode("utf-8"),

@@ -110,6 +110,18 @@ def test_serve_refuses_bad_settings(
     assert expected in _refused_serve(flags, capsys)
 
 
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:8765/hook/secret", "hooks.example/secret"])
+def test_serve_refuses_a_notification_url_it_could_not_post_to(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: a TDM_NOTIFY_URL that is not http(s) was found only when the first run failed, at
+    night. Refused at start, without naming the URL's path (it may hold a token)."""
+    monkeypatch.setenv("TDM_NOTIFY_URL", url)
+    err = _refused_serve([], capsys)
+    assert "TDM_NOTIFY_URL must be an http:// or https:// URL" in err and "secret" not in err
+    assert "Starting a Prefect server" not in err
+
+
 def test_serve_settings_flag_beats_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
