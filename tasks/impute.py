@@ -60,6 +60,7 @@ class PrefectProgress:
         self._ratios: list[float] = []
         self._losses: list[float] = []
         self._artifact: UUID | None = None
+        self._stepping = False
         self._logger = _logger()
         if TaskRunContext.get() is not None:
             artifact = create_progress_artifact(
@@ -77,6 +78,9 @@ class PrefectProgress:
             if progress.iteration % step == 0 or progress.iteration == progress.max_iter:
                 self._report_start(progress)
             return
+        if not self._stepping:  # the start's bar, at 100%, gives way to the steps' from 0
+            self._stepping = True
+            self._show(0.0, f'TDM fit on table "{self.table}": optimisation steps')
         self._ratios.append(progress.cost_ratio)
         self._losses.append(progress.loss)
         if progress.iteration % step and progress.iteration != progress.max_iter:

@@ -122,3 +122,28 @@ def test_a_spike_of_one_step_does_not_show_in_the_progress_log(
     assert _messages(caplog)[4] == (
         f"TDM fit on 't':  50% (50/100 iterations), {measure} (median of the last 10 iterations)"
     )
+
+
+def test_the_progress_bar_starts_the_steps_from_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bug: the bar stayed at the start's 100% ("chained-equation start") while the steps ran,
+    until their first tenth, and on a run cancelled before it."""
+    import uuid
+
+    import tasks.impute
+
+    shown: list[tuple[float, str]] = []
+
+    def update(*, artifact_id: object, progress: float, description: str) -> None:
+        shown.append((progress, description.rsplit(": ", 1)[1]))
+
+    monkeypatch.setattr(tasks.impute, "update_progress_artifact", update)
+    report = PrefectProgress("t")
+    report._artifact = uuid.uuid4()  # as inside a task run
+    for model in (1, 2):
+        report(FitProgress(model, 2, math.nan, stage="start"))
+    report(FitProgress(1, 1000, 1.0, cost_ratio=0.5))
+    assert shown == [
+        (50.0, "chained-equation start"),
+        (100.0, "chained-equation start"),
+        (0.0, "optimisation steps"),
+    ]
