@@ -131,7 +131,8 @@ def serve_here(
     from flows.settings import PipelineSettings
     from tasks.impute import GPU_TAG
 
-    # A bad prefect.yaml, config, schedule or notification URL fails before a server is started.
+    # A bad prefect.yaml, config, schedule, database path or notification URL fails before a
+    # server is started.
     specs = with_settings(read_deployment_specs(path), settings or ServeSettings())
     pipeline = PipelineSettings.from_env()
     if pipeline.notify_url is not None:
@@ -139,6 +140,12 @@ def serve_here(
             check_notify_url(pipeline.notify_url)
         except ValueError as error:
             raise PipelineError(f"{error}: no failure could be notified.") from None
+    given = db_path or (pipeline.db_path if "db_path" in pipeline.model_fields_set else None)
+    if given is not None and not Path(given).is_file():
+        raise PipelineError(
+            f"Database file '{given}' (--db or TDM_DB_PATH) does not exist, so every run served "
+            "would fail: give the path of an existing DuckDB file."
+        )
     threads = pipeline.torch_threads if torch_threads is None else torch_threads
     run_env = served_environment(specs, torch_threads=threads, db_path=db_path, environ=os.environ)
     port = port or default_port()

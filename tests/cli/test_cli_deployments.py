@@ -122,6 +122,15 @@ def test_serve_refuses_a_notification_url_it_could_not_post_to(
     assert "Starting a Prefect server" not in err
 
 
+def test_serve_refuses_a_database_file_that_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: `tdm serve --db nope.duckdb` served, and every run would have failed at night."""
+    err = _refused_serve(["--db", str(tmp_path / "nope.duckdb")], capsys)
+    assert "nope.duckdb' (--db or TDM_DB_PATH) does not exist" in err
+    assert not (tmp_path / "nope.duckdb").exists()
+
+
 def test_serve_settings_flag_beats_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
