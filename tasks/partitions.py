@@ -30,7 +30,6 @@ from tasks.validate import (
     _resolve_target,
     check_row_id,
     column_kinds,
-    left_out_labels,
     nan_problems,
     never_imputed,
     no_observed_value,
@@ -115,7 +114,7 @@ def profile_table(
     target_name = _resolve_target(info.qualified, request.target_table, False, target_suffix)
     src = info.sql
     counts, n_all = _label_counts(con, info)
-    chosen = resolve_columns(info, request.columns, key_name, passed, counts, n_all)
+    chosen, left_out = resolve_columns(info, request.columns, key_name, passed, counts, n_all)
     kinds = column_kinds(info, chosen)
     labelled = [name for name in chosen if kinds[name] in LABELLED]
     numeric = [name for name in chosen if name not in labelled]
@@ -190,7 +189,7 @@ def profile_table(
         bounds=found.columns,
         labels=labels,
         pass_through=passed,
-        left_out=left_out_labels(info, request.columns, key_name, passed, counts, n_all),
+        left_out=left_out,
         ignored_checks=found.ignored_checks,
     )
     return TableProfile(
@@ -205,18 +204,24 @@ def profile_table(
 
 
 def _label_counts(con: duckdb.DuckDBPyConnection, info: TableInfo) -> tuple[LabelCounts, int]:
-    """The distinct labels and observed cells of each boolean, text and enum column, and the
-    table's rows."""
-    found = {}
-    for column in (c for c in info.columns if c.kind in LABELLED):
-        cell = quote_identifier(column.name)
-        held = f"SELECT count(*) AS n FROM {info.sql} WHERE {cell} IS NOT NULL GROUP BY {cell}"
-        row = con.execute(
-            f"SELECT count(*), coalesce(sum(n), 0), count(*) FILTER (WHERE n = 1) FROM ({held})"
-        ).fetchall()[0]
-        found[column.name] = LabelCount(*(int(v) for v in row))
-    n_rows = con.execute(f"SELECT count(*) FROM {info.sql}").fetchall()[0][0]
-    return found, int(n_rows)
+    """The `LabelCount` of each boolean, text and enum column, and the table's rows: one scan
+    for every column's labels and observed cells, and a grouping for the labels held once only
+    where they decide (a column with a NULL and more than two labels)."""
+    names = [c.name for c in info.columns if c.kind in LABELLED]
+    counts = "".join(
+        f", count(DISTINCT {quote_identifier(n)}), count({quote_identifier(n)})" for n in names
+    )
+    row = con.execute(f"SELECT count(*){counts} FROM {info.sql}").fetchall()[0]
+    n_rows, found = int(row[0]), {}
+    for j, name in enumerate(names):
+        labels, observed = int(row[1 + 2 * j]), int(row[2 + 2 * j])
+        once = 0
+        if 0 < observed < n_rows and labels > 2:
+            cell = quote_identifier(name)
+            held = f"SELECT count(*) AS n FROM {info.sql} WHERE {cell} IS NOT NULL GROUP BY {cell}"
+            once = con.execute(f"SELECT count(*) FROM ({held}) WHERE n = 1").fetchall()[0][0]
+        found[name] = LabelCount(labels, observed, int(once))
+    return found, n_rows
 
 
 def _labels(con: duckdb.DuckDBPyConnection, src: str, name: str) -> tuple[object, ...]:

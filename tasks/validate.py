@@ -41,7 +41,6 @@ __all__ = [
     "TableRequest",
     "check_row_id",
     "column_kinds",
-    "left_out_labels",
     "nan_problems",
     "never_imputed",
     "no_observed_value",
@@ -85,7 +84,7 @@ class ImputationPlan:
     imputed ("float", "integer", "boolean", "categorical"; a column not in it is "float"), `bounds`
     the range of each numeric column's imputed values (`tasks.bounds`), `labels` the labels observed
     in each boolean or categorical column (its imputed cells take one of them). `left_out`: the
-    label columns with a NULL that the default columns leave out (`left_out_labels`).
+    label columns with a NULL that the default columns leave out (`resolve_columns`).
     """
 
     source_table: str
@@ -146,7 +145,7 @@ def validate_input(
         for c in table.columns
         if c.kind in LABELLED and c.name in frame
     }
-    chosen = resolve_columns(table, columns, key_name, passed, counts, len(frame))
+    chosen, left_out = resolve_columns(table, columns, key_name, passed, counts, len(frame))
     if not nan_as_missing and (problems := nan_problems(source.nan_cells, chosen)):
         raise PipelineInputError(f'Table "{table.qualified}" cannot be imputed: {problems}')
     kinds = column_kinds(table, chosen)
@@ -169,7 +168,7 @@ def validate_input(
         labels={name: observed_labels(values[name]) for name in labelled},
         pass_through=passed,
         ignored_checks=found.ignored_checks,
-        left_out=left_out_labels(table, columns, key_name, passed, counts, len(frame)),
+        left_out=left_out,
     )
 
 
@@ -342,12 +341,13 @@ def resolve_columns(
     pass_through: Sequence[str],
     counts: LabelCounts,
     n_rows: int,
-) -> list[str]:
+) -> tuple[list[str], tuple[str, ...]]:
     """The stored names of the columns to impute: `columns`, or by default every numeric column and
     the text, enum and boolean columns `LabelCount.imputed_by_default` takes by their `counts` over
     the `n_rows` rows, but the key, the `pass_through`, the generated columns and the identifiers (a
     column that is a PRIMARY KEY or UNIQUE on its own: passed through unless named); at most
-    `MAX_COLUMNS` of them."""
+    `MAX_COLUMNS` of them. And the label columns with a NULL the default leaves out as
+    `LabelCount.mostly_distinct` (none when the columns are named)."""
 
     def by_default(name: str) -> bool:
         return name in counts and counts[name].imputed_by_default(n_rows)
@@ -360,31 +360,16 @@ def resolve_columns(
             f"diverge). Choose the columns ({setting('columns')}), pass the others through "
             f"({setting('pass_through')}), or split the table."
         )
-    return chosen
-
-
-def left_out_labels(
-    table: TableInfo,
-    columns: Sequence[str] | None,
-    key: str | None,
-    pass_through: Sequence[str],
-    counts: LabelCounts,
-    n_rows: int,
-) -> tuple[str, ...]:
-    """The text, enum and boolean columns with a NULL that the default columns leave out as
-    `mostly_distinct` (none when the columns are named, or passed through)."""
-    if columns is not None:
-        return ()
-    return tuple(
+    left_out = tuple(
         c.name
         for c in table.columns
-        if c.name in counts
-        and c.name != key
-        and c.name not in pass_through
-        and c.name not in table.identifiers
+        if columns is None
+        and c.name in counts
+        and c.name not in (key, *pass_through, *table.identifiers)
         and 0 < counts[c.name].observed < n_rows
         and counts[c.name].mostly_distinct
     )
+    return chosen, left_out
 
 
 def _chosen_columns(
