@@ -133,7 +133,7 @@ def complete_table(
                 least, most = _integer_range(X.dtypes.iloc[j])
                 lo, hi = max(np.ceil(low[k]), least), min(np.floor(high[k]), most)
                 numeric[:, k] = np.clip(np.rint(numeric[:, k]), lo, hi)
-            elif (X.dtypes.iloc[j] if encoding.frame else values.dtype) == np.float32:
+            elif _numpy_dtype(X.dtypes.iloc[j] if encoding.frame else values.dtype) == np.float32:
                 numeric[:, k] = _float32_within(numeric[:, k], low[k], high[k])
     if not encoding.frame:
         out = values.copy()
@@ -142,10 +142,15 @@ def complete_table(
     return encoding.decode(X, numeric, filled)
 
 
+def _numpy_dtype(dtype: Any) -> Any:
+    """The NumPy dtype of a column's dtype (a masked ``Float32``'s is ``float32``)."""
+    return getattr(dtype, "numpy_dtype", dtype)
+
+
 def _integer_range(dtype: Any) -> tuple[float, float]:
     """The least and the most double an integer column of ``dtype`` holds (``2**63 - 1`` rounds
     up to ``2**63`` as a double, past ``int64``: the double below it is taken)."""
-    info = np.iinfo(getattr(dtype, "numpy_dtype", dtype))
+    info = np.iinfo(_numpy_dtype(dtype))
     most = float(info.max)
     return float(info.min), most if most <= info.max else float(np.nextafter(most, 0.0))
 
