@@ -328,6 +328,8 @@ def write_report(
     tables_path.write_text(markdown)
     # The committed copy of the results: plain CSV, sorted, diff-friendly (the .duckdb is not).
     if not results.empty:
-        ordered = results.sort_values(["dataset", "mechanism", "method", "seed"])
+        # Each trial of a cell in the order it finished: a rebuild writes the same bytes.
+        key = ["dataset", "mechanism", "method", "seed", "finished_at"]
+        ordered = results.sort_values(key, kind="mergesort")
         ordered.drop(columns=["loss_trace"]).to_csv(out / "benchmark.csv", index=False)
     return Report(tables_path, tuple(paths), markdown, summary)

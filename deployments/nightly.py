@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import zoneinfo
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import Field
@@ -26,6 +27,8 @@ __all__ = [
     "NIGHTLY_DEPLOYMENT",
     "ServeSettings",
     "describe_schedule",
+    "next_run",
+    "nightly_database",
     "nightly_spec",
     "served_environment",
     "with_settings",
@@ -124,13 +127,45 @@ def with_settings(
             f"{describe_schedule(cron, timezone)}.",
         }
     )
+    where = "(the schedule comes from --schedule-cron, TDM_SCHEDULE_CRON or prefect.yaml)"
     try:
         updated.schedule_objects()
     except PipelineError as error:
+        raise PipelineError(f"{error} {where}") from None
+    if next_run(cron, timezone) is None:
         raise PipelineError(
-            f"{error} (the schedule comes from --schedule-cron, TDM_SCHEDULE_CRON or prefect.yaml)"
-        ) from None
+            f"The cron schedule {cron!r} never fires (no such date in any year) {where}."
+        )
     return [updated if spec is nightly else spec for spec in specs]
+
+
+def next_run(cron: str, timezone: str, *, after: datetime | None = None) -> datetime | None:
+    """When Prefect's scheduler starts the cron schedule's next run after `after` (default now),
+    in `timezone`; None for a valid cron that names no date (the 31st of February)."""
+    import asyncio
+
+    from prefect.server.schemas.schedules import CronSchedule
+
+    schedule = CronSchedule(cron=cron, timezone=timezone)
+    try:
+        dates = asyncio.run(schedule.get_dates(n=1, start=after))
+    except ValueError:  # croniter's "failed to find next date"
+        return None
+    return dates[0] if dates else None
+
+
+def nightly_database(specs: list[DeploymentSpec], given: Path | None) -> tuple[str, str]:
+    """The DuckDB file the nightly run opens, and where that path comes from: `given` (--db or
+    TDM_DB_PATH), else its warehouse config's db_path, else the pipeline's default."""
+    if given is not None:
+        return str(given), "--db or TDM_DB_PATH"
+    config = str(nightly_spec(specs).parameters[CONFIG_PARAMETER])
+    db_path = load_warehouse_config(config).db_path
+    if db_path is not None:
+        return db_path, f"db_path in {config}"
+    from flows.settings import PipelineSettings
+
+    return str(PipelineSettings.model_fields["db_path"].default), "the default"
 
 
 def served_environment(

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from deployments.files import PREFECT_FILE
-from deployments.nightly import ServeSettings, nightly_spec, served_environment, with_settings
+from deployments.nightly import (
+    ServeSettings,
+    next_run,
+    nightly_database,
+    nightly_spec,
+    served_environment,
+    with_settings,
+)
 from deployments.server import (
     DEFAULT_PORT,
     api_url_for,
@@ -146,6 +153,7 @@ def serve_here(
             f"Database file '{given}' (--db or TDM_DB_PATH) does not exist, so every run served "
             "would fail: give the path of an existing DuckDB file."
         )
+    database = nightly_database(specs, given)
     threads = pipeline.torch_threads if torch_threads is None else torch_threads
     run_env = served_environment(specs, torch_threads=threads, db_path=db_path, environ=os.environ)
     port = port or default_port()
@@ -172,7 +180,7 @@ def serve_here(
                     "PREFECT_API_URL to let `tdm serve` start one."
                 )
             gpu = ensure_tag_limit(GPU_TAG, gpu_slots)
-            _print_banner(url, gpu, specs, started_server=started_server)
+            _print_banner(url, gpu, specs, database, started_server=started_server)
             serving = True
             serve_deployments(specs, limit=limit)
     finally:
@@ -229,15 +237,31 @@ def ensure_tag_limit(tag: str, slots: int | None = None) -> TagLimit:
 
 
 def _print_banner(
-    url: str, gpu: TagLimit, specs: list[DeploymentSpec], *, started_server: bool
+    url: str,
+    gpu: TagLimit,
+    specs: list[DeploymentSpec],
+    database: tuple[str, str],
+    *,
+    started_server: bool,
 ) -> None:
     ui = url.rstrip("/").removesuffix("/api")
+    nightly = nightly_spec(specs)
+    (schedule,) = nightly.schedules
+    first = next_run(str(schedule["cron"]), str(schedule["timezone"]))
+    db, source = database
+    missing = (
+        ""
+        if Path(db).is_file()
+        else "; it does not exist yet: the run fails unless it is created by then"
+    )
     how = "created" if gpu.created else "changed" if gpu.changed else "already set"
     env = "" if url == api_url_for(DEFAULT_PORT) else f"PREFECT_API_URL={url} "
     threads = os.environ.get("TDM_TORCH_THREADS", "")
     print(
         f"Prefect UI: {ui}\n"
-        f"Nightly {nightly_spec(specs).name}: {nightly_spec(specs).description}\n"
+        f"Nightly {nightly.name}: {nightly.description}\n"
+        f"  Next run: {first:%Y-%m-%d %H:%M} ({schedule['timezone']}), on {db} "
+        f"({source}){missing}.\n"
         f"Served runs: torch threads {threads if threads != '0' else 'torch default'} "
         f"(TDM_TORCH_THREADS); {_retries()}\n"
         f"GPU imputations: at most {gpu.slots} at once (tag concurrency limit {gpu.tag!r}, "

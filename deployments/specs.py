@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deployments.files import PREFECT_FILE
+from schemas.warehouse import yaml_problem
 from tasks.errors import PipelineError
 
 if TYPE_CHECKING:
@@ -76,11 +77,21 @@ def read_deployment_specs(path: str | Path = PREFECT_FILE) -> list[DeploymentSpe
     try:
         raw = yaml.safe_load(where.read_text(encoding="utf-8")) or {}
         entries = raw.get("deployments") or []
-        return [DeploymentSpec.model_validate(entry) for entry in entries]
-    except (OSError, yaml.YAMLError, AttributeError) as error:
+    except yaml.YAMLError as error:
+        raise PipelineError(f"'{where}' is not valid YAML: {yaml_problem(error)}.") from None
+    except (OSError, AttributeError) as error:
         raise PipelineError(f"Cannot read the deployments in '{where}': {error}") from None
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-        )
-        raise PipelineError(f"Invalid deployment in '{where}': {problems}.") from None
+    specs = []
+    for number, entry in enumerate(entries, start=1):
+        try:
+            specs.append(DeploymentSpec.model_validate(entry))
+        except ValidationError as error:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            which = f"deployment {number}" + (f" ({name})" if isinstance(name, str) else "")
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: "
+                f"{str(e['msg']).removeprefix('Value error, ')}"
+                for e in error.errors()
+            )
+            raise PipelineError(f"Invalid {which} in '{where}': {problems}.") from None
+    return specs

@@ -43,6 +43,7 @@ __all__ = [
     "WarehouseConfigError",
     "check_draws",
     "load_warehouse_config",
+    "yaml_problem",
 ]
 
 
@@ -166,13 +167,42 @@ def load_warehouse_config(path: str | Path) -> WarehouseConfig:
         raw = yaml.safe_load(where.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise WarehouseConfigError(f"Warehouse config '{where}' does not exist.") from None
-    except (OSError, yaml.YAMLError) as error:
+    except yaml.YAMLError as error:
+        raise WarehouseConfigError(
+            f"Warehouse config '{where}' is not valid YAML: {yaml_problem(error)}."
+        ) from None
+    except OSError as error:
         raise WarehouseConfigError(f"Warehouse config '{where}' cannot be read: {error}") from None
     try:
         return WarehouseConfig.model_validate(raw)
     except ValidationError as error:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'top level'}: {e['msg']}"
+            f"{_place(e['loc'], raw)}: {str(e['msg']).removeprefix('Value error, ')}"
             for e in error.errors()
         )
         raise WarehouseConfigError(f"Warehouse config '{where}' is invalid: {problems}.") from None
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML syntax error in one line, counted from 1 as an editor counts: `line 3, column 1:
+    expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at
+    line 2, column 9)`."""
+    if not isinstance(error, yaml.MarkedYAMLError) or error.problem_mark is None:
+        return str(error)
+    mark, begun = error.problem_mark, error.context_mark
+    context = f" ({error.context}" if error.context else ""
+    if context and begun is not None:
+        context += f" that starts at line {begun.line + 1}, column {begun.column + 1}"
+    context += ")" if context else ""
+    return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem}{context}"
+
+
+def _place(loc: tuple[int | str, ...], raw: Any) -> str:
+    """Where in the file a problem lies, as its reader counts: `tables entry 2 (sales): key`."""
+    if len(loc) < 2 or loc[0] != "tables" or not isinstance(loc[1], int):
+        return ".".join(str(part) for part in loc) or "top level"
+    entry = raw["tables"][loc[1]]
+    name = entry.get("table") if isinstance(entry, dict) else None
+    head = f"tables entry {loc[1] + 1}" + (f" ({name})" if isinstance(name, str) else "")
+    rest = ".".join(str(part) for part in loc[2:])
+    return f"{head}: {rest}" if rest else head

@@ -29,7 +29,14 @@ from prefect import Flow
 
 from deployments.files import PREFECT_FILE, WAREHOUSE_CONFIG
 from deployments.nightly import ServeSettings, nightly_spec, with_settings
-from deployments.serve import build_deployments, drop_replaced_schedules, load_flow, serve_here
+from deployments.serve import (
+    TagLimit,
+    _print_banner,
+    build_deployments,
+    drop_replaced_schedules,
+    load_flow,
+    serve_here,
+)
 from deployments.specs import read_deployment_specs
 from deployments.trigger import TABLE_DEPLOYMENT, CreatedRun, trigger_deployment
 from flows.impute_table import impute_table
@@ -129,7 +136,10 @@ def test_bad_prefect_yaml_names_the_file_and_field(tmp_path: Path) -> None:
     """A deployment without an entrypoint is refused with the file and the field named."""
     bad = tmp_path / "prefect.yaml"
     bad.write_text("deployments:\n  - name: x\n")
-    with pytest.raises(PipelineError, match=r"prefect\.yaml.*entrypoint"):
+    with pytest.raises(PipelineError, match=r"deployment 1 \(x\) in '.*prefect\.yaml': entrypoint"):
+        read_deployment_specs(bad)
+    bad.write_text("deployments:\n  - name: x\n\tentrypoint: y\n")  # a tab
+    with pytest.raises(PipelineError, match=r"prefect\.yaml' is not valid YAML: line 3, column 1"):
         read_deployment_specs(bad)
 
 
@@ -143,6 +153,19 @@ def test_serve_against_an_unreachable_api_is_a_clear_error() -> None:
         pytest.raises(PipelineError, match=re.escape(url)),
     ):
         serve_here()
+
+
+def test_serve_says_when_a_nightly_database_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shipped config's file before the demo made it: serving starts (the file may be
+    made before night), and the banner says the run would fail without it."""
+    specs = with_settings(read_deployment_specs(), ServeSettings(), cwd=REPO)
+    gpu = TagLimit("gpu", 1, created=True, changed=False)
+    missing = str(tmp_path / "later.duckdb")
+    _print_banner("http://127.0.0.1:4200/api", gpu, specs, (missing, "x"), started_server=True)
+    line = f"on {missing} (x); it does not exist yet: the run fails unless it is created by then."
+    assert line in capsys.readouterr().out
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -270,7 +293,11 @@ def test_schedule_your_own_tables_as_the_readme_says(served: Served) -> None:
     assert (schedule["cron"], schedule["timezone"]) == ("30 3 * * *", "Europe/Berlin")
     assert slug == "every day at 03:30 (Europe/Berlin)"  # what the UI's schedule card shows
     next_run = _next_scheduled_run(served.api_url, nightly["id"])
-    assert next_run.astimezone(ZoneInfo("Europe/Berlin")).strftime("%H:%M") == "03:30"
+    local = next_run.astimezone(ZoneInfo("Europe/Berlin"))
+    assert local.strftime("%H:%M") == "03:30"
+    # terminal 1 says it too, with the file the run opens
+    banner = f"  Next run: {local:%Y-%m-%d} 03:30 (Europe/Berlin), on {served.db} (--db or "
+    assert banner + "TDM_DB_PATH).\n" in served.output.read_text()
 
     env = {k: v for k, v in served.env.items() if k != "PREFECT_API_URL"}  # as the README's
     terminal_2 = subprocess.run(

@@ -19,6 +19,7 @@ from deployments.nightly import (
     NIGHTLY_DEPLOYMENT,
     ServeSettings,
     describe_schedule,
+    nightly_database,
     nightly_spec,
     served_environment,
     with_settings,
@@ -96,6 +97,20 @@ def test_settings_replace_config_and_schedule(config: Path, tmp_path: Path) -> N
     assert first.astimezone(UTC).isoformat() == "2026-11-24T02:30:00+00:00"  # CET is UTC+1
 
 
+def test_nightly_database_is_the_one_its_run_opens(config: Path, tmp_path: Path) -> None:
+    """--db or TDM_DB_PATH, else the config's db_path, else the pipeline's default file."""
+    specs = with_settings(read_deployment_specs(), ServeSettings(), cwd=REPO)
+    given = tmp_path / "shop.duckdb"
+    assert nightly_database(specs, given) == (str(given), "--db or TDM_DB_PATH")
+    shipped = "deployments/warehouse.yaml"
+    assert nightly_database(specs, None) == ("demo/warehouse.duckdb", f"db_path in {shipped}")
+    own = ServeSettings(warehouse_config=Path("tables.yaml"))
+    specs = with_settings(read_deployment_specs(), own, cwd=tmp_path)
+    assert nightly_database(specs, None) == ("shop.duckdb", f"db_path in {config}")
+    config.write_text("tables:\n  - {table: sales}\n")
+    assert nightly_database(specs, None) == ("warehouse.duckdb", "the default")
+
+
 def test_settings_come_from_tdm_variables(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """TDM_WAREHOUSE_CONFIG, TDM_SCHEDULE_CRON and TDM_SCHEDULE_TIMEZONE; a value given
     explicitly (a flag) beats the variable."""
@@ -115,10 +130,11 @@ def test_settings_come_from_tdm_variables(config: Path, monkeypatch: pytest.Monk
     ("settings", "match"),
     [
         (ServeSettings(schedule_cron="0 25 * * *"), r"invalid schedule.*TDM_SCHEDULE_CRON"),
+        (ServeSettings(schedule_cron="0 2 31 2 *"), r"'0 2 31 2 \*' never fires.*TDM_SCHEDULE"),
         (ServeSettings(schedule_timezone="Mars/Olympus"), r"'Mars/Olympus'.*IANA"),
         (ServeSettings(warehouse_config=Path("nowhere.yaml")), r"nowhere\.yaml' does not exist"),
     ],
-    ids=["bad-cron", "bad-timezone", "missing-config"],
+    ids=["bad-cron", "never-fires", "bad-timezone", "missing-config"],
 )
 def test_bad_settings_are_refused_before_serving(settings: ServeSettings, match: str) -> None:
     """A cron Prefect cannot parse, an unknown time zone or a missing config: one clear error

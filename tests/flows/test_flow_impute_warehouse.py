@@ -129,20 +129,27 @@ def test_threads_then_a_local_dask_cluster_give_every_table_with_its_own_setting
     [
         (None, "does not exist"),
         ("tables: []\n", "tables: List should have at least 1 item"),
-        ("tables:\n  - table: a\n  - table: a\n", "tables listed more than once: a"),
-        ("tables:\n  - key: id\n", "tables.0.table: Field required"),
-        ("tables: [\n", "cannot be read"),
+        ("tables:\n  - table: a\n  - table: a\n", "top level: tables listed more than once: a"),
+        ("tables:\n  - key: id\n", "tables entry 1: table: Field required"),
+        ("tables:\n  - table: a\n  - table: b\n    bogus: 1\n", "entry 2 (b): bogus: Extra"),
+        (
+            "tables:\n  - [a\n",
+            "not valid YAML: line 3, column 1: expected ',' or ']', but got"
+            " '<stream end>' (while parsing a flow sequence that starts at line 2, column 5).",
+        ),
     ],
 )
 def test_a_bad_config_is_a_clear_error_naming_the_file(
     tmp_path: Path, text: str | None, problem: str
 ) -> None:
+    """The file, the entry (counted from 1, with its table) or YAML's line; no pydantic prefix."""
     config = tmp_path / "bad.yaml"
     if text is not None:
         config.write_text(text, encoding="utf-8")
     with pytest.raises(PipelineInputError, match="Warehouse config") as failed:
         impute_warehouse(str(config))
     assert str(config) in str(failed.value) and problem in str(failed.value)
+    assert "Value error" not in str(failed.value)
 
 
 def test_a_bad_imputer_override_fails_that_table_only(
