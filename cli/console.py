@@ -1,8 +1,8 @@
 """What the `tdm` command's logs show on the terminal: how much (`-q`, default, `-v`), and never
 a traceback.
 
-- `-q/--quiet`: no log line and no warning; only the command's result (stdout) and its error
-  paragraph (stderr).
+- `-q/--quiet`: no log line and no warning, from the command's process or the local Dask
+  workers it starts; only the command's result (stdout) and its error paragraph (stderr).
 - default: the pipeline's own log lines (what it imputes, the fit's progress, a table that
   failed unexpectedly), Prefect's retry notices (a locked file is waited for) and warnings;
   not Prefect's reports of a failed run or task, nor a foreseen error's records: the command's
@@ -19,9 +19,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["QUIET", "VERBOSE", "add_verbosity_flags", "show_logs"]
+__all__ = ["QUIET", "VERBOSE", "add_verbosity_flags", "quiet_children", "show_logs"]
 
 QUIET, DEFAULT, VERBOSE = -1, 0, 1
 
@@ -97,6 +98,23 @@ class _QuietFormatter(logging.Formatter):
             finally:
                 record.exc_info, record.exc_text = saved
         return self.inner.format(record)
+
+
+def quiet_children(verbosity: int) -> Callable[[], None]:
+    """Under `-q`, the processes this command starts (a local Dask cluster's workers) print no
+    log line either: their Prefect console handler is set to CRITICAL through Prefect's logging
+    variable, unless the user set it. Returns what puts the environment back."""
+    if verbosity > QUIET or _CHILD_CONSOLE in os.environ:
+        return lambda: None
+    os.environ[_CHILD_CONSOLE] = "CRITICAL"
+
+    def restore() -> None:
+        os.environ.pop(_CHILD_CONSOLE, None)
+
+    return restore
+
+
+_CHILD_CONSOLE = "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"
 
 
 def show_logs(verbosity: int) -> None:

@@ -22,7 +22,7 @@ from cli.arguments import (
     limit_torch_threads,
     torch_threads_setting,
 )
-from cli.console import DEFAULT, QUIET, add_verbosity_flags, show_logs
+from cli.console import DEFAULT, QUIET, add_verbosity_flags, quiet_children, show_logs
 
 __all__ = ["build_parser", "main"]
 
@@ -57,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     verbosity = getattr(args, "verbosity", DEFAULT)
     restore_warnings = configure_warnings(quiet=verbosity == QUIET)
+    restore_children = quiet_children(verbosity)
     restore_stdout = drop_output_after_closed_pipe()
     if args.command in _RUNS_FLOWS_HERE:
         from deployments.lifeline import tie_ephemeral_server
@@ -104,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         log.detach()
         restore_warnings()
+        restore_children()
         restore_stdout()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.console import DEFAULT, QUIET, VERBOSE, _Verbosity
+from cli.console import DEFAULT, QUIET, VERBOSE, _Verbosity, quiet_children
 from flows.runs import OUTCOME
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,6 +63,23 @@ def test_each_level_shows_what_it_promises(
 ) -> None:
     shown = tuple(_Verbosity(level).filter(made) for level in (QUIET, DEFAULT, VERBOSE))
     assert shown == expected
+
+
+def test_quiet_silences_the_consoles_of_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """-q sets Prefect's console level for the processes a run starts (Dask workers) and puts
+    the environment back; other levels, and a level the user set, are left alone."""
+    name = "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"
+    monkeypatch.delenv(name, raising=False)
+    for verbosity in (DEFAULT, VERBOSE):
+        quiet_children(verbosity)()
+        assert name not in os.environ
+    restore = quiet_children(QUIET)
+    assert os.environ[name] == "CRITICAL"
+    restore()
+    assert name not in os.environ
+    monkeypatch.setenv(name, "DEBUG")
+    quiet_children(QUIET)()
+    assert os.environ[name] == "DEBUG"
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from prefect.exceptions import FailedRun
 
+from cli.console import QUIET, quiet_children
 from flows.impute_warehouse import WarehouseRunError, impute_warehouse
 from flows.runners import gpu_annotation, task_runner
 from flows.settings import PipelineSettings
@@ -94,11 +95,14 @@ def test_a_failing_table_is_named_and_the_others_are_still_written(
 
 
 def test_threads_then_a_local_dask_cluster_give_every_table_with_its_own_settings(
-    tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    three_tables: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Each table is imputed with its own settings on the thread pool; then in two Dask worker
     processes, reads and writes staying in the flow. Same seed and CPU: the same numbers, bit
-    for bit."""
+    for bit. Run as under `tdm warehouse -q`, the workers print no log line."""
     monkeypatch.setenv("TDM_MAX_ITER", "12")
     config = all_tables_config(tmp_path, three_tables)
     result = impute_warehouse(str(config))
@@ -115,8 +119,14 @@ def test_threads_then_a_local_dask_cluster_give_every_table_with_its_own_setting
 
     monkeypatch.setenv("TDM_TASK_RUNNER", "dask")
     monkeypatch.setenv("TDM_DASK_WORKERS", "2")
-    result = impute_warehouse(str(config))
+    capfd.readouterr()
+    restore = quiet_children(QUIET)
+    try:
+        result = impute_warehouse(str(config))
+    finally:
+        restore()
 
+    assert "Task run 'impute-" not in capfd.readouterr().err  # the tasks run on the workers
     assert result.runner == "local Dask cluster (2 workers)"
     for table in TABLES:
         by_dask = read(three_tables, f"SELECT * FROM {table}_imputed ORDER BY id")
