@@ -12,7 +12,6 @@ bindings list every object still alive at exit).
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import sys
@@ -30,7 +29,6 @@ __all__ = [
     "ErrorLog",
     "configure_warnings",
     "drop_output_after_closed_pipe",
-    "release_error",
 ]
 
 EXIT_UNEXPECTED = 1
@@ -185,14 +183,3 @@ def drop_output_after_closed_pipe() -> Callable[[], None]:
         sys.stdout = stream
 
     return restore
-
-
-def release_error(error: BaseException | None) -> None:
-    """Drop the tracebacks of `error` and of the errors it chains, then collect garbage, so that
-    the DuckDB connections their frames held are freed now, not reported as leaks at exit."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        error.__traceback__ = None
-        error = error.__cause__ or error.__context__
-    gc.collect()

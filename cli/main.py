@@ -51,9 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ErrorLog,
         configure_warnings,
         drop_output_after_closed_pipe,
-        release_error,
     )
-    from tasks.errors import PipelineError, validation_problems
+    from tasks.errors import PipelineError, release_error, validation_problems
 
     verbosity = getattr(args, "verbosity", DEFAULT)
     restore_warnings = configure_warnings(quiet=verbosity == QUIET)

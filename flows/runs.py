@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 from prefect import Task, get_run_logger
 from prefect.states import Failed
 
-from tasks.errors import PipelineError, WarehouseBusyError
+from tasks.errors import PipelineError, WarehouseBusyError, release_error
 
 __all__ = [
     "OUTCOME",
@@ -108,6 +108,7 @@ def fail_run(error: PipelineError) -> Any:
     reason = str(error)
     get_run_logger().error("%s", reason, extra={OUTCOME: True})
     end_retries()
+    release_error(error)  # its frames' DuckDB connections: freed now, no leak report at exit
     return Failed(message=reason, data=error)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from pydantic import ValidationError
@@ -12,6 +13,7 @@ __all__ = [
     "QualityCheckError",
     "WarehouseBusyError",
     "problem",
+    "release_error",
     "setting",
     "validation_problems",
 ]
@@ -66,3 +68,14 @@ def validation_problems(error: ValidationError, root: str = "value") -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or root}: {problem(e)}" for e in error.errors()
     )
+
+
+def release_error(error: BaseException | None) -> None:
+    """Drop the tracebacks of `error` and of the errors it chains, then collect garbage, so that
+    the DuckDB connections their frames held are freed now, not reported as leaks at exit."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__
+    gc.collect()
