@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shlex
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,14 +86,14 @@ def header(command: str, device: str = "") -> list[str]:
     ]
 
 
-def command(module: str, args: Any, *flags: str) -> str:
-    """``python -m benchmarks.<module>`` with the ``flags`` of ``args`` that are set."""
-    words = [f"python -m benchmarks.{module}"]
-    for flag in flags:
-        value = getattr(args, flag)
-        if value is not None:
-            words.append(f"--{flag.replace('_', '-')} {value}")
-    return " ".join(words)
+def command(module: str, argv: Sequence[str] | None = None) -> str:
+    """The command that ran, to run it again: ``python -m benchmarks.<module>`` with its
+    arguments as given (``argv``, default this process's), after ``OMP_NUM_THREADS`` when it is
+    set, as torch reads its thread count from it."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    threads = os.environ.get("OMP_NUM_THREADS")
+    env = f"OMP_NUM_THREADS={threads} " if threads else ""
+    return f"{env}python -m benchmarks.{module} {shlex.join(words)}".rstrip()
 
 
 def start_prefect(torch_threads: int | None) -> None:

@@ -72,7 +72,7 @@ def measure(name: str, seed: int, missforest: bool) -> dict[str, Any]:
 def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> str:
     """The markdown body: command, machine, protocol and one row per dataset."""
     lines = [
-        *header(command("default_fit", args, "datasets", "seed")),
+        *header(command("default_fit")),
         "",
         f'Mask: 30% MCAR, seed {args.seed}. Plain: `TDMImputer(init="mean", '
         f"max_iter={PLAIN_STEPS:,})`; default: `TDMImputer()` (its start, ICE's or the "

@@ -235,7 +235,7 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
         ["coverage", "spread", "labels", "labels_worst", "s"]
     ].mean()
     lines = [
-        *header(command("draws", args, "datasets", "mixed", "seeds")),
+        *header(command("draws")),
         "",
         f"Masks: 30% MCAR, seeds {args.seeds}, averaged. Coverage: share of removed numeric "
         f"values inside the central 90% interval of {DRAWS} draws; spread: imputed against "

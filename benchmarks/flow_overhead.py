@@ -69,7 +69,7 @@ def report(args: argparse.Namespace, result: Any, total: float, steps: dict[str,
     rest = total - fit
     cells = sum(result.cells_imputed.values())
     lines = [
-        *header(command("flow_overhead", args, "rows", "max_iter", "torch_threads"), result.device),
+        *header(command("flow_overhead"), result.device),
         "",
         f"Table: {args.rows:,} rows, {args.numeric_columns} numeric columns with {cells:,} cells "
         "missing, a key, and text, date and boolean columns. One fresh process; Prefect's server "

@@ -18,6 +18,7 @@ from benchmarks._timing import (
     MEASURED,
     N_ROWS,
     WARMUP,
+    command,
     header,
     median_ms,
     publish,
@@ -99,7 +100,7 @@ def main() -> None:
     if device.startswith("cuda"):
         device += f", {torch.cuda.get_device_name(0)}"
     lines = [
-        *header(f"python -m benchmarks.iteration_speed --device {args.device} --write", device),
+        *header(command("iteration_speed"), device),
         f"Data: {N_ROWS} rows, 30% MCAR, batch {BATCH}; median of {MEASURED} steps after "
         f"{WARMUP} warm-up steps. One `ot.emd` solve (POT network simplex, 512 x 512, float64) "
         "is timed in the same run, on the squared distances of two batches of the data "

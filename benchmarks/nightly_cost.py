@@ -56,7 +56,7 @@ def night(rows: int, args: argparse.Namespace, params: Any) -> dict[str, Any]:
 def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> str:
     """The markdown body: command, machine, table, and the seconds of each kind of night."""
     lines = [
-        *header(command("nightly_cost", args, "rows", "init", "torch_threads")),
+        *header(command("nightly_cost")),
         "",
         f"Table: a key, {args.numeric_columns} numeric columns (20% missing) and a text column; "
         f"each night adds {NEW_SHARE:.0%} new rows. Imputer: the defaults with `init="

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._timing import events, header, publish, start_prefect, write_events
+from benchmarks._timing import command, events, header, publish, start_prefect, write_events
 
 N_NUMERIC = 8
 
@@ -105,7 +105,7 @@ def main() -> None:
                 print(rows, measured, flush=True)
 
     lines = [
-        *header("OMP_NUM_THREADS=1 python -m benchmarks.row_scaling --write"),
+        *header(command("row_scaling")),
         f"Table: {N_NUMERIC} numeric columns (20% missing) + key + 3 pass-through columns. "
         f"Tables over {args.max_fit_rows:,} rows: fit on a sample of {args.max_fit_rows:,} rows "
         f"({args.max_iter} steps), then partitions of {args.partition_rows:,} rows "

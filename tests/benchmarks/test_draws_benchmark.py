@@ -42,3 +42,21 @@ def test_bad_arguments_are_refused_before_any_measurement(
         with pytest.raises(SystemExit) as exited:
             draws.main()
         assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_section_names_the_command_that_ran_with_all_its_flags(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bug: the Command: line kept three chosen flags, dropping --no-baselines, --write and the
+    thread count, so running it again measured something else."""
+    from benchmarks._timing import command
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(sys, "argv", ["draws.py", "--datasets", "seeds", "--no-baselines"])
+    assert command("draws") == (
+        "OMP_NUM_THREADS=1 python -m benchmarks.draws --datasets seeds --no-baselines"
+    )
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert command("row_scaling", ["--label", "a b"]) == (
+        "python -m benchmarks.row_scaling --label 'a b'"
+    )
