@@ -39,9 +39,13 @@ def test_grid_means_average_the_datasets_of_the_methods_that_ran_every_cell() ->
         + _rows("missforest", {3: 0.30, 4: 0.30, 5: 0.30}, dataset="letter")
         + _rows("ice", {3: 0.45, 4: 0.45, 5: 0.45}, dataset="glass")  # not run on letter
     ).assign(fit_seconds=lambda t: t["dataset"].map({"glass": 2.0, "letter": 100.0}))
+    # an MNAR trial counts for the MAE, not for the time (run apart from the grid)
+    mnar = trials.assign(mechanism="mnarl", fit_seconds=1000.0)
+    trials = pd.concat([trials, mnar], ignore_index=True)
     means = grid_means(trials)
     assert list(means.columns) == ["tdm", "missforest"]
     np.testing.assert_allclose(means.loc["MCAR (2 datasets)"], [0.30, 0.40])
+    assert means.loc["MNARL (2 datasets)", "tdm"] == pytest.approx(0.30)
     np.testing.assert_allclose(means.loc["median fit s, small tables"], [2.0, 2.0])
     np.testing.assert_allclose(means.loc["median fit s, large tables"], [100.0, 100.0])
 
