@@ -76,6 +76,7 @@ def _trial_rows(versions: list[str], maes: list[float]) -> pd.DataFrame:
             "p": [0.3] * n,
             "params_hash": ["a" * 16] * n,
             "tdm_version": versions,
+            "finished_at": pd.Timestamp("2026-11-01"),
             "mae": maes,
             "rmse": maes,
             "w2sq_half": maes,
@@ -92,6 +93,23 @@ def test_a_trial_run_under_several_versions_counts_once_with_the_newest() -> Non
     assert latest["tdm_version"].tolist() == ["0.10.0"]
     other = frame.assign(seed=[0, 1, 2])
     assert len(latest_per_trial(other)) == 3
+
+
+def test_the_committed_csv_does_not_depend_on_the_order_rows_come_in(tmp_path: Path) -> None:
+    """Bug: the rows of one trial under several versions came out in any order, so rebuilding
+    the results file from the committed record rewrote it. Now: each trial's rows as finished."""
+    frame = _trial_rows(["0.10.0", "0.9.1", "0.4.0"], [0.1, 0.9, 0.4]).assign(
+        finished_at=pd.to_datetime(["2026-11-03", "2026-11-02", "2026-11-01"])
+    )
+    traces = pd.DataFrame(columns=["dataset", "method", "iteration", "mae"])
+    written = []
+    for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
+        write_report(frame.iloc[order], traces, tmp_path)
+        written.append((tmp_path / "benchmark.csv").read_text())
+    assert written[0] == written[1] == written[2]
+    assert pd.read_csv(tmp_path / "benchmark.csv")["tdm_version"].tolist() == [
+        "0.4.0", "0.9.1", "0.10.0"
+    ]  # fmt: skip
 
 
 def test_report_uses_the_layout_s_order_and_leaves_fixtures_out_of_the_ranking(
