@@ -23,6 +23,7 @@ def _rows(dataset: str, method: str, maes: list[float], errors: list[float] | No
             "p": [0.3] * n,
             "params_hash": ["a" * 16] * n,
             "tdm_version": ["0.5.0"] * n,
+            "finished_at": pd.Timestamp("2026-11-01"),
             "mae": maes,
             "rmse": maes,
             "w2sq_half": [np.nan if errors is not None else 0.1] * n,
