@@ -519,8 +519,15 @@ def _describe_failures(cases: pd.DataFrame, frame: pd.DataFrame, key: str | None
 
 
 def _first(values: Sequence[object], limit: int = 5) -> str:
-    shown = ", ".join(str(v) for v in values[:limit])
+    shown = ", ".join(_value(v) for v in values[:limit])
     return shown + (", ..." if len(values) > limit else "")
+
+
+def _value(value: object) -> str:
+    """A cell as the user wrote it: a DATE (read as a midnight timestamp) without its time."""
+    if isinstance(value, pd.Timestamp) and value == value.normalize():
+        return str(value.date())
+    return str(value)
 
 
 def _names(names: Iterable[str]) -> str:

@@ -82,6 +82,11 @@ def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
             r'the key column "k" is not unique \(5 duplicated values',
         ),
         (
+            "SELECT DATE '2026-01-01' + (i % 5)::INT AS k, i * 1.0 AS x FROM range(10) r(i)",
+            {"key": "k"},
+            r"5 duplicated values, e\.g\. 2026-01-01, 2026-01-02, 2026-01-03, 2026-01-04, ",
+        ),
+        (
             "SELECT CASE WHEN i = 2 THEN NULL ELSE i END AS k, i * 1.0 AS x FROM range(10) r(i)",
             {"key": "k"},
             r'the key column "k" is NULL in 1 row\b',
@@ -169,6 +174,7 @@ def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
     ],
     ids=[
         "unknown-column", "unusable-type", "all-missing", "inf", "too-few-rows", "duplicate-key",
+        "duplicate-date-key",
         "null-key", "unknown-key", "blob-key", "list-key", "struct-key", "key-in-columns",
         "target-is-source", "replace-and-target", "reserved-target", "no-column",
         "unknown-pass-through", "impute-and-pass-through", "too-many-labels",
