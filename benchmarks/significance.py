@@ -234,9 +234,7 @@ def report(found: Sequence[Cell], sources: Sequence[str], means: pd.DataFrame) -
         "",
         "Mean over each mechanism's datasets of the mean MAE on seeds 3-5, for the methods that "
         "ran every cell; median fit seconds over their MCAR and MAR trials on seeds 3-5 (small "
-        "tables: "
-        + ", ".join(SMALL_TABLES)
-        + "; measured on 2 shared cores, so indicative only).",
+        "tables: " + ", ".join(SMALL_TABLES) + "; measured on 2 shared cores, so indicative only).",
         "",
         "| | " + " | ".join(means.columns) + " |",
         "|---|" + "---|" * len(means.columns),
