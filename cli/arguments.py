@@ -16,6 +16,7 @@ __all__ = [
     "limit_torch_threads",
     "parse_positive",
     "parse_seconds",
+    "parse_share",
     "split_names",
     "split_required_names",
     "torch_threads_setting",
@@ -48,6 +49,17 @@ def parse_positive(text: str) -> int:
 def parse_seconds(text: str) -> float:
     """A positive number of seconds; anything else is a usage error."""
     return _positive(text, float, "number of seconds")
+
+
+def parse_share(text: str) -> float:
+    """A share strictly between 0 and 1 (0.25: a quarter); anything else is a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1; got {text!r}")
+    return value
 
 
 def _positive(text: str, kind: type[_N], what: str) -> _N:

@@ -20,6 +20,7 @@ from cli.arguments import (
     add_replace_target_flag,
     add_torch_threads_flag,
     limit_torch_threads,
+    parse_share,
     torch_threads_setting,
 )
 from cli.console import DEFAULT, QUIET, add_verbosity_flags, quiet_children, show_logs
@@ -188,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     impute.add_argument(
         "--replace-source",
         action="store_true",
-        help="write the imputed table over the source table itself",
+        help="update the source table's missing cells in place (its definition is kept)",
     )
     add_replace_target_flag(impute)
     impute.add_argument(
@@ -219,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--missing-rate",
-        type=float,
+        type=parse_share,
         default=0.25,
         help="share of numeric cells and of cultivar labels removed [0.25]",
     )

@@ -10,6 +10,7 @@ from cli.arguments import (
     add_column_flags,
     add_key_flag,
     parse_positive,
+    parse_share,
     split_names,
     split_required_names,
 )
@@ -34,6 +35,14 @@ def test_positive_refuses_what_is_not_a_positive_whole_number(text: str) -> None
     with pytest.raises(argparse.ArgumentTypeError, match=f"got '{text}'"):
         parse_positive(text)
     assert parse_positive("7") == 7
+
+
+@pytest.mark.parametrize("text", ["0", "1", "2", "-0.1", "nan", "a quarter"])
+def test_a_share_lies_strictly_between_0_and_1(text: str) -> None:
+    """`tdm demo --missing-rate 2` is a usage error naming the value (bug: "a bug in tdm")."""
+    with pytest.raises(argparse.ArgumentTypeError, match=f"between 0 and 1; got '{text}'"):
+        parse_share(text)
+    assert parse_share("0.25") == 0.25
 
 
 def test_columns_flags_add_up_and_the_key_is_one_name() -> None:
