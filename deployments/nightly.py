@@ -142,13 +142,14 @@ def with_settings(
 def next_run(cron: str, timezone: str, *, after: datetime | None = None) -> datetime | None:
     """When Prefect's scheduler starts the cron schedule's next run after `after` (default now),
     in `timezone`; None for a valid cron that names no date (the 31st of February)."""
-    import asyncio
-
     from prefect.server.schemas.schedules import CronSchedule
+    from prefect.utilities.asyncutils import run_coro_as_sync
 
     schedule = CronSchedule(cron=cron, timezone=timezone)
     try:
-        dates = asyncio.run(schedule.get_dates(n=1, start=after))
+        dates: list[datetime] | None = run_coro_as_sync(  # also inside a running event loop
+            schedule.get_dates(n=1, start=after)
+        )
     except ValueError:  # croniter's "failed to find next date"
         return None
     return dates[0] if dates else None
