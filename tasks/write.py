@@ -106,8 +106,8 @@ def write_back(
 class TableWriter:
     """Writes one table in `mode`, committing it all in one transaction (`commit`).
 
-    A context manager: it checks the file can be written, opens it (or uses `con`, left open),
-    and, for `PARTITIONED`, creates the staging file, which it always removes. `folder` is where
+    A context manager: it checks the file can be written, opens it and, for `PARTITIONED`,
+    creates the staging file, which it always removes. `folder` is where
     an `APPEND` stores model files (None: in `tdm_models`); `replace` makes an `APPEND` write
     the target anew; `memory_limit` is DuckDB's while a partitioned table is written.
     """
@@ -117,7 +117,6 @@ class TableWriter:
         db_path: str,
         mode: WriteMode,
         *,
-        con: duckdb.DuckDBPyConnection | None = None,
         replace: bool = False,
         folder: ModelFolder | None = None,
         memory_limit: str | None = None,
@@ -127,8 +126,7 @@ class TableWriter:
         self.replace = replace
         self.folder = folder
         self.memory_limit = memory_limit
-        self.con: duckdb.DuckDBPyConnection = con  # type: ignore[assignment]
-        self._owns_connection = con is None
+        self.con: duckdb.DuckDBPyConnection  # set when the writer is entered
         self._connection: contextlib.AbstractContextManager[duckdb.DuckDBPyConnection] | None
         self._connection = None
         self._stage_dir: str | None = None
@@ -137,8 +135,6 @@ class TableWriter:
         self._observed_checked = 0
 
     def __enter__(self) -> TableWriter:
-        if not self._owns_connection:
-            return self
         check_writable(self.db_path)  # before the staging folder and the fit
         try:
             if self.mode == WriteMode.PARTITIONED:

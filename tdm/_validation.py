@@ -17,7 +17,6 @@ import torch
 __all__ = [
     "MIN_SAMPLES",
     "Boolean",
-    "Constraint",
     "Interval",
     "InvalidParameterError",
     "Options",
@@ -132,11 +131,6 @@ class _Check:
 
     def describe(self) -> str:
         return self.text
-
-
-Constraint = Interval | Options | Boolean | None | str | type
-"""One accepted form of a parameter: an :class:`Interval`, :class:`Options`, :class:`Boolean`,
-``None`` (the value ``None``), ``"callable"``, or a type (an instance of it)."""
 
 
 def _as_check(constraint: Any) -> Any:
