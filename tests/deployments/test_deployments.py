@@ -37,6 +37,7 @@ from deployments.serve import (
     load_flow,
     serve_here,
 )
+from deployments.server import _stop as stop_process_group
 from deployments.specs import read_deployment_specs
 from deployments.trigger import TABLE_DEPLOYMENT, CreatedRun, trigger_deployment
 from flows.impute_table import impute_table
@@ -269,7 +270,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         client_env = {**env, "PREFECT_API_URL": api_url}
         yield Served(process, output, api_url, db, client_env, tmp, tracked)
     finally:
-        _stop(process)
+        stop_process_group(process, grace=30.0)  # as `tdm serve` stops its server
         if _answers(api_url):  # `tdm serve` failed to stop its server
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
@@ -642,16 +643,6 @@ def _all_ready(api_url: str, names: list[str]) -> bool:
         if response.status_code != 200 or response.json().get("status") != "READY":
             return False
     return True
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    for sig, wait in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 5.0)):
-        if process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=wait)
 
 
 def _next_scheduled_run(api: str, deployment_id: str) -> datetime:
