@@ -57,7 +57,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     verbosity = getattr(args, "verbosity", DEFAULT)
     restore_warnings = configure_warnings(quiet=verbosity == QUIET)
-    restore_children = quiet_children(verbosity)
     restore_stdout = drop_output_after_closed_pipe()
     if args.command in _RUNS_FLOWS_HERE:
         from deployments.lifeline import tie_ephemeral_server
@@ -66,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = ErrorLog(args.command)
     log.attach(expected=PipelineError)  # tracebacks go to the log file, never the console
     show_logs(verbosity)
+    restore_children = quiet_children(verbosity)  # after this process's logging is set up
     try:
         return _run_handler(args)
     except (PipelineError, *_failed_run()) as error:

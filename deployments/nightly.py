@@ -134,14 +134,14 @@ def with_settings(
         raise PipelineError(f"{error} {where}") from None
     if next_run(cron, timezone) is None:
         raise PipelineError(
-            f"The cron schedule {cron!r} never fires (no such date in any year) {where}."
+            f"The cron schedule {cron!r} never fires (it names no date to come) {where}."
         )
     return [updated if spec is nightly else spec for spec in specs]
 
 
 def next_run(cron: str, timezone: str, *, after: datetime | None = None) -> datetime | None:
-    """When Prefect's scheduler starts the cron schedule's next run after `after` (default now),
-    in `timezone`; None for a valid cron that names no date (the 31st of February)."""
+    """When Prefect's scheduler starts the cron schedule's next run at or after `after` (default
+    now), in `timezone`; None for a valid cron that names no date to come (31 February)."""
     from prefect.server.schemas.schedules import CronSchedule
     from prefect.utilities.asyncutils import run_coro_as_sync
 
@@ -155,13 +155,22 @@ def next_run(cron: str, timezone: str, *, after: datetime | None = None) -> date
     return dates[0] if dates else None
 
 
-def nightly_database(specs: list[DeploymentSpec], given: Path | None) -> tuple[str, str]:
-    """The DuckDB file the nightly run opens, and where that path comes from: `given` (--db or
-    TDM_DB_PATH), else its warehouse config's db_path, else the pipeline's default."""
+def nightly_database(
+    specs: list[DeploymentSpec], given: Path | None, *, cwd: Path | None = None
+) -> tuple[str, str]:
+    """The DuckDB file the nightly run opens, and where that path comes from, in the flow's
+    order: its `db_path` parameter in prefect.yaml, `given` (--db or TDM_DB_PATH), TDM_DB_PATH
+    among prefect.yaml's run variables, its warehouse config's db_path (the config read from
+    `cwd`, default the working directory), the pipeline's default."""
+    nightly = nightly_spec(specs)
+    if nightly.parameters.get("db_path"):
+        return str(nightly.parameters["db_path"]), "the db_path parameter in prefect.yaml"
     if given is not None:
         return str(given), "--db or TDM_DB_PATH"
-    config = str(nightly_spec(specs).parameters[CONFIG_PARAMETER])
-    db_path = load_warehouse_config(config).db_path
+    if nightly.run_environment().get("TDM_DB_PATH"):
+        return nightly.run_environment()["TDM_DB_PATH"], "TDM_DB_PATH in prefect.yaml"
+    config = str(nightly.parameters[CONFIG_PARAMETER])
+    db_path = load_warehouse_config((cwd or Path.cwd()) / config).db_path
     if db_path is not None:
         return db_path, f"db_path in {config}"
     from flows.settings import PipelineSettings

@@ -79,8 +79,10 @@ def read_deployment_specs(path: str | Path = PREFECT_FILE) -> list[DeploymentSpe
         entries = raw.get("deployments") or []
     except yaml.YAMLError as error:
         raise PipelineError(f"'{where}' is not valid YAML: {yaml_problem(error)}.") from None
-    except (OSError, AttributeError) as error:
+    except (OSError, AttributeError, ValueError) as error:
         raise PipelineError(f"Cannot read the deployments in '{where}': {error}") from None
+    if not isinstance(entries, list):
+        raise PipelineError(f"'{where}': deployments must be a list of entries; got {entries!r}.")
     specs = []
     for number, entry in enumerate(entries, start=1):
         try:

@@ -171,6 +171,8 @@ def load_warehouse_config(path: str | Path) -> WarehouseConfig:
         raise WarehouseConfigError(
             f"Warehouse config '{where}' is not valid YAML: {yaml_problem(error)}."
         ) from None
+    except ValueError as error:  # not UTF-8 text, or a tag YAML cannot apply (!!int abc)
+        raise WarehouseConfigError(f"Warehouse config '{where}' cannot be read: {error}") from None
     except OSError as error:
         raise WarehouseConfigError(f"Warehouse config '{where}' cannot be read: {error}") from None
     try:
@@ -187,11 +189,13 @@ def yaml_problem(error: yaml.YAMLError) -> str:
     """A YAML syntax error in one line, counted from 1 as an editor counts: `line 3, column 1:
     expected ',' or ']', but got '<stream end>' (while parsing a flow sequence that starts at
     line 2, column 9)`."""
+    if isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow
+        return f"character {error.position + 1} of the file: {error.reason}"
     if not isinstance(error, yaml.MarkedYAMLError) or error.problem_mark is None:
-        return str(error)
+        return " ".join(str(error).split())
     mark, begun = error.problem_mark, error.context_mark
     context = f" ({error.context}" if error.context else ""
-    if context and begun is not None:
+    if context and begun is not None and (begun.line, begun.column) != (mark.line, mark.column):
         context += f" that starts at line {begun.line + 1}, column {begun.column + 1}"
     context += ")" if context else ""
     return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem}{context}"
@@ -199,9 +203,10 @@ def yaml_problem(error: yaml.YAMLError) -> str:
 
 def _place(loc: tuple[int | str, ...], raw: Any) -> str:
     """Where in the file a problem lies, as its reader counts: `tables entry 2 (sales): key`."""
+    tables = raw.get("tables") if isinstance(raw, dict) else None
     if len(loc) < 2 or loc[0] != "tables" or not isinstance(loc[1], int):
         return ".".join(str(part) for part in loc) or "top level"
-    entry = raw["tables"][loc[1]]
+    entry = tables[loc[1]] if isinstance(tables, list) and loc[1] < len(tables) else None
     name = entry.get("table") if isinstance(entry, dict) else None
     head = f"tables entry {loc[1] + 1}" + (f" ({name})" if isinstance(name, str) else "")
     rest = ".".join(str(part) for part in loc[2:])

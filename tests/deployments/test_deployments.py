@@ -139,6 +139,9 @@ def test_bad_prefect_yaml_names_the_file_and_field(tmp_path: Path) -> None:
     bad.write_text("deployments:\n  - name: x\n")
     with pytest.raises(PipelineError, match=r"deployment 1 \(x\) in '.*prefect\.yaml': entrypoint"):
         read_deployment_specs(bad)
+    bad.write_text("deployments: 5\n")
+    with pytest.raises(PipelineError, match=r"deployments must be a list of entries; got 5"):
+        read_deployment_specs(bad)
     bad.write_text("deployments:\n  - name: x\n\tentrypoint: y\n")  # a tab
     with pytest.raises(PipelineError, match=r"prefect\.yaml' is not valid YAML: line 3, column 1"):
         read_deployment_specs(bad)

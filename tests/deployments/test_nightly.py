@@ -19,13 +19,14 @@ from deployments.nightly import (
     NIGHTLY_DEPLOYMENT,
     ServeSettings,
     describe_schedule,
+    next_run,
     nightly_database,
     nightly_spec,
     served_environment,
     with_settings,
 )
 from deployments.server import server_environment
-from deployments.specs import read_deployment_specs
+from deployments.specs import WorkPoolSpec, read_deployment_specs
 from tasks.errors import PipelineError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,12 +104,42 @@ def test_nightly_database_is_the_one_its_run_opens(config: Path, tmp_path: Path)
     given = tmp_path / "shop.duckdb"
     assert nightly_database(specs, given) == (str(given), "--db or TDM_DB_PATH")
     shipped = "deployments/warehouse.yaml"
-    assert nightly_database(specs, None) == ("demo/warehouse.duckdb", f"db_path in {shipped}")
+    assert nightly_database(specs, None, cwd=REPO) == (
+        "demo/warehouse.duckdb",
+        f"db_path in {shipped}",
+    )
     own = ServeSettings(warehouse_config=Path("tables.yaml"))
     specs = with_settings(read_deployment_specs(), own, cwd=tmp_path)
     assert nightly_database(specs, None) == ("shop.duckdb", f"db_path in {config}")
     config.write_text("tables:\n  - {table: sales}\n")
     assert nightly_database(specs, None) == ("warehouse.duckdb", "the default")
+    # prefect.yaml's own choices come first, as the flow takes them
+    nightly = nightly_spec(specs)
+    with_env = nightly.model_copy(
+        update={"work_pool": WorkPoolSpec(job_variables={"env": {"TDM_DB_PATH": "env.duckdb"}})}
+    )
+    assert nightly_database([with_env], None)[0] == "env.duckdb"
+    assert nightly_database([with_env], given)[0] == str(given)
+    with_parameter = with_env.model_copy(
+        update={"parameters": {**nightly.parameters, "db_path": "param.duckdb"}}
+    )
+    assert nightly_database([with_parameter], given)[0] == "param.duckdb"
+
+
+def test_next_run_is_the_schedules_next_date_even_inside_an_event_loop() -> None:
+    """03:30 Berlin after noon UTC on 23 November is 02:30 UTC the next day; the same from
+    within a running loop (a notebook); a cron naming no date to come gives None."""
+    after = datetime(2026, 11, 23, 12, tzinfo=UTC)
+    expected = "2026-11-24T02:30:00+00:00"
+    assert next_run("30 3 * * *", "Europe/Berlin", after=after).astimezone(UTC).isoformat() == (
+        expected
+    )
+
+    async def in_a_loop() -> datetime | None:
+        return next_run("30 3 * * *", "Europe/Berlin", after=after)
+
+    assert asyncio.run(in_a_loop()).astimezone(UTC).isoformat() == expected  # type: ignore[union-attr]
+    assert next_run("0 2 31 2 *", "UTC") is None
 
 
 def test_settings_come_from_tdm_variables(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:

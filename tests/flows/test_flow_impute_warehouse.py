@@ -142,6 +142,9 @@ def test_threads_then_a_local_dask_cluster_give_every_table_with_its_own_setting
         ("tables:\n  - table: a\n  - table: a\n", "top level: tables listed more than once: a"),
         ("tables:\n  - key: id\n", "tables entry 1: table: Field required"),
         ("tables:\n  - table: a\n  - table: b\n    bogus: 1\n", "entry 2 (b): bogus: Extra"),
+        ("tables: !!set {a: null}\n", "tables entry 1: Input should be a valid dictionary"),
+        ("tables:\n  - table: a\x00\n", "not valid YAML: character 21 of the file: special"),
+        ("tables: !!int abc\n", "cannot be read: invalid literal for int()"),
         (
             "tables:\n  - [a\n",
             "not valid YAML: line 3, column 1: expected ',' or ']', but got"
