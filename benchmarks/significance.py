@@ -253,17 +253,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.results:
         if not path.is_file():
             parser.error(f"--results {path} does not exist")
-        try:
-            read_trials(path)
-        except ValueError as error:
-            parser.error(str(error))
+    try:
+        trials = load(args.results)
+    except ValueError as error:  # a file that is no record, or two records that disagree
+        parser.error(str(error))
     sources = []
     for path in args.results:
         try:
             sources.append(str(path.resolve().relative_to(ROOT)))
         except ValueError:
             sources.append(str(path))
-    trials = load(args.results)
     text = report(cells(trials), sources, grid_means(trials))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

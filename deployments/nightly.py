@@ -167,8 +167,8 @@ def nightly_database(
         return str(nightly.parameters["db_path"]), "the db_path parameter in prefect.yaml"
     if given is not None:
         return str(given), "--db or TDM_DB_PATH"
-    if nightly.run_environment().get("TDM_DB_PATH"):
-        return nightly.run_environment()["TDM_DB_PATH"], "TDM_DB_PATH in prefect.yaml"
+    if from_yaml := nightly.run_environment().get("TDM_DB_PATH"):
+        return from_yaml, "TDM_DB_PATH in prefect.yaml"
     config = str(nightly.parameters[CONFIG_PARAMETER])
     db_path = load_warehouse_config((cwd or Path.cwd()) / config).db_path
     if db_path is not None:

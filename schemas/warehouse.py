@@ -203,9 +203,9 @@ def yaml_problem(error: yaml.YAMLError) -> str:
 
 def _place(loc: tuple[int | str, ...], raw: Any) -> str:
     """Where in the file a problem lies, as its reader counts: `tables entry 2 (sales): key`."""
-    tables = raw.get("tables") if isinstance(raw, dict) else None
     if len(loc) < 2 or loc[0] != "tables" or not isinstance(loc[1], int):
         return ".".join(str(part) for part in loc) or "top level"
+    tables = raw.get("tables") if isinstance(raw, dict) else None
     entry = tables[loc[1]] if isinstance(tables, list) and loc[1] < len(tables) else None
     name = entry.get("table") if isinstance(entry, dict) else None
     head = f"tables entry {loc[1] + 1}" + (f" ({name})" if isinstance(name, str) else "")
