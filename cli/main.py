@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +33,42 @@ _RUNS_FLOWS_HERE = ("impute", "demo", "warehouse", "bench")
 """The commands that run flows in this process (on a temporary server when no API is set)."""
 
 
+def missing_pipeline_packages() -> list[str]:
+    """The distributions of tdm-impute's `pipeline` extra that are not installed, by their names
+    in its metadata; none where tdm-impute itself is not installed (run from a source tree)."""
+    try:
+        requirements = metadata.requires("tdm-impute") or []
+    except metadata.PackageNotFoundError:
+        return []
+    missing = []
+    for requirement in requirements:
+        name, _, marker = requirement.partition(";")
+        if marker.split() != ["extra", "==", '"pipeline"']:
+            continue
+        name = re.split(r"[\s\[<>=!~;]", name.strip(), maxsplit=1)[0]
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `tdm` command line; returns the exit status."""
+    missing = missing_pipeline_packages()
+    if missing:  # a library-only install: say what to install, not which import failed
+        print(
+            f"tdm: the command line needs tdm-impute's pipeline extra, and {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed here: pip install "
+            "'tdm-impute[pipeline]' ('.[pipeline]' in a clone). The library (`import tdm`) "
+            "needs none of them.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and getattr(args, "handler", None) is not _no_benchmark:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -239,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     warehouse.add_argument(
         "--config",
-        default=os.environ.get("TDM_WAREHOUSE_CONFIG") or WAREHOUSE_CONFIG,
+        default=os.environ.get("TDM_WAREHOUSE_CONFIG") or None,
         help=f"[env TDM_WAREHOUSE_CONFIG; {WAREHOUSE_CONFIG}]",
     )
     warehouse.add_argument(
@@ -278,19 +312,26 @@ def _add_bench_command(commands: Any) -> None:
     try:
         from benchmarks.cli import add_bench_command
     except ImportError:
-        bench = commands.add_parser("bench", help="the paper's benchmark (from a clone only)")
+        bench = commands.add_parser(
+            "bench",
+            help="the paper's benchmark (from a clone only)",
+            description=_NOT_INSTALLED,
+        )
         bench.set_defaults(handler=_no_benchmark)
         return
     add_bench_command(commands)
 
 
+_NOT_INSTALLED = (
+    "The paper's benchmark is not part of the installed package; run it from a clone of the "
+    "repository (./dev.sh setup, then .venv/bin/tdm bench)."
+)
+
+
 def _no_benchmark(args: argparse.Namespace) -> int:
-    print(
-        "tdm bench: the paper's benchmark is not part of the installed package; run it from a "
-        "clone of the repository (./dev.sh setup, then .venv/bin/tdm bench).",
-        file=sys.stderr,
-    )
-    return 2
+    """Any `tdm bench` command line, its arguments unread, where the benchmark is absent."""
+    print(f"tdm bench: error: {_NOT_INSTALLED}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _add_dry_run_flag(parser: argparse.ArgumentParser) -> None:
@@ -466,11 +507,19 @@ def _run_warehouse(args: argparse.Namespace) -> int:
     for flag in ("task_runner", "dask_address", "fill", "draws"):
         if getattr(args, flag) is not None:  # the flow reads its settings from the environment
             os.environ[f"TDM_{flag.upper()}"] = str(getattr(args, flag))
+    from deployments.files import WAREHOUSE_CONFIG
     from flows.impute_warehouse import impute_warehouse
+    from tasks.errors import PipelineError
 
+    if args.config is None and not Path(WAREHOUSE_CONFIG).is_file():
+        raise PipelineError(
+            f"No warehouse config given, and the default one ({WAREHOUSE_CONFIG}, the "
+            "repository's demo config) is not in this folder: pass --config FILE (or set "
+            "TDM_WAREHOUSE_CONFIG), or run from the repository root."
+        )
     limit_torch_threads(torch_threads_setting(args.torch_threads))
     result = impute_warehouse(
-        args.config,
+        args.config or WAREHOUSE_CONFIG,
         db_path=str(args.db) if args.db else None,
         replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
         dry_run=args.dry_run,
