@@ -50,6 +50,20 @@ def test_mean_trial_matches_a_direct_computation() -> None:
     assert result.n_iter is None and result.loss_trace == ()
 
 
+def test_w2_is_left_out_above_its_row_limit_without_a_warning(
+    monkeypatch: pytest.MonkeyPatch, recwarn: pytest.WarningsRecorder
+) -> None:
+    """Above `W2_MAX_ROWS` rows with a missing cell the trial records NaN, as designed, and says
+    nothing about it (large tables would repeat the metric's warning in every trial)."""
+    import benchmarks.trial
+
+    data = _dataset(n=40)
+    monkeypatch.setattr(benchmarks.trial, "W2_MAX_ROWS", 5)
+    result = run_trial(data, "mcar", 0, "mean", svm_repeats=0)
+    assert np.isnan(result.w2sq_half) and result.mae > 0
+    assert [str(w.message) for w in recwarn if "wasserstein2" in str(w.message)] == []
+
+
 def test_regression_datasets_have_no_accuracy() -> None:
     result = run_trial(_dataset("regression"), "mar", 0, "softimpute", svm_repeats=2)
     assert result.accuracy is None
