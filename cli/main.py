@@ -27,7 +27,7 @@ from cli.arguments import (
 )
 from cli.console import DEFAULT, QUIET, add_verbosity_flags, quiet_children, show_logs
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "missing_pipeline_packages"]
 
 _RUNS_FLOWS_HERE = ("impute", "demo", "warehouse", "bench")
 """The commands that run flows in this process (on a temporary server when no API is set)."""
