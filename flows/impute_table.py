@@ -189,10 +189,13 @@ def _impute_table(
     plan = prepared.plan
     outcome = None
     if prepared.scaled is not None:
+        columns = sum(1 for n in plan.missing.values() if n)
         logger.info(
-            "Imputing %d cells in %d columns of %r (%d rows)",
+            "Imputing %d cell%s in %d column%s of %r (%d rows)",
             plan.n_missing,
-            sum(1 for n in plan.missing.values() if n),
+            "s" * (plan.n_missing != 1),
+            columns,
+            "s" * (columns != 1),
             plan.source_table,
             plan.n_rows,
         )

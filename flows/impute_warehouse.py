@@ -178,7 +178,8 @@ def _impute_warehouse(
                         "fill": options[table].fill,
                     },
                 )
-        logger.info("%d tables to impute on %s", len(futures), runner_name)
+        count = len(futures)
+        logger.info("%d table%s to impute on %s", count, "s" * (count != 1), runner_name)
         for table, ready in prepared.items():  # written one at a time, in config order
             try:
                 outcome = futures[table].result() if table in futures else None

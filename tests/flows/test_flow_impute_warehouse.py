@@ -49,10 +49,14 @@ def all_tables_config(tmp_path: Path, db: Path) -> Path:
 
 
 def test_a_config_entry_s_pass_through_and_bounds_apply_to_its_table(
-    tmp_path: Path, make_readings: Callable[..., pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    make_readings: Callable[..., pd.DataFrame],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """`pass_through` keeps a text column's NULLs while a boolean column with NULLs is imputed;
-    `bounds` replace the observed range (here below the observed maximum) and are recorded."""
+    `bounds` replace the observed range (here below the observed maximum) and are recorded; the
+    log counts one table as one."""
     db = tmp_path / "warehouse.duckdb"
     make_readings(db, table="north")
     with duckdb.connect(str(db)) as con:
@@ -70,6 +74,8 @@ def test_a_config_entry_s_pass_through_and_bounds_apply_to_its_table(
     assert filled.max() <= 55 < source["humidity"].max() and filled.min() >= 0
     report = read(db, "SELECT quality_report FROM tdm_lineage")["quality_report"][0]
     assert '"humidity": [0.0, 55.0, "config", "config"]' in report
+    logged = [record.getMessage() for record in caplog.records]
+    assert any(line.startswith("1 table to impute on ") for line in logged), logged
 
 
 def test_a_failing_table_is_named_and_the_others_are_still_written(
