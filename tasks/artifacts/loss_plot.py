@@ -235,7 +235,7 @@ def loss_plot_markdown(loss: np.ndarray, table: str, cost_ratio: np.ndarray | No
             downsample_loss(ratios), find_spikes(ratios), measure, (1.0, "random pairs")
         )
         panels.insert(0, ratio_panel)
-    png = loss_plot_png(panels, title=f"TDM training: {table}")
+    png = loss_plot_png(panels, title=_title(table))
     n_iter = max(losses.size, ratios.size)
     lines += [
         png_image(png, f"{measure.capitalize()} over {n_iter} iterations"),
@@ -262,6 +262,17 @@ def loss_plot_markdown(loss: np.ndarray, table: str, cost_ratio: np.ndarray | No
     if left_out:
         lines.append(f"- Non-finite or non-positive values left out: {', '.join(left_out)}.")
     return "\n".join(lines)
+
+
+def _title(table: str) -> str:
+    """The plot's title: "TDM training", with the table's name where the plot's font has a glyph
+    for each of its characters (the Markdown's heading names the table in any case; a missing
+    glyph would be drawn as a box, and matplotlib would warn in the run's output)."""
+    from matplotlib import font_manager
+
+    font = font_manager.get_font(font_manager.findfont(font_manager.FontProperties()))
+    drawable = all(font.get_char_index(ord(character)) for character in table)
+    return f"TDM training: {table}" if drawable else "TDM training"
 
 
 def _summary(name: str, values: np.ndarray) -> str:

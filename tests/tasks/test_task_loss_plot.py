@@ -123,3 +123,23 @@ def test_markdown_without_a_ratio_plots_the_loss_alone() -> None:
         assert "Drawn on log scales, every iteration." in text
         assert "left out: 1 of the training loss." in text
     assert "No loss was recorded" in loss_plot_markdown(np.empty(0), "sales", np.empty(0))
+
+
+def test_the_title_names_the_table_where_its_font_can_draw_the_name(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    """A name with a character the plot's font lacks (a CJK table name) is left out of the
+    image's title, without matplotlib's missing-glyph warning in the run's output; the heading
+    names the table either way, and an accented Latin name stays in the title."""
+    loss, ratio = _fit_like()
+    measure = "relative transport cost"
+    panels = [
+        Panel(downsample_loss(ratio), find_spikes(ratio), measure, (1.0, "random pairs")),
+        Panel(downsample_loss(loss), find_spikes(loss), "training loss"),
+    ]
+    cjk = loss_plot_markdown(loss, "Ünïcode表", ratio)
+    assert cjk.startswith("# Training of `Ünïcode表`")
+    assert _embedded_png(cjk) == loss_plot_png(panels, title="TDM training")
+    latin = loss_plot_markdown(loss, "Ünïcode", ratio)
+    assert _embedded_png(latin) == loss_plot_png(panels, title="TDM training: Ünïcode")
+    assert [str(w.message) for w in recwarn if "Glyph" in str(w.message)] == []
