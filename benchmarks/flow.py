@@ -190,16 +190,22 @@ def benchmark(
         len(todo),
     )
     failed: list[str] = []
+    finished = 0
 
     def finish(spec: TrialSpec, state: Any) -> None:
         # Runs in the flow's thread only: the one writer of the results file.
+        nonlocal finished
+        finished += 1
+        count = f"trial {finished} of {len(todo)}"
         if state.is_completed():
             result = state.result()
             record_result(db_path, spec, result, svm_repeats)
-            logger.info("%s: MAE %.4f, %.1f s", spec.label, result.mae, result.fit_seconds)
+            logger.info(
+                "%s: MAE %.4f, %.1f s (%s)", spec.label, result.mae, result.fit_seconds, count
+            )
         else:
             failed.append(f"{spec.label}: {state.message}")
-            logger.error("%s failed: %s", spec.label, state.message)
+            logger.error("%s failed (%s): %s", spec.label, count, state.message)
 
     if workers == 1:
         for spec in todo:

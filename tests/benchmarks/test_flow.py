@@ -65,11 +65,16 @@ def _grid(db: Path, data_dir: str, **overrides: Any) -> dict[str, Any]:
     return {**settings, **overrides}
 
 
-def test_grid_is_persisted_reported_and_resumed(tmp_path: Path, data_dir: str) -> None:
-    """Every trial lands in the results table; a second run skips them all."""
+def test_grid_is_persisted_reported_and_resumed(
+    tmp_path: Path, data_dir: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every trial lands in the results table, its log line counting it; a second run skips
+    them all."""
     db = tmp_path / "results" / "bench.duckdb"
     outcome = benchmark(**_grid(db, data_dir), trace_dataset="seeds", trace_checkpoints=[0, 5, 20])
     assert (outcome.planned, outcome.skipped, outcome.ran, outcome.failed) == (6, 0, 6, ())
+    counted = [r.getMessage() for r in caplog.records if ": MAE " in r.getMessage()]
+    assert [line.rsplit("(", 1)[1] for line in counted] == [f"trial {k} of 6)" for k in range(1, 7)]
 
     results = read_results(db)
     BenchmarkResultsSchema.validate(results)
