@@ -43,13 +43,15 @@ def missing_pipeline_packages() -> list[str]:
     missing = []
     for requirement in requirements:
         name, _, marker = requirement.partition(";")
-        if marker.split() != ["extra", "==", '"pipeline"']:
+        if not re.search(r"""\bextra\s*==\s*['"]pipeline['"]""", marker):
             continue
-        name = re.split(r"[\s\[<>=!~;]", name.strip(), maxsplit=1)[0]
+        found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", name)
+        if found is None:
+            continue
         try:
-            metadata.distribution(name)
+            metadata.distribution(found.group(1))
         except metadata.PackageNotFoundError:
-            missing.append(name)
+            missing.append(found.group(1))
     return missing
 
 
@@ -67,7 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
-    if unknown and getattr(args, "handler", None) is not _no_benchmark:
+    if getattr(args, "handler", None) is _no_benchmark:
+        return _no_benchmark(args)  # whatever its arguments: the benchmark is not here
+    if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -326,6 +330,7 @@ _NOT_INSTALLED = (
     "The paper's benchmark is not part of the installed package; run it from a clone of the "
     "repository (./dev.sh setup, then .venv/bin/tdm bench)."
 )
+"""What `tdm bench` says where `benchmarks/` is not installed (a wheel)."""
 
 
 def _no_benchmark(args: argparse.Namespace) -> int:
@@ -519,7 +524,7 @@ def _run_warehouse(args: argparse.Namespace) -> int:
         )
     limit_torch_threads(torch_threads_setting(args.torch_threads))
     result = impute_warehouse(
-        args.config or WAREHOUSE_CONFIG,
+        WAREHOUSE_CONFIG if args.config is None else args.config,
         db_path=str(args.db) if args.db else None,
         replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
         dry_run=args.dry_run,

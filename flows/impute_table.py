@@ -191,13 +191,14 @@ def _impute_table(
     if prepared.scaled is not None:
         columns = sum(1 for n in plan.missing.values() if n)
         logger.info(
-            "Imputing %d cell%s in %d column%s of %r (%d rows)",
+            "Imputing %d cell%s in %d column%s of %r (%d row%s)",
             plan.n_missing,
             "s" * (plan.n_missing != 1),
             columns,
             "s" * (columns != 1),
             plan.source_table,
             plan.n_rows,
+            "s" * (plan.n_rows != 1),
         )
         task = for_table(impute_task_for(options.imputer), plan.source_table, db)
         outcome = task(

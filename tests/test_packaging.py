@@ -34,8 +34,8 @@ def _pipeline_extra() -> list[str]:
 def test_the_wheel_holds_the_packages_and_their_files_but_not_the_benchmark(
     tmp_path: Path,
 ) -> None:
-    """Built from a copy of the source: every package with prefect.yaml and the warehouse config
-    (`tdm serve` reads them from the package), the licence; no benchmark, tests or results."""
+    """Built from a copy of the source: every package with prefect.yaml (`tdm serve` reads it
+    from the package), the licence; no benchmark, tests or results."""
     pytest.importorskip("setuptools")
     source = tmp_path / "source"
     source.mkdir()
@@ -54,14 +54,46 @@ def test_the_wheel_holds_the_packages_and_their_files_but_not_the_benchmark(
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == set(PACKAGES)
-    assert {"deployments/prefect.yaml", "deployments/warehouse.yaml"} <= set(names)
+    assert "deployments/prefect.yaml" in names
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
+
+
+def _installed() -> None:
+    """Skip where tdm-impute's metadata is absent (a source tree on the path, not installed)."""
+    try:
+        metadata.requires("tdm-impute")
+    except metadata.PackageNotFoundError:
+        pytest.skip("tdm-impute is not installed: no metadata to read the extra from")
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        'prefect<3.9,>=3.8.8; extra == "pipeline"',
+        "prefect(>=3.8); extra=='pipeline'",
+        'prefect@ https://example.invalid/prefect.whl ; extra == "pipeline"',
+        'prefect[dev]; python_version >= "3.11" and extra == "pipeline"',
+    ],
+)
+def test_every_form_of_a_pipeline_requirement_is_read(
+    requirement: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each form the metadata may write names the distribution `prefect` of the extra; a
+    requirement of another extra is not read."""
+    monkeypatch.setattr(metadata, "requires", lambda name: [requirement, 'x; extra == "dev"'])
+    monkeypatch.setattr(metadata, "distribution", _absent)
+    assert missing_pipeline_packages() == ["prefect"]
+
+
+def _absent(name: str) -> metadata.Distribution:
+    raise metadata.PackageNotFoundError(name)
 
 
 def test_every_pipeline_package_is_found_here(monkeypatch: pytest.MonkeyPatch) -> None:
     """In this full install none is missing; with none installed, every one of pyproject's
     pipeline extra is named (the requirements are read from the package's metadata)."""
     pytest.importorskip("prefect")
+    _installed()
     assert missing_pipeline_packages() == []
 
     real = metadata.distribution
@@ -80,6 +112,7 @@ def test_a_library_only_install_says_what_to_install(
 ) -> None:
     """`pip install tdm-impute` installs the `tdm` command without the pipeline: it names what
     is missing and the extra to install, exit 2, and imports none of the pipeline."""
+    _installed()
     real = metadata.distribution
 
     def without_prefect(name: str) -> metadata.Distribution:
@@ -118,3 +151,5 @@ def test_warehouse_without_a_config_outside_the_repository(
     err = capsys.readouterr().err
     assert "No warehouse config given" in err and "--config FILE" in err
     assert list(tmp_path.iterdir()) == []
+    assert main(["warehouse", "--config", ""]) == 2  # given, though empty: not the default
+    assert "No warehouse config given" not in capsys.readouterr().err

@@ -157,7 +157,7 @@ def loss_plot_png(panels: Sequence[Panel], *, title: str) -> bytes:
         first = first or axes
         _draw(axes, panel)
         if row == 0:
-            axes.set_title(title)
+            axes.set_title(title, parse_math=False)  # a table may be named "a$_$"
         if row < len(panels) - 1:
             axes.tick_params(labelbottom=False)
         else:

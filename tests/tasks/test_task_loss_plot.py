@@ -143,3 +143,5 @@ def test_the_title_names_the_table_where_its_font_can_draw_the_name(
     latin = loss_plot_markdown(loss, "Ünïcode", ratio)
     assert _embedded_png(latin) == loss_plot_png(panels, title="TDM training: Ünïcode")
     assert [str(w.message) for w in recwarn if "Glyph" in str(w.message)] == []
+    dollars = loss_plot_markdown(loss, "a$_$", ratio)  # plain text, not mathtext (it raised)
+    assert _embedded_png(dollars) == loss_plot_png(panels, title="TDM training: a$_$")
