@@ -509,11 +509,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def _run_warehouse(args: argparse.Namespace) -> int:
-    for flag in ("task_runner", "dask_address", "fill", "draws"):
-        if getattr(args, flag) is not None:  # the flow reads its settings from the environment
-            os.environ[f"TDM_{flag.upper()}"] = str(getattr(args, flag))
     from deployments.files import WAREHOUSE_CONFIG
-    from flows.impute_warehouse import impute_warehouse
     from tasks.errors import PipelineError
 
     if args.config is None and not Path(WAREHOUSE_CONFIG).is_file():
@@ -522,6 +518,11 @@ def _run_warehouse(args: argparse.Namespace) -> int:
             "repository's demo config) is not in this folder: pass --config FILE (or set "
             "TDM_WAREHOUSE_CONFIG), or run from the repository root."
         )
+    for flag in ("task_runner", "dask_address", "fill", "draws"):
+        if getattr(args, flag) is not None:  # the flow reads its settings from the environment
+            os.environ[f"TDM_{flag.upper()}"] = str(getattr(args, flag))
+    from flows.impute_warehouse import impute_warehouse
+
     limit_torch_threads(torch_threads_setting(args.torch_threads))
     result = impute_warehouse(
         WAREHOUSE_CONFIG if args.config is None else args.config,

@@ -171,9 +171,7 @@ def load_warehouse_config(path: str | Path) -> WarehouseConfig:
         raise WarehouseConfigError(
             f"Warehouse config '{where}' is not valid YAML: {yaml_problem(error)}."
         ) from None
-    except ValueError as error:  # not UTF-8 text, or a tag YAML cannot apply (!!int abc)
-        raise WarehouseConfigError(f"Warehouse config '{where}' cannot be read: {error}") from None
-    except OSError as error:
+    except (OSError, ValueError) as error:  # ValueError: not UTF-8, or a bad tag (!!int abc)
         raise WarehouseConfigError(f"Warehouse config '{where}' cannot be read: {error}") from None
     try:
         return WarehouseConfig.model_validate(raw)
