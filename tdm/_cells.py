@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from tdm._bounds import BoundedCells
-from tdm._mixed import TableEncoding
+from tdm._mixed import TableEncoding, label_distances
 
 __all__ = ["START_TEMPERATURE", "MissingCells"]
 
@@ -110,7 +110,7 @@ def _labels(
         else:
             mean = fill[a:b] if fill is not None else np.nanmean(Z[~missing, a:b], axis=0)
             centre = np.broadcast_to(mean, (m, b - a))
-        distances = ((centre[:, :, None] - embedding.T[None]) ** 2).sum(axis=1)
+        distances = label_distances(centre, embedding)
         k = embedding.shape[0]
         logits = -distances / START_TEMPERATURE + noise * rng.standard_normal((m, k))
         columns.append(((a - p, b - p), embedding, missing, logits))

@@ -36,6 +36,7 @@ __all__ = [
     "ColumnCoding",
     "TableEncoding",
     "column_kind",
+    "label_distances",
     "label_embedding",
 ]
 
@@ -47,24 +48,49 @@ MAX_EMBEDDING_DIM = 8
 def label_embedding(n_labels: int) -> np.ndarray:
     """Fixed points of ``n_labels`` labels, shape ``(n_labels, d)`` with
     ``d = min(n_labels - 1, MAX_EMBEDDING_DIM)`` (1 for a single label): a regular simplex with
-    edges sqrt(2), or, for more than
-    ``MAX_EMBEDDING_DIM + 1`` labels, its projection on a fixed (seeded by ``n_labels``) random
-    subspace, rescaled to a mean distance of sqrt(2) between two labels."""
+    edges sqrt(2), or, for more than ``MAX_EMBEDDING_DIM + 1`` labels, its projection on a fixed
+    (seeded by ``n_labels``) random subspace, scaled to a root-mean-square distance of sqrt(2)
+    between two labels. Its cost grows linearly with ``n_labels``."""
     if n_labels <= 1:
         return np.zeros((max(n_labels, 1), 1))
-    centred = np.eye(n_labels) - 1.0 / n_labels
-    # The rows of ``centred`` span a (K-1)-dimensional subspace: its coordinates there keep the
-    # one-hot distances (sqrt(2) between any two labels).
-    _, _, vt = np.linalg.svd(centred)
-    simplex = centred @ vt[: n_labels - 1].T
     if n_labels - 1 <= MAX_EMBEDDING_DIM:
-        return simplex
+        centred = np.eye(n_labels) - 1.0 / n_labels
+        # The rows of ``centred`` span a (K-1)-dimensional subspace: its coordinates there keep
+        # the one-hot distances (sqrt(2) between any two labels).
+        _, _, vt = np.linalg.svd(centred)
+        return centred @ vt[: n_labels - 1].T
+    # An orthonormal basis ``Q`` of a random d-dimensional subspace orthogonal to the ones: the
+    # simplex's vertices e_i - 1/K project onto it as the rows of ``Q``, whose mean squared
+    # distance between two rows is 2 d / (K - 1).
     rng = np.random.default_rng(n_labels)
-    basis, _ = np.linalg.qr(rng.standard_normal((n_labels - 1, MAX_EMBEDDING_DIM)))
-    projected = simplex @ basis
-    diffs = projected[:, None, :] - projected[None, :, :]
-    mean_distance = np.sqrt((diffs**2).sum(-1))[~np.eye(n_labels, dtype=bool)].mean()
-    return projected * (math.sqrt(2.0) / mean_distance)
+    gaussian = rng.standard_normal((n_labels, MAX_EMBEDDING_DIM))
+    basis, _ = np.linalg.qr(gaussian - gaussian.mean(axis=0))
+    return basis * math.sqrt((n_labels - 1) / MAX_EMBEDDING_DIM)
+
+
+LABEL_CHUNK = 1 << 22
+"""Most numbers :func:`label_distances` holds at once beyond its result."""
+
+
+def label_distances(points: np.ndarray, embedding: np.ndarray) -> np.ndarray:
+    """Squared distances from each row of ``points`` (shape ``(n, d)``) to each label's point
+    of ``embedding`` (shape ``(n_labels, d)``), shape ``(n, n_labels)``; computed a block of
+    rows at a time, so a column of many labels needs no ``(n, d, n_labels)`` array."""
+    out = np.empty((points.shape[0], embedding.shape[0]))
+    rows = max(1, LABEL_CHUNK // embedding.size)
+    for i in range(0, points.shape[0], rows):
+        out[i : i + rows] = ((points[i : i + rows, :, None] - embedding.T[None]) ** 2).sum(axis=1)
+    return out
+
+
+def _nearest_labels(points: np.ndarray, embedding: np.ndarray) -> np.ndarray:
+    """The code of the label whose point is nearest each row of ``points``."""
+    rows = max(1, LABEL_CHUNK // embedding.shape[0])
+    codes = [
+        label_distances(points[i : i + rows], embedding).argmin(axis=1)
+        for i in range(0, points.shape[0], rows)
+    ]
+    return np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,8 +224,7 @@ class TableEncoding:
         for j, (a, b) in zip(self.categorical, self.blocks, strict=True):
             embedding = self.columns[j].embedding
             assert embedding is not None
-            distances = ((filled[:, a:b, None] - embedding.T[None]) ** 2).sum(axis=1)
-            codes.append(distances.argmin(axis=1))
+            codes.append(_nearest_labels(filled[:, a:b], embedding))
         return codes
 
     def decode(self, X: pd.DataFrame, numeric: np.ndarray, filled: np.ndarray) -> pd.DataFrame:

@@ -7,7 +7,8 @@ A *trees* start imputes one column at a time in ascending order of missingness, 
 first round. A numeric column's model is LightGBM's, label columns as native categorical
 features, sized by its fitted rows: gradient-boosted trees whose number early stopping chooses
 on a held-out share of the rows, or, below :data:`BOOSTING_ROWS` rows, a random forest of
-:data:`FOREST_TREES` trees, which overfits less on few rows. A label column's model is a random
+:data:`FOREST_TREES` trees, which overfits less on few rows (on a handful of rows, where such a
+forest can predict NaN, the column's observed mean). A label column's model is a random
 forest classifier (:data:`LABEL_TREES` trees, leaves of at least :data:`LABEL_LEAF_ROWS` rows;
 its most probable label) where its out-of-bag accuracy beats the share of the column's commonest
 label, and that label otherwise: a column the other cells do not predict gets its mode, as a
@@ -222,7 +223,10 @@ def _tree_rounds(
                 model = label_model(features[~rows], target[~rows], rng, n_jobs)
             else:
                 model = LabelShares(target[~rows])  # one label observed: it is every guess
-            table[rows, k] = model.predict(features[rows])
+            guesses = model.predict(features[rows])
+            if not np.isfinite(guesses).all():  # LightGBM's forest of a few rows can be NaN
+                guesses = np.full(guesses.shape, target[~rows].mean())
+            table[rows, k] = guesses
             if progress is not None:
                 progress()
     return np.where(mask, _from_label_table(table, encoding), values)
@@ -309,7 +313,11 @@ def label_model(
 ) -> RandomForestClassifier | LabelShares:
     """A label column's model of the codes ``y`` (at least two labels) on ``X`` (NaN allowed):
     a random forest classifier where its out-of-bag accuracy beats the share of the commonest
-    code, else :class:`LabelShares` (module docstring)."""
+    code, else :class:`LabelShares` (module docstring), as where ``X`` has no column or the
+    labels outnumber half the rows (most labels then held by one row, nothing to learn)."""
+    shares = LabelShares(y)
+    if X.shape[1] == 0 or 2 * shares.classes_.size > y.size:
+        return shares
     forest = RandomForestClassifier(
         LABEL_TREES,
         min_samples_leaf=LABEL_LEAF_ROWS,
@@ -317,7 +325,6 @@ def label_model(
         n_jobs=1 if n_jobs is None else n_jobs,
         random_state=int(rng.integers(2**31 - 1)),
     ).fit(X, y)
-    shares = LabelShares(y)
     return forest if forest.oob_score_ > shares.shares.max() else shares
 
 

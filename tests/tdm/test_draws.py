@@ -231,3 +231,17 @@ def test_a_label_column_of_one_label_is_drawn_with_it() -> None:
     assert all(d["flag"].dtype == "boolean" and d["flag"].all() for d in draws)
     missing = frame["a"].isna()
     assert not draws[0]["a"][missing].equals(draws[1]["a"][missing])
+
+
+def test_a_table_of_one_label_column_is_drawn_by_its_shares() -> None:
+    """Bug: `sample` on a table of one label column failed in scikit-learn ("Found array with
+    0 feature(s)"): nothing is left to classify it on. Its cells are drawn by the observed
+    shares, both labels appearing."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"label": rng.choice(["x", "y"], size=200, p=[0.6, 0.4])})
+    frame.loc[rng.random(200) < 0.3, "label"] = None
+    missing = frame["label"].isna()
+    draws = TDMImputer(**FAST, random_state=0).fit(frame).sample(frame, 5, random_state=0)
+    drawn = pd.concat([d["label"][missing] for d in draws])
+    assert set(drawn) == {"x", "y"}
+    assert all(d["label"][~missing].equals(frame["label"][~missing]) for d in draws)

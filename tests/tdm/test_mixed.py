@@ -235,15 +235,34 @@ def test_save_and_load_keep_the_encoding(tmp_path) -> None:
     pd.testing.assert_frame_equal(loaded.transform(holes), imputer.transform(holes))
 
 
-@pytest.mark.parametrize("n_labels", [1, 2, 3, 4, 9, 10, 50])
+@pytest.mark.parametrize("n_labels", [1, 2, 3, 4, 9, 10, 50, 300])
 def test_label_points_are_distinct_and_at_one_hot_distances(n_labels: int) -> None:
     points = label_embedding(n_labels)
     assert points.shape == (n_labels, min(max(n_labels - 1, 1), MAX_EMBEDDING_DIM))
     if n_labels < 2:
         return
-    distances = np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))
-    off = distances[~np.eye(n_labels, dtype=bool)]
+    squared = ((points[:, None] - points[None]) ** 2).sum(-1)
+    off = squared[~np.eye(n_labels, dtype=bool)]
     assert off.min() > 0
-    np.testing.assert_allclose(off.mean(), np.sqrt(2))
+    np.testing.assert_allclose(off.mean(), 2.0)  # as one-hot vectors: sqrt(2) apart
     if n_labels <= MAX_EMBEDDING_DIM + 1:  # a regular simplex: all at the one-hot distance
-        np.testing.assert_allclose(off, np.sqrt(2))
+        np.testing.assert_allclose(off, 2.0)
+
+
+def test_many_labels_cost_memory_in_proportion_to_them(monkeypatch) -> None:
+    """Bug: a column of 20,000 labels (names, say) needed a 20,000 x 20,000 matrix for its
+    points and a rows x 8 x labels array to decode them, and the process was killed for
+    memory. The points come in linear time; the distances are computed a block of rows at a
+    time, exactly as the whole array gives them."""
+    from tdm import _mixed
+    from tdm._mixed import TableEncoding, label_distances
+
+    assert label_embedding(200_000).shape == (200_000, MAX_EMBEDDING_DIM)  # eye(): 320 GB
+    encoding = TableEncoding.from_frame(pd.DataFrame({"c": [f"l{i}" for i in range(30)]}), "t")
+    embedding = encoding.columns[0].embedding
+    points = np.random.default_rng(0).normal(size=(50, MAX_EMBEDDING_DIM))
+    whole = ((points[:, :, None] - embedding.T[None]) ** 2).sum(axis=1)
+    monkeypatch.setattr(_mixed, "LABEL_CHUNK", embedding.size * 7)  # seven rows a block
+    np.testing.assert_array_equal(label_distances(points, embedding), whole)
+    codes = encoding.decode_labels(np.vstack([embedding, points]))[0]
+    np.testing.assert_array_equal(codes, np.concatenate([np.arange(30), whole.argmin(axis=1)]))

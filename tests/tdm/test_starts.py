@@ -365,3 +365,36 @@ def test_a_column_with_one_observed_value_is_started_at_it(init: str) -> None:
     frame.loc[::7, "a"] = np.nan
     out = TDMImputer(init=init, **{**FAST, "max_iter": 0}).fit_transform(frame)
     assert (out["b"] == 2.5).all() and not out.isna().any().any()
+
+
+@pytest.mark.parametrize("n_rows", [4, 6])
+def test_a_trees_start_of_a_handful_of_rows_is_finite(n_rows: int) -> None:
+    """Bug: LightGBM's forest fitted on a handful of rows can predict NaN, and the fit then
+    stopped with "the loss became non-finite at iteration 1" (4 rows: the smallest table TDM
+    fits). Such a column starts at its observed mean, and the fit runs."""
+    failing = {4: 0, 6: 2}  # seeds whose forest predicted NaN
+    rng = np.random.default_rng(failing[n_rows])
+    X = rng.normal(size=(n_rows, 3))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    X[0, 0] = np.nan
+    out = TDMImputer(init="trees", max_iter=5, random_state=failing[n_rows]).fit_transform(X)
+    assert np.isfinite(out).all()
+
+
+def test_a_label_column_of_mostly_distinct_labels_starts_at_its_mode_without_warnings() -> None:
+    """A text column most of whose labels are held by one row (names, say): no forest is
+    fitted for it (scikit-learn warned hundreds of times per fit that it looked like a
+    regression target); its cells take the commonest label, and the fit runs."""
+    rng = np.random.default_rng(0)
+    n = 300
+    names = [f"person {i}" for i in range(n - 20)] + ["person 0"] * 20
+    frame = pd.DataFrame({"name": names, "x": rng.normal(size=n), "y": rng.normal(size=n)})
+    frame.loc[rng.random(n) < 0.1, "name"] = None
+    frame.loc[rng.random(n) < 0.2, "x"] = np.nan
+    codes = pd.Categorical(frame["name"].dropna()).codes.astype(np.float64)
+    features = frame[["y"]].to_numpy()[frame["name"].notna().to_numpy()]
+    assert isinstance(label_model(features, codes, np.random.default_rng(0), None), LabelShares)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(frame)
+    assert set(out["name"][frame["name"].isna()]) == {"person 0"}
