@@ -12,7 +12,8 @@ forest can predict NaN, the column's observed mean). A label column's model is a
 forest classifier (:data:`LABEL_TREES` trees, leaves of at least :data:`LABEL_LEAF_ROWS` rows;
 its most probable label) where its out-of-bag accuracy beats the share of the column's commonest
 label, and that label otherwise: a column the other cells do not predict gets its mode, as a
-classifier's guesses there are worse than the mode.
+classifier's guesses there are worse than the mode. So does a column whose labels outnumber half
+its observed rows (names, identifiers), with no classifier fitted.
 
 The ICE start writes out the rounds of scikit-learn's ``IterativeImputer`` with a
 ``BayesianRidge`` per coordinate, the same imputation bit for bit, without its

@@ -73,7 +73,8 @@ class TDMImputer(BatchOTImputer):
         gradient-boosted trees, as many as early stopping on 10% of the rows keeps, or on fewer than
         1,000 rows a 50-tree random forest; a label column gets scikit-learn's random forest
         classifier (100 trees, leaves of at least 5 rows), or its commonest label where the forest's
-        out-of-bag accuracy does not beat that label's share. ``"auto"``: the trees on a large table
+        out-of-bag accuracy does not beat that label's share or its labels outnumber half its
+        observed rows. ``"auto"``: the trees on a large table
         (at least 100,000 observed cells, a categorical cell counting once); on a smaller one, hide
         5% of the observed cells (at most 2,000), impute them with both, and take the trees' start
         only if their error on them is at least 10% lower than ICE's (``init_``, ``start_scores_``).
