@@ -115,9 +115,10 @@ def load_imputer(
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, KeyError) as error:
         if isinstance(error, FileNotFoundError | IsADirectoryError | PermissionError):
             raise
+        # torch's refusal of a pickle suggests loading it unsafely: the reason is ours.
+        reason = UNSAFE if isinstance(error, pickle.UnpicklingError) else _first_line(error)
         raise ValueError(
-            f"{path}: not a file written by {cls.__name__}.save, or a damaged one "
-            f"({_first_line(error)})"
+            f"{path}: not a file written by {cls.__name__}.save, or a damaged one ({reason})"
         ) from None
     if not isinstance(state, dict):
         raise ValueError(f"{path}: not a saved {cls.__name__} (it holds a {type(state).__name__})")
@@ -136,6 +137,9 @@ def load_imputer(
             f"{path}: a damaged {cls.__name__} file, which cannot be restored "
             f"({type(error).__name__}: {_first_line(error)}). Refit the imputer and save it again."
         ) from None
+
+
+UNSAFE = "not a PyTorch file of tensors and plain values; no other object is ever loaded"
 
 
 def _first_line(error: BaseException) -> str:

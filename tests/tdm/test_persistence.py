@@ -81,7 +81,8 @@ def test_files_not_written_by_save_or_damaged_are_refused_with_a_value_error(
     data, tmp_path: Path
 ) -> None:
     """Bug: a text file, another object or a file missing a field gave KeyError, AttributeError
-    or torch's UnpicklingError. Each is a ValueError naming the file."""
+    or torch's UnpicklingError. Each is a ValueError naming the file, without torch's advice to
+    load it with `weights_only=False` (which runs whatever the file holds)."""
     _, X_nan, _ = data
     saved = tmp_path / "m.pt"
     TDMImputer(**FAST).fit(X_nan).save(saved)
@@ -96,8 +97,9 @@ def test_files_not_written_by_save_or_damaged_are_refused_with_a_value_error(
             path.write_bytes(pickle.dumps(content))
         else:
             torch.save(content, path)
-        with pytest.raises(ValueError, match=rf"{name}\.pt: (not a|a damaged)"):
+        with pytest.raises(ValueError, match=rf"{name}\.pt: (not a|a damaged)") as refused:
             TDMImputer.load(path)
+        assert "weights_only" not in str(refused.value)  # torch's advice to load it unsafely
 
 
 def test_labels_a_file_cannot_hold_are_refused_when_saving(tmp_path: Path) -> None:
