@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 from prefect import Task, get_run_logger
 from prefect.states import Failed
 
-from tasks.errors import PipelineError, WarehouseBusyError, release_error
+from tasks.errors import PipelineError, WarehouseBusyError, release_error, release_frames
 
 __all__ = [
     "OUTCOME",
@@ -169,6 +169,7 @@ def run_guarded(body: Callable[[], R]) -> R | Any:
         return body()
     except PipelineError as error:
         return fail_run(error)
-    except Exception:
+    except Exception as error:
         end_retries()
+        release_frames(error)
         raise

@@ -113,24 +113,50 @@ def test_a_foreseen_failure_is_the_state_message_and_logs_no_traceback(warehouse
     assert flow_run(state.state_details.flow_run_id).state.message == reason
 
 
+def _run_in_a_process(script: str) -> subprocess.CompletedProcess[str]:
+    """`script` run by a Python process of its own, against the suite's Prefect server."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+
+
 def test_a_failed_run_leaves_no_duckdb_object_to_its_process_exit(warehouse: Path) -> None:
     """A served run's process, after a foreseen failure, exits without nanobind's report of
     leaked DuckDB objects (bug: 60 lines after each failed run, the connection being held by
     the error's frames in the run's state)."""
-    from prefect.settings import PREFECT_API_URL
-
-    script = (
+    run = _run_in_a_process(
         "from flows.impute_table import impute_table\n"
         f"state = impute_table('nope', db_path={str(warehouse)!r}, return_state=True)\n"
         "assert state.is_failed()\n"
     )
-    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-    run = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert 'Table "nope" does not exist' in run.stderr and "leaked" not in run.stderr
+
+
+def test_an_unforeseen_failure_keeps_its_traceback_and_leaves_no_duckdb_object(
+    warehouse: Path,
+) -> None:
+    """Bug: after an unforeseen failure (here injected in write-back), the run's process ended
+    with 40 lines of nanobind's report of leaked DuckDB objects, which the traceback's frames
+    held. The traceback is logged with its lines, and nothing is reported leaked."""
+    run = _run_in_a_process(
+        "import tasks.write\n"
+        "from flows.impute_table import impute_table\n"
+        "def fail(*args):\n"
+        "    raise RuntimeError('injected failure after imputation')\n"
+        "tasks.write.insert_lineage = fail\n"
+        f"state = impute_table('readings', db_path={str(warehouse)!r}, imputer={FAST!r},"
+        " return_state=True)\n"
+        "assert state.is_failed()\n"
+    )
+    assert run.returncode == 0, run.stderr
+    output = run.stdout + run.stderr
+    assert "Traceback" in output and "insert_lineage(self.con," in output  # with its lines
+    assert "leaked" not in output
 
 
 def test_an_unforeseen_failure_keeps_its_traceback_and_rolls_everything_back(
