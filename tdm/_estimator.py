@@ -217,12 +217,14 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
-            With the columns (and, for a DataFrame, the column kinds) seen in ``fit``.
+            With the columns (and, for a DataFrame, the column names in their order, of any
+            type, and the column kinds) seen in ``fit``.
 
         Returns
         -------
         ndarray or DataFrame of shape (n_samples, n_features)
-            Same type as ``X``, every DataFrame column in its own dtype; observed cells are
+            Same type as ``X``, every DataFrame column in its own dtype (an unordered category
+            gains a label seen in fit that it lacks where a cell takes it); observed cells are
             returned bit-for-bit unchanged.
         """
         check_is_fitted(self, "X_fit_")

@@ -261,7 +261,8 @@ def _as_labels(series: pd.Series, kind: str) -> list[Any]:
 
 
 def _filled(series: pd.Series, missing: np.ndarray, values: np.ndarray) -> pd.Series:
-    """``series`` with ``values`` in its ``missing`` positions, in its own dtype."""
+    """``series`` with ``values`` in its ``missing`` positions, in its own dtype (an unordered
+    category gains the labels of ``values`` it lacks)."""
     new = series.copy()
     if isinstance(series.dtype, np.dtype) and series.dtype.kind == "f":
         new.iloc[np.flatnonzero(missing)] = values.astype(series.dtype)
@@ -269,5 +270,9 @@ def _filled(series: pd.Series, missing: np.ndarray, values: np.ndarray) -> pd.Se
     if series.dtype == object:
         new.iloc[np.flatnonzero(missing)] = list(values)
         return new
-    new.iloc[np.flatnonzero(missing)] = pd.array(list(values), dtype=series.dtype)
+    if isinstance(series.dtype, pd.CategoricalDtype):  # unordered: ordered ones are checked
+        labels = pd.Series(values, dtype=object)
+        absent = labels[~labels.isin(series.dtype.categories)].unique()
+        new = new.cat.add_categories(absent) if len(absent) else new
+    new.iloc[np.flatnonzero(missing)] = pd.array(list(values), dtype=new.dtype)
     return new

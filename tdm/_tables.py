@@ -16,7 +16,7 @@ import pandas as pd
 from sklearn.utils.validation import validate_data
 
 from tdm._bounds import column_bounds
-from tdm._mixed import INTEGER, TableEncoding
+from tdm._mixed import BOOLEAN, INTEGER, TableEncoding
 from tdm._validation import check_finite_or_nan
 
 __all__ = ["BoundsParam", "complete_table", "fingerprint", "fitted_bounds", "read_table"]
@@ -68,13 +68,46 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
     numeric = list(encoding.numeric)
     check_finite_or_nan(X.iloc[:, numeric], owner)
     if not reset:
-        for j, coding in enumerate(encoding.columns):
-            if coding.kind != TableEncoding.from_frame(X.iloc[:, [j]], owner).columns[0].kind:
-                raise ValueError(
-                    f"{owner}: column {coding.name!r} was {coding.kind} in fit; got dtype "
-                    f"{X.dtypes.iloc[j]}."
-                )
+        _check_fitted_columns(X, encoding, owner)
     return encoding.encode(X)
+
+
+# The nullable dtype that holds a column of each kind with missing cells.
+_NULLABLE = {INTEGER: "Int64", BOOLEAN: "boolean"}
+
+
+def _check_fitted_columns(X: pd.DataFrame, encoding: TableEncoding, owner: str) -> None:
+    """Refuse new rows ``X`` whose columns are not the fitted ones, in their order (names of
+    any type: scikit-learn compares string names only), or not of their fitted kinds, or an
+    ordered category without a label seen in fit, which one of its missing cells may take."""
+    names = [coding.name for coding in encoding.columns]
+    if list(X.columns) != names:
+        raise ValueError(
+            f"{owner}: the columns of X are not those seen in fit, in their order: fitted "
+            f"{names}, got {list(X.columns)}."
+        )
+    for j, coding in enumerate(encoding.columns):
+        dtype = X.dtypes.iloc[j]
+        if coding.kind != TableEncoding.from_frame(X.iloc[:, [j]], owner).columns[0].kind:
+            hint = ""
+            if coding.kind in _NULLABLE and X.iloc[:, j].isna().any():
+                hint = (
+                    f" (with a missing value, pandas turns it into {dtype}: give it the dtype "
+                    f"{_NULLABLE[coding.kind]!r})"
+                )
+            raise ValueError(
+                f"{owner}: column {coding.name!r} was {coding.kind} in fit; got dtype "
+                f"{dtype}{hint}."
+            )
+        if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered and X.iloc[:, j].isna().any():
+            fitted = () if coding.labels is None else coding.labels
+            absent = [label for label in fitted if label not in dtype.categories]
+            if absent:
+                raise ValueError(
+                    f"{owner}: column {coding.name!r} is an ordered category without labels "
+                    f"seen in fit ({', '.join(map(repr, absent[:5]))}), which its missing cells "
+                    "may take; give it the categories it had in fit."
+                )
 
 
 def fitted_bounds(

@@ -215,6 +215,54 @@ def test_a_frame_of_another_column_kind_is_refused_in_transform() -> None:
         imputer.transform(changed)
 
 
+def test_new_rows_of_a_category_lacking_an_imputed_label_get_that_label() -> None:
+    """Bug: new rows whose categorical dtype lacked the label imputed for a cell (a small batch
+    built from the labels it holds) came back with that cell missing, without a word. The
+    category gains the label; an ordered one, whose order cannot be guessed, is refused."""
+    rng = np.random.default_rng(0)
+    f = rng.normal(size=100)
+    frame = pd.DataFrame({"f": f, "c": pd.Categorical(np.where(f > 0, "y", "x"))})
+    frame.loc[::5, "c"] = None
+    imputer = TDMImputer(**FAST, random_state=0).fit(frame)
+    new = pd.DataFrame({"f": [2.0, 2.5, -2.0], "c": pd.Categorical(["x", None, None])})
+    out = imputer.transform(new)
+    assert out["c"].tolist() == ["x", "y", "x"]
+    assert list(out["c"].cat.categories) == ["x", "y"] and not out["c"].cat.ordered
+    ordered = TDMImputer(**FAST, random_state=0).fit(frame.assign(c=frame["c"].cat.as_ordered()))
+    lacking = new.assign(c=pd.Categorical(["x", None, None], categories=["x"], ordered=True))
+    with pytest.raises(ValueError, match=r"column 'c' is an ordered category without .*'y'"):
+        ordered.transform(lacking)
+
+
+@pytest.mark.parametrize("names", [[2, 1, 0], [5, 6, 7]], ids=["reordered", "renamed"])
+def test_new_rows_with_other_column_names_of_any_type_are_refused(names: list[int]) -> None:
+    """Bug: scikit-learn checks string column names only, so a frame of integer names,
+    reordered or renamed, was imputed by position with another column's model and bounds."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(50, 3)) * [1.0, 10.0, 100.0])
+    X.iloc[::4, 0] = np.nan
+    imputer = TDMImputer(**FAST, random_state=0).fit(X)
+    with pytest.raises(ValueError, match=r"not those seen in fit.*fitted \[0, 1, 2\]"):
+        imputer.transform(X[[2, 1, 0]].set_axis(names, axis=1))
+
+
+def test_a_complete_integer_column_with_gaps_in_new_rows_is_refused_with_the_dtype_to_use() -> None:
+    """An int64 or bool column complete in fit becomes float64 or object in pandas once a new
+    row has a gap there; the refusal says which nullable dtype keeps its kind."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"i": rng.integers(0, 5, 60), "b": rng.random(60) < 0.5})
+    frame["f"] = rng.normal(size=60)
+    imputer = TDMImputer(**FAST, random_state=0).fit(frame)
+    with pytest.raises(ValueError, match=r"'i' was integer in fit.*give it the dtype 'Int64'"):
+        imputer.transform(frame.assign(i=frame["i"].where(frame["f"] > 0)))
+    with pytest.raises(ValueError, match=r"'b' was boolean in fit.*give it the dtype 'boolean'"):
+        imputer.transform(frame.assign(b=frame["b"].where(frame["f"] > 0)))
+    out = imputer.transform(
+        frame.astype({"i": "Int64"}).assign(i=lambda t: t["i"].where(t["f"] > 0))
+    )
+    assert out["i"].dtype == "Int64" and not out["i"].isna().any()
+
+
 def test_early_stopping_and_otimputer_take_mixed_frames() -> None:
     _, holes = random_mixed_frame(1, n=120)
     tdm = TDMImputer._configured(**FAST, early_stopping=True, n_iter_no_change=25, random_state=0)
