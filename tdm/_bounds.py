@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional
 
-__all__ = ["BOUNDS_METHODS", "BoundedCells", "column_bounds"]
+__all__ = ["BOUNDS_METHODS", "BoundedCells", "bound_pair", "column_bounds"]
 
 BOUNDS_METHODS = ("project", "transform", "clip")
 
@@ -70,11 +70,13 @@ def column_bounds(
                 f"data; numeric columns: {names}"
             )
         k = index[name]
-        low[k], high[k] = _pair(pair, name, owner)
+        low[k], high[k] = bound_pair(pair, name, owner)
     return low, high
 
 
-def _pair(pair: Any, name: Hashable, owner: str) -> tuple[float, float]:
+def bound_pair(pair: Any, name: Hashable, owner: str) -> tuple[float, float]:
+    """The ``(low, high)`` of ``bounds[name]``, refused with a ``ValueError`` naming the column
+    unless a pair of numbers or None (an open end) with ``low <= high``."""
     ok = isinstance(pair, tuple | list) and len(pair) == 2
     ok = ok and all(v is None or (isinstance(v, Real) and not isinstance(v, bool)) for v in pair)
     if not ok:

@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor, nn
 
-from tdm._bounds import BoundedCells
+from tdm._bounds import BoundedCells, bound_pair
 from tdm._cells import MissingCells
 from tdm._config import CONFIG_CONSTRAINTS, Config
 from tdm._draws import draw_cells, label_probabilities, probe_errors
@@ -55,6 +55,7 @@ from tdm._validation import (
     InvalidParameterError,
     Options,
     column_labels,
+    parse_device,
     resolve_device,
     resolve_dtype,
     validate_params,
@@ -317,7 +318,8 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
         How a caller that holds settings as data (a config file, environment variables) builds
         an imputer: every name and value is checked as ``fit`` checks them, before any data is
-        read.
+        read, but for what needs the data or the machine (that ``bounds`` names numeric
+        columns, that a CUDA device is there).
 
         Raises
         ------
@@ -335,6 +337,11 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             )
         imputer = cls(**settings)
         validate_params(cls.__name__, settings, cls._PARAMETER_CONSTRAINTS)
+        if "device" in settings:
+            parse_device(settings["device"], cls.__name__)
+        if isinstance(settings.get("bounds"), Mapping):
+            for name, pair in settings["bounds"].items():
+                bound_pair(pair, name, cls.__name__)
         return imputer
 
     def save(self, path: str | os.PathLike[str]) -> None:

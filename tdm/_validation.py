@@ -23,6 +23,7 @@ __all__ = [
     "check_choice",
     "check_finite_or_nan",
     "column_labels",
+    "parse_device",
     "resolve_device",
     "resolve_dtype",
     "store_params",
@@ -211,16 +212,24 @@ def check_finite_or_nan(X: Any, owner: str) -> None:
     )
 
 
-def resolve_device(device: str | torch.device, owner: str) -> torch.device:
-    """``"auto"`` → CUDA when available, else CPU; any other value is checked."""
+def parse_device(device: str | torch.device, owner: str) -> torch.device | None:
+    """The device ``device`` names (``None`` for ``"auto"``), refused with a ``ValueError`` if
+    it names none; whether this machine has it is not checked."""
     if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return None
     try:
-        resolved = torch.device(device)
+        return torch.device(device)
     except (RuntimeError, TypeError) as err:
         raise ValueError(
             f"{owner}: device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got device={device!r}"
         ) from err
+
+
+def resolve_device(device: str | torch.device, owner: str) -> torch.device:
+    """``"auto"`` → CUDA when available, else CPU; any other value is checked."""
+    resolved = parse_device(device, owner)
+    if resolved is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             f"{owner}: device={device!r} was asked for, but CUDA is not available on this "

@@ -77,6 +77,25 @@ def test_from_settings_validates_every_name_and_value_before_any_data() -> None:
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
+        ({"device": "gpu"}, "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'; got device='gpu'"),
+        ({"bounds": {"x": (1, 0)}}, r"bounds\['x'\] = \(1, 0\) is not an interval"),
+        ({"bounds": {"x": "ab"}}, r"bounds\['x'\] must be a pair \(low, high\)"),
+    ],
+    ids=["device-name", "bounds-reversed", "bounds-text"],
+)
+def test_from_settings_refuses_a_device_or_bounds_fit_would_refuse(setting, message) -> None:
+    """Bug: these passed `from_settings` (a config's check) and failed only at fit. What needs
+    the data or the machine (the bounds' column names, CUDA) is still checked at fit."""
+    from tdm import TDMImputer
+
+    with pytest.raises(ValueError, match=message):
+        TDMImputer.from_settings(setting)
+    assert TDMImputer.from_settings({"device": "cuda:1", "bounds": {"x": (0, None)}})
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
         ({"standardize": "no"}, "standardize must be True or False"),
         ({"verbose": "loud"}, "verbose must be a non-negative integer or True or False"),
         ({"verbose": -1}, "verbose must be a non-negative integer"),
