@@ -111,6 +111,19 @@ def test_svm_accuracy_is_one_on_separated_clusters() -> None:
     assert svm_accuracy(X, y, n_repeats=3, random_state=0) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("random_state", [None, 0])
+def test_svm_accuracy_leaves_numpy_s_global_random_state_alone(random_state) -> None:
+    """Bug: the SVC, given no seed, drew one from NumPy's global random state."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    _, keys, position, *_ = np.random.get_state()
+    svm_accuracy(X, y, n_repeats=1, random_state=random_state)
+    _, keys_after, position_after, *_ = np.random.get_state()
+    np.testing.assert_array_equal(keys_after, keys)
+    assert position_after == position
+
+
 def test_svm_accuracy_is_one_half_on_identical_rows_with_balanced_labels() -> None:
     # All rows equal: the SVM predicts one class for every test row. Stratified 5-fold on 10 + 10
     # labels puts 2 of each class in every test fold, so each fold scores exactly 2/4 -> 0.5.
