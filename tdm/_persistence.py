@@ -89,11 +89,11 @@ def save_imputer(imputer: Any, path: str | os.PathLike[str]) -> None:
         torch.save(state, tmp)
         try:  # a label torch's safe loading refuses (a Timestamp, a tuple) would not load again
             torch.load(tmp, map_location="cpu", weights_only=True)
-        except Exception as error:
+        except Exception:
             raise ValueError(
                 f"{owner}.save: the fitted imputer holds a value its file could not be loaded "
-                f"with ({_first_line(error)}); a label column's labels must be numbers, text or "
-                "booleans"
+                f"with{_odd_labels(imputer.encoding_)}; a label column's labels must be "
+                "numbers, text or booleans"
             ) from None
         os.replace(tmp, target)
     finally:
@@ -182,6 +182,16 @@ def _restore(cls: type[Imputer], state: dict[str, Any], device: str | None) -> I
 def _plain(value: Any) -> Any:
     """A NumPy scalar as the Python value (the safe loader reads plain values only)."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _odd_labels(encoding: TableEncoding) -> str:
+    """`` (column 'c', label (1, 2), a tuple)`` for the first column of ``encoding`` with a label
+    that is not a number, text or boolean; empty if none."""
+    for column in encoding.columns:
+        for label in () if column.labels is None else column.labels:
+            if not isinstance(label, str | bool | int | float | np.generic):
+                return f" (column {column.name!r}, label {label!r}, a {type(label).__name__})"
+    return ""
 
 
 def _key(value: Any) -> Any:

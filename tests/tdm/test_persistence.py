@@ -104,16 +104,19 @@ def test_files_not_written_by_save_or_damaged_are_refused_with_a_value_error(
 
 def test_labels_a_file_cannot_hold_are_refused_when_saving(tmp_path: Path) -> None:
     """Bug: labels of Timestamps were saved, and the file then failed to load. `save` refuses
-    them and leaves no file."""
+    them, naming the column and the label (not with torch's advice to load unsafely), and
+    leaves no file."""
     import pandas as pd
 
     rng = np.random.default_rng(0)
     labels = [pd.Timestamp("2020-01-01"), pd.Timestamp("2021-01-01"), None] * 20
     frame = pd.DataFrame({"a": rng.normal(size=60), "t": pd.Series(labels, dtype=object)})
     est = TDMImputer(**{**FAST, "init": "mean", "max_iter": 5}).fit(frame)
-    with pytest.raises(ValueError, match="labels must be numbers, text or booleans"):
+    with pytest.raises(ValueError, match="labels must be numbers, text or booleans") as refused:
         est.save(tmp_path / "m.pt")
     assert list(tmp_path.iterdir()) == []
+    assert "column 't', label Timestamp('2020-01-01 00:00:00'), a Timestamp" in str(refused.value)
+    assert "weights_only" not in str(refused.value)  # torch's advice to load it unsafely
 
 
 def test_private_settings_and_paper_mode_survive_save_and_load(data, tmp_path: Path) -> None:
