@@ -281,7 +281,12 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "X_fit_")
         validate_params(
-            self._owner(), {"n_draws": n_draws}, {"n_draws": [Interval(Integral, 1, None)]}
+            f"{self._owner()}.sample",
+            {"n_draws": n_draws, "random_state": random_state},
+            {
+                "n_draws": [Interval(Integral, 1, None)],
+                "random_state": self._PARAMETER_CONSTRAINTS["random_state"],
+            },
         )
         values = self._validate(X, reset=False)
         mask = np.isnan(values)

@@ -110,6 +110,14 @@ def test_n_draws_must_be_a_positive_integer(fitted) -> None:
         imputer.sample(X_nan, 0)
 
 
+@pytest.mark.parametrize("random_state", [-1, np.random.default_rng(0), "seed"])
+def test_a_random_state_sample_cannot_use_is_refused_naming_it(fitted, random_state) -> None:
+    """Bug: NumPy's or scikit-learn's own error ("Seed must be between 0 and 2**32 - 1")."""
+    _, _, X_nan, imputer, _ = fitted
+    with pytest.raises(InvalidParameterError, match="sample: random_state must be an integer"):
+        imputer.sample(X_nan, 2, random_state=random_state)
+
+
 def test_label_draws_keep_the_shares_the_point_collapses() -> None:
     """A label column unrelated to the numbers (its largest label 45% of the rows): the point
     imputation gives nearly every missing cell that label; the draws give each label about its
