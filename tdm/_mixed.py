@@ -179,7 +179,13 @@ class TableEncoding:
             if kind in NUMERIC_KINDS:
                 codings.append(ColumnCoding(name, kind, series.dtype))
                 continue
-            labels = _observed_labels(series, kind)
+            try:
+                labels = _observed_labels(series, kind)
+            except TypeError:  # unhashable: lists, dicts, arrays
+                raise ValueError(
+                    f"{owner}: column {name!r} holds values that cannot be labels (such as "
+                    f"{series.dropna().iloc[0]!r}); a label is a number, text or boolean."
+                ) from None
             codings.append(
                 ColumnCoding(name, kind, series.dtype, labels, label_embedding(len(labels)))
             )

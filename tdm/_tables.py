@@ -57,6 +57,9 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
         elif estimator.encoding_.frame:
             raise ValueError(f"{owner} was fitted on a DataFrame; pass a DataFrame to transform.")
         return values
+    if X.columns.has_duplicates:
+        repeated = X.columns[X.columns.duplicated()][0]
+        raise ValueError(f"{owner}: column names must be unique; {repeated!r} is repeated.")
     validate_data(estimator, X, reset=reset, skip_check_array=True)
     if len(X) < 1:
         raise ValueError(f"{owner}: the DataFrame has no row; at least 1 is required.")

@@ -37,8 +37,10 @@ def column_kind(dtype: Any) -> ColumnKind:
     Raises
     ------
     TypeError
-        For any other dtype (dates, complex numbers, ...).
+        For any other dtype (dates, complex numbers, sparse columns, ...).
     """
+    if isinstance(dtype, pd.SparseDtype):
+        raise TypeError(f"dtype {dtype}")  # its cells cannot be filled in place
     if pd.api.types.is_bool_dtype(dtype):
         return BOOLEAN
     if pd.api.types.is_float_dtype(dtype):

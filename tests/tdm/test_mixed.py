@@ -314,3 +314,20 @@ def test_many_labels_cost_memory_in_proportion_to_them(monkeypatch) -> None:
     np.testing.assert_array_equal(label_distances(points, embedding), whole)
     codes = encoding.decode_labels(np.vstack([embedding, points]))[0]
     np.testing.assert_array_equal(codes, np.concatenate([np.arange(30), whole.argmin(axis=1)]))
+
+
+@pytest.mark.parametrize("case", ["repeated-name", "sparse", "lists"])
+def test_frames_the_imputer_cannot_read_are_refused_naming_the_column(case: str) -> None:
+    """Bug: a repeated column name, a sparse column or a column of lists failed in narwhals or
+    pandas (DuplicateError, 'SparseArray does not support item assignment', 'unhashable type')."""
+    frame = pd.DataFrame({"a": np.r_[np.nan, np.arange(59.0)], "b": np.arange(60.0)})
+    bad, message = {
+        "repeated-name": (pd.concat([frame, frame[["a"]]], axis=1), "'a' is repeated"),
+        "sparse": (frame.astype({"b": pd.SparseDtype(float)}), "column 'b' has dtype Sparse"),
+        "lists": (
+            frame.assign(l=pd.Series([[1], [2], None] * 20, dtype=object)),
+            r"column 'l' holds values that cannot be labels \(such as \[1\]\)",
+        ),
+    }[case]
+    with pytest.raises(ValueError, match=message):
+        TDMImputer(**FAST, random_state=0).fit(bad)
