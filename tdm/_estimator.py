@@ -360,7 +360,8 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, device: str | None = None) -> Self:
-        """Read an imputer written by :meth:`save`; ``device`` overrides the saved setting.
+        """Read an imputer written by :meth:`save`; ``device`` overrides the saved setting
+        (checked now: a name of no device, or CUDA this machine lacks, is a ``ValueError``).
 
         A file of another class, of another save format (with a message to refit), not written
         by ``save`` or damaged is refused with a ``ValueError``.

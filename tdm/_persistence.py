@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from tdm._mixed import ColumnCoding, TableEncoding
-from tdm._validation import resolve_dtype
+from tdm._validation import resolve_device, resolve_dtype
 from tdm._version import __version__
 
 __all__ = ["FORMAT_VERSION", "SavedImputer", "load_imputer", "save_imputer"]
@@ -106,10 +106,13 @@ def load_imputer(
 ) -> Imputer:
     """Read an imputer of class ``cls`` written by :func:`save_imputer`.
 
-    ``device`` overrides the saved setting. A file of another class, of another save format
+    ``device`` overrides the saved setting (refused with a ``ValueError`` where it names no
+    device, or CUDA this machine lacks). A file of another class, of another save format
     than :data:`FORMAT_VERSION` (saying to refit), not written by ``save`` or damaged is refused
     with a ``ValueError``.
     """
+    if device is not None:  # a device this machine lacks is refused now, not at transform
+        resolve_device(device, cls.__name__)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, KeyError) as error:

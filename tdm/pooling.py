@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -116,7 +117,9 @@ def pool(estimates: ArrayLike, variances: ArrayLike, df_complete: float | None =
         )
     if not (np.isfinite(q).all() and np.isfinite(u).all()) or (u < 0).any():
         raise ValueError("estimates must be finite and variances finite and non-negative")
-    if df_complete is not None and not df_complete > 0:
+    if df_complete is not None and not (
+        isinstance(df_complete, Real) and not isinstance(df_complete, bool) and df_complete > 0
+    ):
         raise ValueError(f"df_complete must be positive; got {df_complete!r}")
     within = float(u.mean())
     between = float(q.var(ddof=1))
@@ -138,10 +141,9 @@ def pooled_mean(draws: Any, column: Hashable) -> Pooled:
     list of arrays, with ``column`` a position; a list of DataFrames, with ``column`` a name).
     Each draw's variance of the mean is its sample variance over ``n_samples``; the
     complete-data degrees of freedom ``n_samples - 1``."""
-    columns: Sequence[np.ndarray] = [
-        np.asarray(d[column] if isinstance(d, pd.DataFrame) else _column(d, column), float)
-        for d in draws
-    ]
+    if len(draws) == 0:
+        raise ValueError("pooled_mean needs draws (what sample returns); got none")
+    columns: Sequence[np.ndarray] = [np.asarray(_column(d, column), float) for d in draws]
     n = columns[0].size
     if n < 2:
         raise ValueError(f"the mean's variance needs at least 2 rows; got {n}")
@@ -150,6 +152,23 @@ def pooled_mean(draws: Any, column: Hashable) -> Pooled:
     return pool(means, variances, df_complete=n - 1)
 
 
-def _column(draw: Any, position: Any) -> np.ndarray:
-    """Column ``position`` of an array draw."""
-    return np.asarray(draw)[:, position]
+def _column(draw: Any, column: Any) -> Any:
+    """Column ``column`` of a draw: a DataFrame's by name, an array's by position; a column the
+    draw lacks is refused with a ``ValueError`` naming it."""
+    if isinstance(draw, pd.DataFrame):
+        if column not in draw.columns:
+            raise ValueError(
+                f"pooled_mean: column {column!r} is not a column of the draws; their columns "
+                f"are {list(draw.columns)}"
+            )
+        return draw[column]
+    values = np.asarray(draw)
+    width = values.shape[1] if values.ndim == 2 else 0
+    if not (isinstance(column, Integral) and not isinstance(column, bool)) or not (
+        -width <= column < width
+    ):
+        raise ValueError(
+            f"pooled_mean: column {column!r} is not a column position of the draws (arrays of "
+            f"{width} columns: 0 to {width - 1})"
+        )
+    return values[:, column]

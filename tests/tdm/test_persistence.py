@@ -147,3 +147,17 @@ def test_saving_into_a_missing_folder_names_the_folder(data, tmp_path: Path) -> 
     with pytest.raises(FileNotFoundError, match=r"its folder '.*nowhere' does not exist"):
         est.save(tmp_path / "nowhere" / "m.pt")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_device_given_to_load_is_checked_when_loading(data, tmp_path: Path) -> None:
+    """Bug: `load(path, device="gpu")` (or "cuda" without CUDA) was accepted, and the error
+    came at the first transform."""
+    _, X_nan, _ = data
+    saved = tmp_path / "m.pt"
+    TDMImputer(**FAST).fit(X_nan).save(saved)
+    with pytest.raises(ValueError, match="device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"):
+        TDMImputer.load(saved, device="gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            TDMImputer.load(saved, device="cuda")
+    assert TDMImputer.load(saved, device="cpu").device == "cpu"

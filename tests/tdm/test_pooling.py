@@ -98,3 +98,20 @@ def test_array_list_and_dataframe_draws_pool_alike() -> None:
 def test_the_module_example_runs() -> None:
     result = doctest.testmod(tdm.pooling, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_column_the_draws_lack_or_bad_degrees_of_freedom_are_refused_naming_them() -> None:
+    """Bug: KeyError, IndexError or TypeError from pandas, NumPy or a comparison."""
+    draws = np.random.default_rng(0).normal(size=(3, 10, 2))
+    frames = [pd.DataFrame(d, columns=["a", "b"]) for d in draws]
+    cases = [
+        (lambda: pooled_mean(frames, 1), r"column 1 is not a column of the draws.*\['a', 'b'\]"),
+        (lambda: pooled_mean(draws, "b"), "column 'b' is not a column position.*0 to 1"),
+        (lambda: pooled_mean(draws, 7), "column 7 is not a column position"),
+        (lambda: pooled_mean([], 0), "needs draws"),
+        (lambda: pool([1.0, 2.0], [1.0, 1.0], df_complete="3"), "df_complete must be positive"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert pooled_mean(list(draws), -1).estimate == pooled_mean(frames, "b").estimate
