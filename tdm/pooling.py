@@ -164,11 +164,12 @@ def _column(draw: Any, column: Any) -> Any:
         return draw[column]
     values = np.asarray(draw)
     width = values.shape[1] if values.ndim == 2 else 0
-    if not (isinstance(column, Integral) and not isinstance(column, bool)) or not (
-        -width <= column < width
-    ):
+    position = (
+        int(column) if isinstance(column, Integral) and not isinstance(column, bool) else None
+    )
+    if position is None or not -width <= position < width:
         raise ValueError(
             f"pooled_mean: column {column!r} is not a column position of the draws (arrays of "
             f"{width} columns: 0 to {width - 1})"
         )
-    return values[:, column]
+    return values[:, position]
