@@ -317,6 +317,8 @@ def _scaled_numeric_errors(
         guess = imputed[name].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
         if not np.isfinite(guess[rows]).all():
             raise ValueError(f"column {name!r}: an imputed value is missing or not finite")
+        if not np.isfinite(truth[rows]).all():
+            raise ValueError(f"column {name!r}: a true value at a masked cell is missing")
         scale = float(np.std(truth))
         errors.append((guess[rows] - truth[rows]) / (scale if scale > 0 else 1.0))
     return np.concatenate(errors) if errors else np.empty(0)

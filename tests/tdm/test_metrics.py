@@ -234,3 +234,5 @@ def test_a_kind_with_no_masked_cell_gives_nan_and_bad_input_is_refused() -> None
     mask[0, 0] = True
     with pytest.raises(ValueError, match="column 'x': an imputed value is missing"):
         numeric_mae_sd(true, left, mask)
+    with pytest.raises(ValueError, match="column 'x': a true value at a masked cell is missing"):
+        numeric_mae_sd(left, true, mask)  # bug: NaN, silently
