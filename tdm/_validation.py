@@ -175,9 +175,10 @@ def check_choice(owner: str, name: str, value: Any, allowed: Sequence[str]) -> N
 
 
 def column_labels(X: Any, n_features: int) -> list[str]:
-    """Names to use in messages: the DataFrame's column names, else ``column 0`` … ."""
+    """Names to use in messages: the DataFrame's column names (``'a'``; ``column 1`` for a
+    name that is not text), else ``column 0`` … ."""
     if isinstance(X, pd.DataFrame):
-        return [repr(str(c)) for c in X.columns]
+        return [repr(c) if isinstance(c, str) else f"column {c!r}" for c in X.columns]
     return [f"column {j}" for j in range(n_features)]
 
 

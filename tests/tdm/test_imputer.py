@@ -198,6 +198,9 @@ def test_all_missing_column_is_refused_naming_it(data) -> None:
     frame["e"] = np.nan
     with pytest.raises(ValueError, match="'e' has no observed value"):
         TDMImputer(**FAST).fit(frame)
+    numbered = frame.set_axis(range(frame.shape[1]), axis=1)  # bug: "'4' has no ..." (a string)
+    with pytest.raises(ValueError, match="TDMImputer: column 4 has no observed value"):
+        TDMImputer(**FAST).fit(numbered)
 
 
 def test_too_few_rows_are_refused() -> None:
