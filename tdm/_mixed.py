@@ -239,7 +239,7 @@ class TableEncoding:
         points in ``filled`` (the optimised space). Observed cells are ``X``'s own values; every
         column keeps its dtype."""
         out = X.copy()
-        codes = dict(zip(self.categorical, self.decode_labels(filled), strict=True))
+        blocks = dict(zip(self.categorical, self.blocks, strict=True))
         for k, j in enumerate(self.numeric):
             series = X.iloc[:, j]
             missing = series.isna().to_numpy()
@@ -249,9 +249,11 @@ class TableEncoding:
             series = X.iloc[:, j]
             missing = series.isna().to_numpy()
             if missing.any():
-                labels = self.columns[j].labels
-                assert labels is not None
-                out.isetitem(j, _filled(series, missing, labels[codes[j][missing]]))
+                labels, embedding = self.columns[j].labels, self.columns[j].embedding
+                assert labels is not None and embedding is not None
+                a, b = blocks[j]
+                codes = _nearest_labels(filled[missing, a:b], embedding)  # those cells only
+                out.isetitem(j, _filled(series, missing, labels[codes]))
         return out
 
 
