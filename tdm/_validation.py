@@ -183,7 +183,8 @@ def column_labels(X: Any, n_features: int) -> list[str]:
 
 
 def check_finite_or_nan(X: Any, owner: str) -> None:
-    """Refuse ``±inf``, naming the column and the first row holding one.
+    """Refuse ``±inf``, naming the column and the first row holding one (its position, and a
+    DataFrame's index label where that differs).
 
     Arrays that cannot be read as floats are left alone here: scikit-learn's own validation,
     which runs next, gives the standard error for them.
@@ -206,8 +207,11 @@ def check_finite_or_nan(X: Any, owner: str) -> None:
     labels = column_labels(X, values.shape[1])
     j = int(np.flatnonzero(infinite.any(axis=0))[0])
     rows = np.flatnonzero(infinite[:, j])
+    first = f"row {int(rows[0])}"
+    if isinstance(X, pd.DataFrame) and X.index[rows[0]] != rows[0]:
+        first += f", index {X.index[rows[0]]!r}"
     raise ValueError(
-        f"{owner}: {labels[j]} holds {rows.size} infinite value(s) (first at row {int(rows[0])}). "
+        f"{owner}: {labels[j]} holds {rows.size} infinite value(s) (first at {first}). "
         "Infinite values cannot be imputed or used: replace them with NaN to have them imputed, "
         "or with finite values."
     )

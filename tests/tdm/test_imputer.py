@@ -188,8 +188,11 @@ def test_infinity_is_refused_naming_the_column(make, data) -> None:
     ):
         make().fit(X_bad)
     frame = pd.DataFrame(X_bad, columns=list("abcdef"))
-    with pytest.raises(ValueError, match="'d' holds 1 infinite"):
+    with pytest.raises(ValueError, match=r"'d' holds 1 infinite value\(s\) \(first at row 5\)"):
         make().fit(frame)
+    labelled = frame.set_axis([f"id{i}" for i in range(len(frame))], axis=0)
+    with pytest.raises(ValueError, match=r"\(first at row 5, index 'id5'\)"):
+        make().fit(labelled)
 
 
 def test_all_missing_column_is_refused_naming_it(data) -> None:
