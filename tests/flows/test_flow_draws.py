@@ -16,6 +16,7 @@ import pytest
 from flows.impute_table import impute_table
 from tasks.drift import label_shares, share_distance
 from tasks.errors import PipelineInputError
+from tests.failures import refused
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -124,7 +125,7 @@ def test_the_point_is_flagged_one_draw_keeps_the_table_s_spread_and_label_shares
 
 
 def test_one_draw_is_refused_with_the_setting_named(collapsing: Path) -> None:
-    with pytest.raises(PipelineInputError, match=r"draws: .*0 \(none\) or at least 2"):
+    with refused(PipelineInputError, match=r"draws: .*0 \(none\) or at least 2"):
         impute_table("sales", db_path=str(collapsing), draws=1)
     assert "sales_imputed" not in set(read(collapsing, "SHOW TABLES")["name"])
 

@@ -17,6 +17,7 @@ import tdm
 from flows.impute_table import impute_table
 from tasks.errors import PipelineInputError, QualityCheckError
 from tests.conftest import auto_device
+from tests.failures import held_error, refused
 from tests.flows.test_flow_input_checks import BAD_INPUTS
 from tests.tables import constrain_readings, table_body
 
@@ -174,8 +175,7 @@ def test_bad_input_fails_the_run_with_a_clear_message_and_changes_nothing(
     state = impute_table(**arguments, return_state=True)
     text = _failed(state)
     assert re.search(message, text), text
-    error = state.result(raise_on_failure=False)
-    assert isinstance(error, PipelineInputError)
+    error = held_error(state, PipelineInputError)
     assert text == str(error) and "\n" not in text  # the state message is the one paragraph
     assert all(hint in text for hint in hints), text
     if before is None:
@@ -201,10 +201,10 @@ def test_failed_quality_check_fails_the_run_and_writes_nothing(
     monkeypatch.setattr(tdm, "TDMImputer", _WildImputer)
     state = impute_table("readings", db_path=warehouse, imputer=FAST, return_state=True)
     text = _failed(state)
-    assert isinstance(state.result(raise_on_failure=False), QualityCheckError)
+    held_error(state, QualityCheckError)
     assert "expect_column_values_to_be_between" in text
     assert take_snapshot(warehouse) == before
-    with pytest.raises(QualityCheckError):
+    with refused(QualityCheckError):
         impute_table("readings", db_path=warehouse, imputer=FAST, dry_run=True)
     assert take_snapshot(warehouse) == before
 
@@ -233,7 +233,7 @@ def test_a_partial_imputer_override_keeps_the_other_settings(
         used = json.loads(con.execute("SELECT hyperparameters FROM tdm_lineage").fetchall()[0][0])
     assert (used["n_blocks"], used["max_iter"]) == (1, 4)
     # the library's limits: max_iter=0 is allowed (the start alone), a negative count is not
-    with pytest.raises(PipelineInputError, match=r'table "readings" are invalid: .*max_iter=-1'):
+    with refused(PipelineInputError, match=r'table "readings" are invalid: .*max_iter=-1'):
         impute_table("readings", db_path=str(warehouse), imputer={"max_iter": -1})
 
 

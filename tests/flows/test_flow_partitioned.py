@@ -14,6 +14,7 @@ import flows.partitioned as partitioned
 from flows.impute_table import impute_table
 from tasks.errors import PipelineInputError, QualityCheckError
 from tasks.write import TableWriter
+from tests.failures import refused
 from tests.tables import (
     column_types,
     constrain_readings,
@@ -114,7 +115,7 @@ def test_a_failure_in_a_late_partition_leaves_the_warehouse_as_it_was(
 
     check_quality = partitioned.check_partition
     monkeypatch.setattr(partitioned, "check_partition", check)
-    with pytest.raises(QualityCheckError, match="partition 4"):
+    with refused(QualityCheckError, match="partition 4"):
         impute_table("readings", db_path=str(large), key="id")
     assert take_snapshot(large) == before  # no target, no cells, no lineage table even
     assert not list(large.parent.glob(".tdm-staging-*"))  # the staging file is gone too
@@ -133,7 +134,7 @@ def test_deleted_rows_leave_gaps_that_the_partitions_follow(large: Path) -> None
 
 def test_writing_a_large_table_over_itself_is_refused(large: Path) -> None:
     """`replace_source` on a table imputed in partitions is refused, naming the row count."""
-    with pytest.raises(PipelineInputError, match=r'"readings" has 230 rows.*another table'):
+    with refused(PipelineInputError, match=r'"readings" has 230 rows.*another table'):
         impute_table("readings", db_path=str(large), replace_source=True)
 
 
@@ -141,7 +142,7 @@ def test_bad_values_anywhere_in_a_large_table_are_named(large: Path) -> None:
     """An infinite value in a row no sample may hold is found and named with its column."""
     with duckdb.connect(str(large)) as con:
         con.execute("UPDATE readings SET pressure = 'inf'::DOUBLE WHERE id = 200")
-    with pytest.raises(PipelineInputError, match=r'"readings".*"pressure" has 1 infinite'):
+    with refused(PipelineInputError, match=r'"readings".*"pressure" has 1 infinite'):
         impute_table("readings", db_path=str(large), key="id")
 
 

@@ -412,7 +412,15 @@ def test_publishing_outside_a_flow_run_does_nothing(monkeypatch: pytest.MonkeyPa
 # Under Prefect's test harness: a real flow run, artifacts read back from its API.
 
 
+def _written(artifact: Any) -> float:
+    """When an artifact was last written (created or updated), in seconds since the epoch."""
+    return max(moment.timestamp() for moment in (artifact.created, artifact.updated) if moment)
+
+
 def _artifacts_of(flow_run_id: Any) -> dict[str, Any]:
+    """The artifacts of a flow run by key: of several under one key, the one written last. (Two
+    under one key: the client re-sent a creation whose answer it had lost, under load, and the
+    run went on updating the second.)"""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
@@ -420,7 +428,7 @@ def _artifacts_of(flow_run_id: Any) -> dict[str, Any]:
         found = client.read_artifacts(
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
         )
-    return {a.key: a for a in found if a.key}
+    return {a.key: a for a in sorted(found, key=_written) if a.key}
 
 
 @pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
