@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar
 
@@ -113,6 +114,13 @@ def load_imputer(
     """
     if device is not None:  # a device this machine lacks is refused now, not at transform
         resolve_device(device, cls.__name__)
+    with open(path, "rb") as file:  # save writes a zip archive: anything else is not read
+        archive = zipfile.is_zipfile(file)
+    if not archive:
+        raise ValueError(
+            f"{path}: not a file written by {cls.__name__}.save, or a damaged one (not the zip "
+            "archive save writes)"
+        )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, KeyError) as error:
