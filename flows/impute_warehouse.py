@@ -42,7 +42,8 @@ __all__ = ["WarehouseResult", "WarehouseRunError", "impute_warehouse"]
 
 
 class WarehouseRunError(PipelineError):
-    """Some tables failed; the others were written (each table is its own transaction).
+    """Some tables failed; the others were written (each table is its own transaction), or,
+    in a dry run, nothing was.
 
     `unexpected`: whether a table failed with an error other than a `PipelineError` (a bug, or
     an input nobody foresaw); its traceback was logged.
@@ -204,7 +205,12 @@ def _impute_warehouse(
         raise next(iter(busy.values()))
     if failures:
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
-        others = "the others were written" if len(failures) < len(spec.tables) else "none written"
+        if dry_run:
+            others = "a dry run: nothing written"
+        elif len(failures) < len(spec.tables):
+            others = "the others were written"
+        else:
+            others = "none written"
         raise WarehouseRunError(
             f"{len(failures)} of {len(spec.tables)} tables failed ({others}): {listed}",
             unexpected=bool(unexpected),

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from flows.impute_table import impute_table
-from flows.impute_warehouse import impute_warehouse
+from flows.impute_warehouse import WarehouseRunError, impute_warehouse
 from flows.steps import DRY_RUN, describe_dry_run
 from tests.conftest import auto_device
+from tests.failures import refused
 from tests.tables import file_hash
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
@@ -84,3 +85,18 @@ def test_a_warehouse_dry_run_covers_every_table_and_writes_nothing(
     for table, done in result.tables.items():
         assert done.status == DRY_RUN and done.target_table == f"{table}_imputed"
         assert {c: done.cells_imputed[c] for c in COLUMNS} == missing_cells(db, table)
+
+
+def test_a_warehouse_dry_run_with_a_failing_table_says_nothing_was_written(
+    tmp_path: Path, make_readings: Callable[..., pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: it said "the others were written" of a dry run."""
+    db = tmp_path / "warehouse.duckdb"
+    make_readings(db, table="north", n_rows=40)
+    config = tmp_path / "w.yaml"
+    config.write_text(f"db_path: {db}\ntables:\n  - table: north\n  - table: nosuch\n")
+    monkeypatch.setenv("TDM_MAX_ITER", "5")
+    before = file_hash(db)
+    with refused(WarehouseRunError, match=r"1 of 2 tables failed \(a dry run: nothing written\)"):
+        impute_warehouse(str(config), dry_run=True)
+    assert file_hash(db) == before
