@@ -117,10 +117,7 @@ def load_imputer(
     with open(path, "rb") as file:  # save writes a zip archive: anything else is not read
         archive = zipfile.is_zipfile(file)
     if not archive:
-        raise ValueError(
-            f"{path}: not a file written by {cls.__name__}.save, or a damaged one (not the zip "
-            "archive save writes)"
-        )
+        raise _not_saved(path, cls, "not the zip archive save writes")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, KeyError) as error:
@@ -128,9 +125,7 @@ def load_imputer(
             raise
         # torch's refusal of a pickle suggests loading it unsafely: the reason is ours.
         reason = UNSAFE if isinstance(error, pickle.UnpicklingError) else _first_line(error)
-        raise ValueError(
-            f"{path}: not a file written by {cls.__name__}.save, or a damaged one ({reason})"
-        ) from None
+        raise _not_saved(path, cls, reason) from None
     if not isinstance(state, dict):
         raise ValueError(f"{path}: not a saved {cls.__name__} (it holds a {type(state).__name__})")
     if state.get("class") != cls.__name__:
@@ -151,6 +146,13 @@ def load_imputer(
 
 
 UNSAFE = "not a PyTorch file of tensors and plain values; no other object is ever loaded"
+
+
+def _not_saved(path: str | os.PathLike[str], cls: type, reason: str) -> ValueError:
+    """The refusal of a file at `path` that ``cls.save`` did not write, or that is damaged."""
+    return ValueError(
+        f"{path}: not a file written by {cls.__name__}.save, or a damaged one ({reason})"
+    )
 
 
 def _first_line(error: BaseException) -> str:
