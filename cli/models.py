@@ -6,6 +6,10 @@ import argparse
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tasks.warehouse.models import ModelFolder
 
 __all__ = ["add_models_command"]
 
@@ -22,7 +26,9 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:
     listing = actions.add_parser("list", help="every stored version, one line each")
     show = actions.add_parser("show", help="one version: columns, settings, fit data, drift base")
     drop = actions.add_parser(
-        "drop", help="delete a target's versions (the next incremental run refits)"
+        "drop",
+        help="delete a target's versions: every one (the next incremental run fits a new "
+        "model) or --version N (the next run uses the newest one left); numbers are not reused",
     )
     for parser in (listing, show, drop):
         parser.add_argument(
@@ -36,19 +42,16 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:
 
 def _run_models(args: argparse.Namespace) -> int:
     from flows.settings import PipelineSettings
-    from tasks.errors import PipelineInputError
-    from tasks.warehouse.models import drop_models, list_models, model_folder
+    from tasks.warehouse.access import check_writable
+    from tasks.warehouse.models import list_models, model_folder
     from tasks.warehouse.tables import connect
 
     settings = PipelineSettings.from_env()
     db = args.db if args.db is not None else settings.db_path
-    folder = model_folder(db, settings.model_dir)
-    with connect(db, read_only=args.action != "drop") as con:
-        if args.action == "drop":
-            dropped = drop_models(con, args.target, args.version, folder=folder)
-            which = f"version {args.version}" if args.version is not None else "every version"
-            print(f"Dropped {dropped} stored model(s) of {args.target!r} ({which}) from {db}.")
-            return 0
+    if args.action == "drop":
+        check_writable(db, refused="No model was dropped")
+        return _drop(args, db, model_folder(db, settings.model_dir))
+    with connect(db, read_only=True) as con:
         models = list_models(con, getattr(args, "target", None))
     if args.action == "list":
         if not models:
@@ -63,12 +66,42 @@ def _run_models(args: argparse.Namespace) -> int:
         return 0
     chosen = [m for m in models if args.version in (None, m.version)]
     if not chosen:
-        raise PipelineInputError(
-            f"No stored model of {args.target!r}"
-            + (f" with version {args.version}" if args.version is not None else "")
-            + f" in {db}; `tdm models list` shows those there are."
-        )
+        raise _none_stored(args, db)
     # the columns of `tdm_models`, by their names there, but the model's scaling
     details = {name: value for name, value in asdict(chosen[-1]).items() if name != "scaling"}
     print(json.dumps(details, indent=2, default=str))
     return 0
+
+
+def _drop(args: argparse.Namespace, db: Path, folder: ModelFolder | None) -> int:
+    """`tdm models drop`: the versions deleted, and what the next incremental run will use."""
+    from tasks.warehouse.models import drop_models, latest_model, next_model_version
+    from tasks.warehouse.tables import connect
+
+    with connect(db, read_only=False) as con:
+        dropped = drop_models(con, args.target, args.version, folder=folder)
+        if not dropped:
+            raise _none_stored(args, db)
+        left = latest_model(con, args.target)
+        then = (
+            f"uses version {left.version}, the newest left"
+            if left is not None
+            else f"fits a new model, stored as version {next_model_version(con, args.target)}"
+        )
+    which = f"version {args.version}" if args.version is not None else "every version"
+    print(
+        f"Dropped {dropped} stored model(s) of {args.target!r} ({which}) from {db}; its next "
+        f"incremental run {then}."
+    )
+    return 0
+
+
+def _none_stored(args: argparse.Namespace, db: Path) -> Exception:
+    """The error for a `--target` (and `--version`) that matches no stored model."""
+    from tasks.errors import PipelineInputError
+
+    return PipelineInputError(
+        f"No stored model of {args.target!r}"
+        + (f" with version {args.version}" if args.version is not None else "")
+        + f" in {db}; `tdm models list` shows those there are."
+    )

@@ -63,6 +63,7 @@ from tasks.warehouse.models import (
     latest_model,
     load_model,
     model_folder,
+    next_model_version,
     pack_imputer,
 )
 from tasks.warehouse.tables import connect
@@ -174,6 +175,7 @@ def impute_incremental(
             )
         log_plan(plan_for_rows(plan, new.frame))  # the cells this run imputes
         fit_rows = None if model is not None else _fit_rows(con, profile, options, settings)
+        version = next_model_version(con, plan.target_table)  # if one is fitted
     if model is None:
         assert reason is not None and fit_rows is not None
         logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
@@ -185,7 +187,7 @@ def impute_incremental(
                 options,
                 settings,
                 run.run_id,
-                latest,
+                version,
                 incremental,
                 runner,
             )
@@ -328,12 +330,12 @@ def _fit(
     options: ImputeOptions,
     settings: PipelineSettings,
     run_id: str,
-    latest: ModelInfo | None,
+    version: int,
     incremental: IncrementalRequest,
     runner: Any,
 ) -> _Model:
     """Fit on `frame` (`_fit_rows`), scaled by the whole table's moments; the model to store
-    as the next version."""
+    as `version`."""
     plan = profile.plan
     table = plan.source_table
     rows = profile.fingerprint.rows
@@ -360,7 +362,6 @@ def _fit(
         created_at=datetime.now(UTC),
         format_version=format_version,
     )
-    version = (latest.version if latest else 0) + 1
     index = frame.index if whole else None
     return _Model(fitted.imputer, scaled.scaling, version, stored, fitted, index)
 

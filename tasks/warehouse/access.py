@@ -38,9 +38,16 @@ def busy_message(path: Path, error: BaseException, *, read_only: bool) -> str:
     )
 
 
-def check_writable(db_path: str | Path) -> None:
+_NOT_IMPUTED = (
+    "A run could not write what it imputes, so nothing was imputed (this is checked before the "
+    "fit, in a dry run too)"
+)
+
+
+def check_writable(db_path: str | Path, *, refused: str = _NOT_IMPUTED) -> None:
     """Refuse a DuckDB file that this process could not write: the file itself, or the folder
-    beside it where DuckDB writes its write-ahead log and the pipeline its staging files.
+    beside it where DuckDB writes its write-ahead log and the pipeline its staging files. The
+    message gives the reason, then `refused` (what was not done).
 
     Called before the imputation, so that a read-only file or file system is found before the
     fit, not when its result is to be written. A missing file is left to `connect` to report.
@@ -61,9 +68,8 @@ def check_writable(db_path: str | Path) -> None:
     else:
         return
     raise PipelineInputError(
-        f"Database file '{path}' cannot be written: {reason}. A run could not write what it "
-        "imputes, so nothing was imputed (this is checked before the fit, in a dry run too); "
-        f"make it writable, or copy it somewhere writable and give that path "
+        f"Database file '{path}' cannot be written: {reason}. {refused}; make it writable, "
+        "or copy it somewhere writable and give that path "
         f"({setting('db_path')})."
     )
 

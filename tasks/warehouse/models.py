@@ -25,9 +25,11 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from schemas.lineage import LINEAGE_TABLE
 from schemas.models import MODELS_DDL, MODELS_MIGRATIONS, MODELS_TABLE
 from tasks.errors import PipelineInputError
 from tasks.scaling import Scaling
+from tasks.warehouse.names import parse_table_name
 from tasks.warehouse.tables import find_table
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "load_model",
     "model_file_path",
     "model_folder",
+    "next_model_version",
     "pack_imputer",
     "scaling_from_json",
     "scaling_to_json",
@@ -217,14 +220,8 @@ def insert_model(
     transaction), its file in `folder` when given; returns the version and the file written
     (None: the file is in the table), which the caller removes if the transaction fails."""
     con.execute(MODELS_DDL)
-    for migration in MODELS_MIGRATIONS:
-        con.execute(migration)
-    version = 1 + int(
-        con.execute(
-            f"SELECT coalesce(max(version), 0) FROM {MODELS_TABLE} WHERE target_table = ?",
-            [model.target_table],
-        ).fetchall()[0][0]
-    )
+    _migrate(con)
+    version = next_model_version(con, model.target_table)
     written = None if folder is None else folder.file(model.target_table, version)
     if written is not None:
         written.parent.mkdir(parents=True, exist_ok=True)
@@ -279,13 +276,45 @@ def _has_store(con: duckdb.DuckDBPyConnection) -> bool:
     return find_table(con, MODELS_TABLE, whole_name=False) is not None
 
 
+def _migrate(con: duckdb.DuckDBPyConnection) -> None:
+    """Bring an earlier `tdm_models` to this version's columns; a table already there is left
+    as it is, its file's bytes too (DuckDB rewrites its catalog for any ALTER, a no-op one
+    included)."""
+    store = find_table(con, MODELS_TABLE, whole_name=False)
+    model = None if store is None else store.column("model")
+    if store and store.column("model_path") and model and model.nullable:
+        return
+    for migration in MODELS_MIGRATIONS:
+        con.execute(migration)
+
+
+def _same_target(target: str) -> tuple[str, str]:
+    """The SQL condition on `target_table` that finds `target` (`table` or `schema.table`, as
+    runs store it: `main.sales` is `sales`), case-insensitively, and its value."""
+    return "lower(target_table) = lower(?)", parse_table_name(target).canonical
+
+
+def next_model_version(con: duckdb.DuckDBPyConnection, target: str) -> int:
+    """The version the next model fitted for `target` is stored as: one above any version
+    stored or named in lineage, so a number names one model even after `drop_models`."""
+    where, name = _same_target(target)
+    highest = 0
+    for table, column in ((MODELS_TABLE, "version"), (LINEAGE_TABLE, "model_version")):
+        found = find_table(con, table, whole_name=False)
+        if found is not None and found.column(column) is not None:
+            query = f"SELECT coalesce(max({column}), 0) FROM {table} WHERE {where}"
+            highest = max(highest, int(con.execute(query, [name]).fetchall()[0][0]))
+    return highest + 1
+
+
 def list_models(con: duckdb.DuckDBPyConnection, target: str | None = None) -> list[ModelInfo]:
     """Every stored version (of `target`'s models only, when given), oldest first."""
     if not _has_store(con):
         return []
-    where, values = ("WHERE lower(target_table) = lower(?)", [target]) if target else ("", [])
+    where, name = _same_target(target) if target else ("TRUE", None)
     found = con.execute(
-        f"SELECT {_META} FROM {MODELS_TABLE} {where} ORDER BY target_table, version", values
+        f"SELECT {_META} FROM {MODELS_TABLE} WHERE {where} ORDER BY target_table, version",
+        [] if name is None else [name],
     )
     names = [column[0] for column in found.description]
     return [_info(names, row) for row in found.fetchall()]
@@ -305,26 +334,28 @@ def drop_models(
     folder: ModelFolder | None,
 ) -> int:
     """Delete `target`'s stored versions (only `version`, when given), and the files of those
-    kept in `folder`; returns how many versions. A row whose `model_path` is not its own file
-    in `folder` (`model_file_path`) is refused, naming it, and nothing is deleted."""
-    if not _has_store(con):
+    kept in `folder`; returns how many versions (0: none matched, and nothing was written). A
+    row whose `model_path` is not its own file in `folder` (`model_file_path`) is refused,
+    naming it, and nothing is deleted. Version numbers are not reused (`next_model_version`)."""
+    store = find_table(con, MODELS_TABLE, whole_name=False)
+    if store is None:
         return 0
-    for migration in MODELS_MIGRATIONS:
-        con.execute(migration)
-    where, values = "lower(target_table) = lower(?)", [target]
+    where, name = _same_target(target)
+    values: list[Any] = [name]
     if version is not None:
-        where, values = f"{where} AND version = ?", [target, version]
+        where, values = f"{where} AND version = ?", [name, version]
+    path_column = "model_path" if store.column("model_path") else "NULL"  # an earlier store
     rows = con.execute(
-        f"SELECT target_table, version, model_path FROM {MODELS_TABLE} WHERE {where}", values
+        f"SELECT target_table, version, {path_column} FROM {MODELS_TABLE} WHERE {where}", values
     ).fetchall()
     files: list[Path] = []
     refused: list[str] = []
-    for name, number, stored in rows:
+    for table, number, stored in rows:
         if stored is None:
             continue
-        path = model_file_path(stored, folder, name, number)
+        path = model_file_path(stored, folder, table, number)
         if path is None:
-            refused.append(f'version {number} of "{name}" {_outside_folder(stored, folder)}')
+            refused.append(f'version {number} of "{table}" {_outside_folder(stored, folder)}')
         else:
             files.append(path)
     if refused:
@@ -333,7 +364,8 @@ def drop_models(
             "TDM_MODEL_DIR to the folder the models were written to, or delete a row you do "
             "not trust by hand (its file stays)."
         )
-    con.execute(f"DELETE FROM {MODELS_TABLE} WHERE {where}", values)
+    if rows:
+        con.execute(f"DELETE FROM {MODELS_TABLE} WHERE {where}", values)
     for path in files:
         path.unlink(missing_ok=True)
     return len(rows)

@@ -14,6 +14,7 @@ from cli.main import main
 from tasks.scaling import Scaling
 from tasks.warehouse.models import ModelFolder, NewModel, insert_model
 from tdm.scaling import ColumnScaling
+from tests.tables import file_hash
 
 
 def store_two_versions(db: Path, folder: ModelFolder | None = None) -> None:
@@ -60,6 +61,10 @@ def test_list_show_and_drop_the_stored_versions(
     assert shown["settings"] == {"max_iter": 5} and shown["model_bytes"] == len(b"model bytes")
     assert "scaling" not in shown
 
+    main_schema = ["--target", "MAIN.readings_imputed", "--version", "1"]
+    assert main(["models", "show", "--db", str(db), *main_schema]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 1
+
     assert main(["models", "show", "--db", str(db), "--target", "t", "--version", "1"]) == 2
     assert "No stored model of 't' with version 1" in capsys.readouterr().err
 
@@ -93,7 +98,9 @@ def test_drop_deletes_no_file_but_the_row_s_own_in_the_model_folder(
     ):
         with duckdb.connect(str(db)) as con:
             con.execute("UPDATE tdm_models SET model_path = ? WHERE version = 2", [forged])
+        digest = file_hash(db)
         assert main(drop) == 2
+        assert file_hash(db) == digest
         err = capsys.readouterr().err
         assert f"version 2 of \"readings_imputed\" names the file '{forged}'" in err
         assert "nothing was dropped" in err and "Traceback" not in err
@@ -106,3 +113,32 @@ def test_drop_deletes_no_file_but_the_row_s_own_in_the_model_folder(
             con.execute("UPDATE tdm_models SET model_path = ? WHERE version = 2", [own])
         assert main([*drop, "--version", "1"]) == 0
         assert victims[0].exists() and not victims[1].exists()
+
+
+def test_a_drop_that_matches_nothing_is_refused_and_leaves_the_file_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: `drop --target nope` exited 0 ("Dropped 0") where `show` refused the name, and a
+    drop that deleted nothing still changed the file's bytes (a no-op migration rewrote
+    DuckDB's catalog)."""
+    db = tmp_path / "w.duckdb"
+    store_two_versions(db)
+    digest = file_hash(db)
+    for chosen, said in (
+        (["--target", "nope"], "No stored model of 'nope' in"),
+        (["--target", "readings_imputed", "--version", "3"], "'readings_imputed' with version 3"),
+    ):
+        assert main(["models", "drop", "--db", str(db), *chosen]) == 2
+        assert said in capsys.readouterr().err
+        assert file_hash(db) == digest
+
+
+def test_a_drop_from_a_read_only_file_says_why_and_drops_nothing(
+    read_only_warehouse: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: `drop` on a file it could not write failed with DuckDB's raw "IO Error"."""
+    drop = ["models", "drop", "--db", str(read_only_warehouse), "--target", "readings_imputed"]
+    assert main(drop) == 2
+    err = capsys.readouterr().err
+    assert "cannot be written: it is on a read-only file system. No model was dropped" in err
+    assert "IO Error" not in err and "Traceback" not in err

@@ -206,6 +206,31 @@ def test_refit_on_request_can_rewrite_the_old_imputations(
     assert not after[NUMERIC].equals(before[NUMERIC])  # imputed again, by another seed's model
 
 
+def test_dropping_versions_rolls_back_or_refits_and_never_reuses_a_number(
+    warehouse: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: after `tdm models drop` of every version the next fit was stored as version 1 again,
+    so lineage's model_version 1 named two models; the docs said a drop of one version refits,
+    where the next run used the newest version left without saying so. A drop now says what
+    the next run does, and it does that."""
+    from cli.main import main
+
+    _run(warehouse)
+    _run(warehouse, refit=True)
+    drop = ["models", "drop", "--db", str(warehouse), "--target", "main.readings_imputed"]
+    assert main([*drop, "--version", "2"]) == 0
+    assert "its next incremental run uses version 1, the newest left" in capsys.readouterr().out
+    rolled_back = _run(warehouse)
+    assert (rolled_back.model_version, rolled_back.refit_reason) == (1, None)
+
+    assert main(drop) == 0
+    assert "fits a new model, stored as version 3" in capsys.readouterr().out
+    refitted = _run(warehouse)
+    assert refitted.model_version == 3 and refitted.refit_reason is not None
+    named = _query(warehouse, "SELECT model_version FROM tdm_lineage ORDER BY finished_at")
+    assert list(named["model_version"]) == [1, 2, 1, 3]
+
+
 def test_an_unusable_stored_model_is_reported_and_refitted(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
