@@ -182,7 +182,7 @@ def add_incremental_flags(parser: argparse.ArgumentParser) -> None:
         "--watermark",
         metavar="COLUMN",
         help="incremental runs without a key: rows whose COLUMN is above the target's highest "
-        "value are new",
+        "value are new (COLUMN is never imputed, like a key)",
     )
     parser.add_argument(
         "--refit", action="store_true", help="incremental runs: fit a new model version now"

@@ -102,7 +102,8 @@ def impute_table(
             when a model is refitted, and the TDM_DRIFT_*, TDM_ON_DRIFT, TDM_REFIT_EVERY_DAYS and
             TDM_REWRITE_ON_REFIT settings). Needs a key or a watermark.
         watermark: Incremental runs without a key: a column that grows with each load (a time
-            stamp, a batch number); rows above the target's highest value are new.
+            stamp, a batch number); rows above the target's highest value are new. Never
+            imputed: left out of the default columns, like the key.
         refit: Incremental runs: fit a new model version now.
         nan_as_missing: Impute the NaN values of FLOAT and DOUBLE columns as missing cells;
             without it a column to impute that holds NaN (a value in DuckDB, not NULL) is

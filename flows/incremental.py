@@ -121,7 +121,8 @@ def impute_incremental(
     # Read-only, and closed for the fit: the write lock is held only by the write, as in every
     # other run; the writer checks that the target is as it was read.
     with clock.timing("load-validate-read"), connect(db_path, read_only=True) as con:
-        profile = profile_request(con, db_path, request, settings)
+        chosen = replace(request, watermark=incremental.watermark)  # not imputed by default
+        profile = profile_request(con, db_path, chosen, settings)
         plan = profile.plan
         if plan.key is None and incremental.watermark is None:
             raise PipelineInputError(

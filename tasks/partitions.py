@@ -114,7 +114,9 @@ def profile_table(
     target_name = _resolve_target(info.qualified, request.target_table, False, target_suffix)
     src = info.sql
     counts, n_all = _label_counts(con, info)
-    chosen, left_out = resolve_columns(info, request.columns, key_name, passed, counts, n_all)
+    mark = info.column(request.watermark) if request.watermark else None
+    unchosen = passed if mark is None or request.columns else (*passed, mark.name)
+    chosen, left_out = resolve_columns(info, request.columns, key_name, unchosen, counts, n_all)
     kinds = column_kinds(info, chosen)
     labelled = [name for name in chosen if kinds[name] in LABELLED]
     numeric = [name for name in chosen if name not in labelled]

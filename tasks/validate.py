@@ -61,7 +61,8 @@ class TableRequest:
     the target (None: the source name plus the target suffix, or the source itself), bounds per
     numeric column ([low, high], None: open) that replace the observed range, and whether NaN values
     are imputed as missing cells (`nan_as_missing`; otherwise a column to impute that holds one is
-    refused)."""
+    refused). `watermark`: the column an incremental run tells new rows by, left out of the
+    default columns like the key (named among `columns`, it is refused by the run)."""
 
     source_table: str
     columns: Sequence[str] | None = None
@@ -72,6 +73,7 @@ class TableRequest:
     pass_through: Sequence[str] | None = None
     bounds: Mapping[str, Sequence[float | None]] | None = None
     nan_as_missing: bool = False
+    watermark: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, setting
 from tasks.partitions import TableProfile
 from tasks.warehouse.names import quote_identifier, quote_table
 from tasks.warehouse.tables import columns_sql, find_table
@@ -48,10 +48,11 @@ def check_watermark(con: duckdb.DuckDBPyConnection, profile: TableProfile, water
         raise PipelineInputError(
             f'Table "{plan.source_table}" has no watermark column "{watermark}".'
         )
-    if watermark in plan.columns:
+    if column.name in plan.columns:
         raise PipelineInputError(
-            f'The watermark column "{watermark}" of table "{plan.source_table}" is one of the '
-            "columns to impute; pass it through (or name the columns to impute)."
+            f'The watermark column "{watermark}" of table "{plan.source_table}" is named among '
+            "the columns to impute; a watermark tells new rows from old ones and is never "
+            f"imputed: leave it out of them ({setting('columns')})."
         )
     nulls = con.execute(
         f"SELECT count(*) FROM {profile.table.sql} WHERE {quote_identifier(column.name)} IS NULL"

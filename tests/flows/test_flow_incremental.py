@@ -303,7 +303,7 @@ def test_incremental_run_needs_a_key_or_a_watermark(
 
     state = impute_table(
         "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="day",
-        pass_through=["day"], return_state=True,
+        return_state=True,
     )  # fmt: skip
     assert state.is_completed(), state.message
     _append_rows(warehouse, 81, 5, seed=9)
@@ -312,12 +312,38 @@ def test_incremental_run_needs_a_key_or_a_watermark(
         con.execute("UPDATE readings SET day = (SELECT min(day) FROM readings) WHERE id > 83")
     state = impute_table(
         "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="day",
-        pass_through=["day"], return_state=True,
+        return_state=True,
     )  # fmt: skip
     assert state.is_completed(), state.message
     assert (state.result().rows_new, state.result().rows_reused) == (3, 80)
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("2 source rows at or below the target's highest 'day'" in w for w in warned)
+
+
+def test_a_numeric_watermark_is_not_imputed_by_default_and_refused_when_named(
+    warehouse: Path,
+) -> None:
+    """Bug: a numeric watermark (here the INTEGER `id`, no key given) was among the default
+    columns, so the run failed asking to pass it through; it is left out like a key, and
+    refused only when named among the columns to impute."""
+    state = impute_table(
+        "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="id",
+        columns=["temperature", "ID"], return_state=True,
+    )  # fmt: skip
+    assert state.is_failed() and "is never imputed: leave it out" in str(state.message)
+    state = impute_table(
+        "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="ID",
+        return_state=True,
+    )  # fmt: skip
+    assert state.is_completed(), state.message
+    fitted_on = json.loads(_query(warehouse, "SELECT columns FROM tdm_models")["columns"][0])
+    assert "temperature" in fitted_on and "id" not in fitted_on
+    _append_rows(warehouse, 81, 5, seed=9)
+    state = impute_table(
+        "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="id",
+        return_state=True,
+    )  # fmt: skip
+    assert (state.result().rows_new, state.result().rows_reused) == (5, 80)
 
 
 def test_warehouse_config_entry_runs_incrementally(warehouse: Path, tmp_path: Path) -> None:
