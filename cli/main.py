@@ -518,39 +518,65 @@ def _run_warehouse(args: argparse.Namespace) -> int:
             "repository's demo config) is not in this folder: pass --config FILE (or set "
             "TDM_WAREHOUSE_CONFIG), or run from the repository root."
         )
+    _settings(args)  # a bad flag is named as the flag, not as the variable it is passed in
     for flag in ("task_runner", "dask_address", "fill", "draws"):
         if getattr(args, flag) is not None:  # the flow reads its settings from the environment
             os.environ[f"TDM_{flag.upper()}"] = str(getattr(args, flag))
-    from flows.impute_warehouse import impute_warehouse
+    from flows.impute_warehouse import WarehouseRunError, impute_warehouse
 
     limit_torch_threads(torch_threads_setting(args.torch_threads))
-    result = impute_warehouse(
-        WAREHOUSE_CONFIG if args.config is None else args.config,
-        db_path=str(args.db) if args.db else None,
-        replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
-        dry_run=args.dry_run,
-    )
-    tables = f"{len(result.tables)} table{'s' * (len(result.tables) != 1)}"
+    try:
+        result = impute_warehouse(
+            WAREHOUSE_CONFIG if args.config is None else args.config,
+            db_path=str(args.db) if args.db else None,
+            replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
+            dry_run=args.dry_run,
+        )
+    except WarehouseRunError as error:  # the tables written are said before the failures
+        if error.result is not None and error.result.tables:
+            _print_warehouse(error.result)
+        raise
+    _print_warehouse(result)
+    return 0
+
+
+def _print_warehouse(result: Any) -> None:
+    """What a warehouse run wrote, a line per table (a paragraph each in a dry run), and its
+    lineage run id; the tables that failed are counted, the error names them."""
+    from flows.incremental import describe_increment
+    from flows.steps import describe_dry_run
+
+    done = len(result.tables)
+    tables = f"{done} table{'s' * (done != 1)}"
+    if result.failed:
+        tables = f"{done} of {done + len(result.failed)} tables"
     if result.dry_run:
         print(
             f"Dry run, nothing written to {result.db_path}: a run would impute {tables} on "
             f"{result.runner} (the quality checks passed):"
         )
-    else:
-        print(f"Imputed {tables} in {result.db_path} on {result.runner}:")
-    for table, done in result.tables.items():
-        cells = sum(done.cells_imputed.values())
-        replaced = " (replacing the existing table)" if done.replaced_existing else ""
-        print(
-            f"  {table} -> {done.target_table}{replaced}: {done.rows} rows, {cells} cells imputed"
-        )
-    if not result.dry_run and result.tables:
+        for table in result.tables.values():
+            print(f"  {describe_dry_run(table)}")
+        return
+    print(f"Imputed {tables} in {result.db_path} on {result.runner}:")
+    for name, table in result.tables.items():
+        if table.model_version is not None:
+            print(f"  {describe_increment(table)}")
+            continue
+        cells = sum(table.cells_imputed.values())
+        per_column = ", ".join(f"{c} {n}" for c, n in table.cells_imputed.items() if n)
+        what = f"{cells} cells imputed ({per_column})" if cells else _NOTHING_MISSING
+        replaced = " (replacing the existing table)" if table.replaced_existing else ""
+        print(f"  {name} -> {table.target_table}{replaced}: {table.rows} rows, {what}")
+    if result.tables:
         run_id = next(iter(result.tables.values())).run_id
         print(
             f"Lineage: run {run_id} in tdm_lineage, one row per table; the imputed cells are "
             "listed in tdm_imputed_cells (by run_id and target_table)."
         )
-    return 0
+
+
+_NOTHING_MISSING = "no missing value in the columns to impute, copied unchanged"
 
 
 def _print_result(result: Any) -> None:
@@ -565,11 +591,14 @@ def _print_result(result: Any) -> None:
     if result.target_table == result.source_table:  # --replace-source: an UPDATE in place
         replaced = " in place (only its missing cells were updated; its definition was kept)"
     if result.status == "copied" and result.target_table == result.source_table:
-        print(f"Table {result.source_table!r} has no missing value: left it unchanged.")
+        print(
+            f"Table {result.source_table!r} has no missing value in the columns to impute: "
+            "left it unchanged."
+        )
     elif result.status == "copied":
         print(
-            f"Table {result.source_table!r} has no missing value: copied it unchanged to "
-            f"{result.target_table!r}{replaced}."
+            f"Table {result.source_table!r} has no missing value in the columns to impute: copied "
+            f"it unchanged to {result.target_table!r}{replaced}."
         )
     elif result.model_version is not None:
         print(describe_increment(result))

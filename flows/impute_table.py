@@ -212,7 +212,10 @@ def _impute_table(
             fill=options.fill,
         )
     else:
-        logger.info("Table %r has no missing value: it is copied through", plan.source_table)
+        logger.info(
+            "Table %r has no missing value in the columns to impute: it is copied through",
+            plan.source_table,
+        )
     result = finish_table(prepared, outcome, options, dry_run=dry_run)
     if dry_run:
         logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})

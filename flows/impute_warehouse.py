@@ -41,27 +41,32 @@ from tasks.validate import TableRequest
 __all__ = ["WarehouseResult", "WarehouseRunError", "impute_warehouse"]
 
 
-class WarehouseRunError(PipelineError):
-    """Some tables failed; the others were written (each table is its own transaction), or,
-    in a dry run, nothing was.
-
-    `unexpected`: whether a table failed with an error other than a `PipelineError` (a bug, or
-    an input nobody foresaw); its traceback was logged.
-    """
-
-    def __init__(self, message: str, *, unexpected: bool = False) -> None:
-        super().__init__(message)
-        self.unexpected = unexpected
-
-
 @dataclass(frozen=True)
 class WarehouseResult:
-    """Per table, what was written (with `dry_run`: what would have been)."""
+    """Per table, what was written (with `dry_run`: what would have been); `failed`: the
+    tables that were not (a `WarehouseRunError` carries this result)."""
 
     db_path: str
     runner: str
     tables: dict[str, ImputeTableResult]
     dry_run: bool = False
+    failed: tuple[str, ...] = ()
+
+
+class WarehouseRunError(PipelineError):
+    """Some tables failed; the others were written (each table is its own transaction), or,
+    in a dry run, nothing was. `result`: what the other tables did.
+
+    `unexpected`: whether a table failed with an error other than a `PipelineError` (a bug, or
+    an input nobody foresaw); its traceback was logged.
+    """
+
+    def __init__(
+        self, message: str, *, result: WarehouseResult | None = None, unexpected: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.result = result
+        self.unexpected = unexpected
 
 
 @flow(
@@ -179,8 +184,15 @@ def _impute_warehouse(
                         "fill": options[table].fill,
                     },
                 )
-        count = len(futures)
-        logger.info("%d table%s to impute on %s", count, "s" * (count != 1), runner_name)
+        count = len(futures) + len(large)
+        apart = f" ({len(large)} of them one at a time: incremental or in partitions)"
+        logger.info(
+            "%d table%s to impute on %s%s",
+            count,
+            "s" * (count != 1),
+            runner_name,
+            apart if large else "",
+        )
         for table, ready in prepared.items():  # written one at a time, in config order
             try:
                 outcome = futures[table].result() if table in futures else None
@@ -203,6 +215,10 @@ def _impute_warehouse(
                 failures[table] = _reason(error, table, unexpected, busy)
     if busy and len(busy) == len(failures):  # only locks: the run-level retries may succeed
         raise next(iter(busy.values()))
+    done = WarehouseResult(db, runner_name, results, dry_run, failed=tuple(failures))
+    if dry_run:
+        for table in results.values():
+            logger.info("%s", describe_dry_run(table), extra={OUTCOME: True})
     if failures:
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
         if dry_run:
@@ -213,12 +229,10 @@ def _impute_warehouse(
             others = "none written"
         raise WarehouseRunError(
             f"{len(failures)} of {len(spec.tables)} tables failed ({others}): {listed}",
+            result=done,
             unexpected=bool(unexpected),
         )
-    if dry_run:
-        for done in results.values():
-            logger.info("%s", describe_dry_run(done), extra={OUTCOME: True})
-    return WarehouseResult(db_path=db, runner=runner_name, tables=results, dry_run=dry_run)
+    return done
 
 
 def _reason(

@@ -311,7 +311,11 @@ def describe_dry_run(result: ImputeTableResult) -> str:
         where = f"replace the existing table {result.target_table!r}"
     else:
         where = f"create the table {result.target_table!r}"
-    what = f"{cells} cells imputed ({per_column})" if cells else "no missing value, a copy"
+    what = (
+        f"{cells} cells imputed ({per_column})"
+        if cells
+        else "no missing value in the columns to impute, a copy"
+    )
     if result.appended and not cells:
         what = "no cell to impute"
     fit = (

@@ -140,7 +140,10 @@ def run_report_markdown(
             "imputed the new rows with its `transform` (no fit in this run)"
         )
     else:
-        lines.append("- imputer: none (the table has no missing value: it was copied through)")
+        lines.append(
+            "- imputer: none (no missing value in the columns to impute: the table was copied "
+            "through)"
+        )
     lines.append(
         f"- lineage: run {code_span(result.run_id)} in `tdm_lineage` (database "
         f"{code_span(result.db_path)}): "
@@ -252,7 +255,10 @@ def _what_was_done(result: ImputeTableResult, *, passed: bool) -> str:
     else:
         where = f"written to {target}"
     if result.status == "copied":
-        return f"{source} ({result.rows} rows) has no missing value: copied, {where}"
+        return (
+            f"{source} ({result.rows} rows) has no missing value in the columns to impute: "
+            f"copied, {where}"
+        )
     return (
         f"{n_cells} cells imputed in {n_columns} of {len(result.cells_imputed)} columns of "
         f"{source} ({result.rows} rows), {where}"

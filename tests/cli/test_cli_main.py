@@ -199,25 +199,41 @@ def test_warehouse_imputes_the_configured_tables_and_names_failures(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`tdm warehouse` imputes every table of the config and exits 2 naming a failed table."""
+    """`tdm warehouse` imputes every table of the config and exits 2 naming a failed table,
+    after printing what the others wrote (bug: it printed only the error); a bad flag is named
+    as the flag (bug: as the TDM_* variable the command passed it in)."""
     monkeypatch.setenv("TDM_MAX_ITER", "6")
     monkeypatch.delenv("TDM_TASK_RUNNER", raising=False)
+    monkeypatch.delenv("TDM_DRAWS", raising=False)
     config = tmp_path / "w.yaml"
     config.write_text("tables:\n  - table: readings\n    key: id\n", encoding="utf-8")
     args = ["warehouse", "--config", str(config), "--db", str(warehouse)]
     assert main([*args, "--task-runner", "threads"]) == 0
     out = capsys.readouterr().out
+    assert "Imputed 1 table in" in out and "Lineage: run " in out
+    holed = ("temperature", "pressure", "humidity", "visits")
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        nulls = con.execute(
+            "SELECT " + ", ".join(f"count(*) - count({c})" for c in holed) + " FROM readings"
+        ).fetchall()[0]
+    per_column = ", ".join(f"{c} {n}" for c, n in zip(holed, nulls, strict=True))
     assert (
-        "Imputed 1 table in" in out
-        and "Lineage: run " in out
-        and "readings -> readings_imputed: 80 rows" in out
+        f"readings -> readings_imputed: 80 rows, {sum(nulls)} cells imputed ({per_column})" in out
     )
     assert os.environ["TDM_TASK_RUNNER"] == "threads"
 
-    config.write_text("tables:\n  - table: nowhere\n", encoding="utf-8")
+    assert main([*args, "--draws", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid setting: draws: draws is 0 (none) or at least 2" in err
+    assert "TDM_DRAWS" not in err and "TDM_DRAWS" not in os.environ
+
+    config.write_text("tables:\n  - table: nowhere\n  - table: readings\n", encoding="utf-8")
     assert main(args) == 2
-    assert '1 of 1 tables failed (none written): [nowhere] Table "nowhere"' in (
-        capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "Imputed 1 of 2 tables in" in captured.out and "Lineage: run " in captured.out
+    assert "readings -> readings_imputed (replacing the existing table): 80 rows" in captured.out
+    assert '1 of 2 tables failed (the others were written): [nowhere] Table "nowhere"' in (
+        captured.err
     )
 
 
@@ -242,5 +258,7 @@ def test_dry_run_reports_what_would_be_written_and_leaves_the_file_as_it_was(
     assert main(dry) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"Dry run, nothing written to {warehouse}: a run would impute 1 table on")
-    assert "readings -> readings_imputed: 80 rows" in out
+    # bug: one line, without the cells per column or what would be created, as `impute` gives
+    assert "a run would create the table 'readings_imputed' with 80 rows" in out
+    assert "cells imputed (temperature " in out
     assert file_hash(warehouse) == before

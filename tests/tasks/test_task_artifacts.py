@@ -144,7 +144,7 @@ def test_report_of_a_copied_table_says_so_and_quotes_odd_names() -> None:
     quality = QualityReport(checks=PASSED.checks[:1], range_factor=1.0)
     text = run_report_markdown(result, quality=quality, outcome=None)
     assert text.startswith("# Imputation of `` a`b|c `` →")
-    assert "has no missing value: copied, written to `sales_imputed`" in text
+    assert "no missing value in the columns to impute: copied, written to `sales_imputed`" in text
     assert "copied through" in text
     assert "| `x\\|y` | 0 | 0.0% |" in text
     assert "Sane range" not in text  # no bounds were given
