@@ -7,6 +7,7 @@ its bounds.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,8 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
     count set); else ``X`` must have the fitted columns.
     """
     if not isinstance(X, pd.DataFrame):
+        if not reset and estimator.encoding_.frame:  # before its cells are read as numbers
+            raise ValueError(f"{owner} was fitted on a DataFrame; pass a DataFrame.")
         check_finite_or_nan(X, owner)
         values: np.ndarray = validate_data(
             estimator,
@@ -54,8 +57,6 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
         )
         if reset:
             estimator.encoding_ = TableEncoding.from_array(values.shape[1])
-        elif estimator.encoding_.frame:
-            raise ValueError(f"{owner} was fitted on a DataFrame; pass a DataFrame to transform.")
         return values
     if X.columns.has_duplicates:
         repeated = X.columns[X.columns.duplicated()][0]
@@ -65,14 +66,49 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
         raise ValueError(f"{owner}: the DataFrame has no row; at least 1 is required.")
     if reset:
         estimator.encoding_ = TableEncoding.from_frame(X, owner)
+        _warn_doubtful_labels(X, estimator.encoding_, owner)
     encoding: TableEncoding = estimator.encoding_
     if not encoding.frame:
-        raise ValueError(f"{owner} was fitted on an array; pass an array to transform.")
+        raise ValueError(f"{owner} was fitted on an array; pass an array.")
     numeric = list(encoding.numeric)
     check_finite_or_nan(X.iloc[:, numeric], owner)
     if not reset:
         _check_fitted_columns(X, encoding, owner)
     return encoding.encode(X)
+
+
+_NUMBERS = frozenset({"integer", "floating", "mixed-integer-float", "decimal"})
+"""What `pandas.api.types.infer_dtype` calls an object column that holds only numbers."""
+
+
+def _warn_doubtful_labels(X: pd.DataFrame, encoding: TableEncoding, owner: str) -> None:
+    """Warn of a label column with a missing cell that is unlikely meant as labels: an object
+    column that holds only numbers (each number becomes a label), or one where most observed
+    cells hold a label no other cell holds (an identifier or free text: a missing cell can only
+    copy another row's)."""
+    for j in encoding.categorical:
+        series = X.iloc[:, j]
+        if not series.isna().any():
+            continue
+        name = encoding.columns[j].name
+        if series.dtype == object and pd.api.types.infer_dtype(series, skipna=True) in _NUMBERS:
+            warnings.warn(
+                f"{owner}: column {name!r} has dtype object and holds only numbers, so it is "
+                "imputed as labels (a missing cell takes one of its observed numbers); convert "
+                "it with pandas.to_numeric to impute it as numbers.",
+                UserWarning,
+                stacklevel=6,  # the caller of fit
+            )
+            continue
+        counts = series.value_counts(dropna=True)
+        if len(counts) > 2 and 2 * int((counts == 1).sum()) > int(counts.sum()):
+            warnings.warn(
+                f"{owner}: column {name!r} looks like an identifier or free text (most of its "
+                "observed cells hold a label no other cell holds), so its missing cells copy "
+                "other rows' labels; drop it from X if it is not a category.",
+                UserWarning,
+                stacklevel=6,  # the caller of fit
+            )
 
 
 # The nullable dtype that holds a column of each kind with missing cells.
@@ -133,6 +169,12 @@ def fitted_bounds(
                 f"{owner}: bounds[{names[k]!r}] = ({low[k]:g}, {high[k]:g}) holds no integer, and "
                 f"column {names[k]!r} is an integer column; widen the bounds to hold one."
             )
+        narrow = _narrow_float(encoding.columns[j].dtype if encoding.frame else values.dtype)
+        if narrow is not None and not _holds_a_value(low[k], high[k], narrow):
+            raise ValueError(
+                f"{owner}: bounds[{names[k]!r}] = ({low[k]!r}, {high[k]!r}) holds no {narrow} "
+                f"number, and column {names[k]!r} is {narrow}; widen the bounds to hold one."
+            )
     return {name: (float(lo), float(hi)) for name, lo, hi in zip(names, low, high, strict=True)}
 
 
@@ -169,8 +211,8 @@ def complete_table(
                 least, most = _integer_range(X.dtypes.iloc[j])
                 lo, hi = max(np.ceil(low[k]), least), min(np.floor(high[k]), most)
                 numeric[:, k] = np.clip(np.rint(numeric[:, k]), lo, hi)
-            elif _numpy_dtype(X.dtypes.iloc[j] if encoding.frame else values.dtype) == np.float32:
-                numeric[:, k] = _float32_within(numeric[:, k], low[k], high[k])
+            elif narrow := _narrow_float(X.dtypes.iloc[j] if encoding.frame else values.dtype):
+                numeric[:, k] = _narrow_within(numeric[:, k], low[k], high[k], narrow)
     if not encoding.frame:
         out = values.copy()
         out[mask] = numeric[mask].astype(out.dtype)
@@ -191,15 +233,33 @@ def _integer_range(dtype: Any) -> tuple[float, float]:
     return float(info.min), most if most <= info.max else float(np.nextafter(most, 0.0))
 
 
-def _float32_within(values: np.ndarray, low: float, high: float) -> np.ndarray:
-    """``values`` (within ``[low, high]``) rounded to single precision, an end that rounds
-    outside the bounds moved to the next single inside them."""
-    single = values.astype(np.float32)
-    up = single.astype(np.float64) > high
-    single[up] = np.nextafter(single[up], np.float32(-np.inf))
-    down = single.astype(np.float64) < low
-    single[down] = np.nextafter(single[down], np.float32(np.inf))
-    return single.astype(np.float64)
+def _narrow_float(dtype: Any) -> np.dtype | None:
+    """The NumPy dtype of a float column narrower than a double (half or single precision, a
+    masked ``Float32`` too), else None."""
+    found = np.dtype(_numpy_dtype(dtype))
+    return found if found.kind == "f" and found.itemsize < 8 else None
+
+
+def _narrow_within(values: np.ndarray, low: float, high: float, dtype: np.dtype) -> np.ndarray:
+    """``values`` (within ``[low, high]``) rounded to ``dtype``, an end that rounds outside the
+    bounds moved to the next ``dtype`` number inside them (`_holds_a_value`: there is one)."""
+    with np.errstate(over="ignore"):
+        narrow = values.astype(dtype)
+    up = narrow.astype(np.float64) > high
+    narrow[up] = np.nextafter(narrow[up], dtype.type(-np.inf))
+    down = narrow.astype(np.float64) < low
+    narrow[down] = np.nextafter(narrow[down], dtype.type(np.inf))
+    return narrow.astype(np.float64)
+
+
+def _holds_a_value(low: float, high: float, dtype: np.dtype) -> bool:
+    """Whether ``[low, high]`` holds a number of ``dtype``: the least one at or above ``low``
+    is at most ``high``."""
+    with np.errstate(over="ignore"):
+        least = dtype.type(low)
+    if float(least) < low:
+        least = np.nextafter(least, dtype.type(np.inf))
+    return float(least) <= high
 
 
 def fingerprint(values: np.ndarray) -> str:

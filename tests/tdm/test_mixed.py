@@ -4,6 +4,8 @@ frames), and the categorical imputation learns from the other columns."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -150,6 +152,64 @@ def test_single_precision_cells_at_a_bound_stay_within_it(frame: bool | str) -> 
     imputed = out[np.isnan(X[:, 1]), 1]
     assert imputed.dtype == np.float32
     assert imputed.astype(np.float64).max() == np.nextafter(np.float32(0.05), np.float32(0))
+
+
+def test_half_precision_cells_stay_within_their_bounds_and_impossible_ones_are_refused() -> None:
+    """Bug: a float16 column's cells were clamped as doubles, then rounded out of the bounds
+    (0.0999755859375 < 0.1); and bounds that hold no number of a column's precision were
+    met with a cell outside them, where an integer column's are refused."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=60), "h": rng.random(60).astype(np.float16)})
+    frame.loc[::3, "h"] = np.nan
+    imputer = TDMImputer(**FAST, bounds={"h": (0.1, 0.1001)}, random_state=0)
+    out = imputer.fit_transform(frame)
+    imputed = out.loc[frame["h"].isna(), "h"]
+    assert out["h"].dtype == np.float16
+    assert ((imputed.astype(np.float64) >= 0.1) & (imputed.astype(np.float64) <= 0.1001)).all()
+
+    single = frame.astype({"h": np.float32})
+    for data, column, precision in (
+        (frame, "h", "float16"),
+        (single, "h", "float32"),
+        (
+            single.to_numpy(dtype=np.float32),
+            1,
+            "float32",
+        ),  # a half-precision array is read as double
+    ):
+        narrow = TDMImputer(**FAST, bounds={column: (0.1000000001, 0.1000000002)})
+        with pytest.raises(ValueError, match=f"holds no {precision} number"):
+            narrow.fit(data)
+
+
+def test_label_columns_unlikely_meant_as_labels_are_warned_of_and_others_are_not() -> None:
+    """Bug: an object column of numbers (as JSON or a database driver gives) was imputed as
+    labels, and an identifier column's missing cells copied other rows' ids, both silently."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=40)})
+    numbers = frame.assign(s=pd.Series(rng.normal(size=40).round(3), dtype=object))
+    ids = frame.assign(s=[f"id-{k}" for k in range(40)])
+    cases = {"'s' has dtype object and holds only numbers": numbers, "'s' looks like an id": ids}
+    for message, data in cases.items():
+        data.loc[::4, "s"] = None
+        with pytest.warns(UserWarning, match=message):
+            TDMImputer(**FAST, random_state=0).fit(data)
+    _, holes = random_mixed_frame(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TDMImputer(**FAST, random_state=0).fit(holes)
+
+
+def test_an_array_for_an_imputer_fitted_on_a_frame_is_refused_with_the_library_s_message() -> None:
+    """Bug: an array given to an imputer fitted on a frame with a label column failed with
+    NumPy's "could not convert string to float", after scikit-learn's feature-name warning."""
+    _, holes = random_mixed_frame(0)
+    imputer = TDMImputer(**FAST, random_state=0).fit(holes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for call in (imputer.transform, lambda X: imputer.sample(X, n_draws=2)):
+            with pytest.raises(ValueError, match="fitted on a DataFrame; pass a DataFrame"):
+                call(holes.to_numpy())
 
 
 @pytest.mark.parametrize(
