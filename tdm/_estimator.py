@@ -215,6 +215,11 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         the mapped rows of ``X``, mixed with fitted rows, match other fitted rows in transport
         cost. Called on the very data passed to ``fit``, it returns ``fit``'s imputation.
 
+        The rows of ``X`` are optimised together, drawn in random batches, so a row's imputed
+        cells depend on the other rows passed with it and on their order (the same ``X`` and
+        ``random_state`` give the same result). For a value per record that no other record
+        changes, pass each row alone (slower: one optimisation per row).
+
         Parameters
         ----------
         X : array-like or DataFrame of shape (n_samples, n_features)
@@ -351,6 +356,10 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the fitted imputer to ``path`` (atomically; ``callback`` is not saved).
+
+        The file holds the fitted data, imputed and standardised (``X_fit_``; ``mean_`` and
+        ``scale_`` give its values back), which ``transform`` matches new rows against: it is
+        about as large, and as confidential, as that data.
 
         Refused with a ``ValueError``: a ``random_state`` that is a ``RandomState`` (an integer
         seed or None is saved), and labels that are not numbers, text or booleans.

@@ -209,7 +209,10 @@ class TDMImputer(BatchOTImputer):
         the network and the cells, unbounded cells, float64, and the published code's network
         (two MLPs per coupling update, its steeper log-scale clamp), batches (drawn each on its
         own, so that they may share rows) and Euclidean cost. Its ``repr`` reads
-        ``TDMImputer.paper(...)``.
+        ``TDMImputer.paper(...)``. The published code's choices are not public parameters:
+        ``clone``, pickling and ``save`` keep them, but an imputer built from ``get_params()``
+        (``TDMImputer(**params)``, ``from_settings``) is a default one; build it again with
+        ``TDMImputer.paper(**params)``.
 
         Examples
         --------

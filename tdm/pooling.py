@@ -140,10 +140,19 @@ def pooled_mean(draws: Any, column: Hashable) -> Pooled:
     :meth:`tdm.TDMImputer.sample` returns: an array of shape (m, n_samples, n_features), or a
     list of arrays, with ``column`` a position; a list of DataFrames, with ``column`` a name).
     Each draw's variance of the mean is its sample variance over ``n_samples``; the
-    complete-data degrees of freedom ``n_samples - 1``."""
+    complete-data degrees of freedom ``n_samples - 1``. A boolean column's mean is the share of
+    True; a label column is refused: pool a 0/1 column that marks one label instead."""
     if len(draws) == 0:
         raise ValueError("pooled_mean needs draws (what sample returns); got none")
-    columns: Sequence[np.ndarray] = [np.asarray(_column(d, column), float) for d in draws]
+    raw = [_column(d, column) for d in draws]
+    try:
+        columns: Sequence[np.ndarray] = [np.asarray(c, float) for c in raw]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"pooled_mean: column {column!r} holds labels, not numbers. To pool a label's "
+            f"share, pool the mean of a column marking it, e.g. "
+            f"[d.assign(is_x=d[{column!r}] == 'x') for d in draws] with column 'is_x'"
+        ) from None
     n = columns[0].size
     if n < 2:
         raise ValueError(f"the mean's variance needs at least 2 rows; got {n}")

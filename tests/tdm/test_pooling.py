@@ -104,14 +104,19 @@ def test_a_column_the_draws_lack_or_bad_degrees_of_freedom_are_refused_naming_th
     """Bug: KeyError, IndexError or TypeError from pandas, NumPy or a comparison."""
     draws = np.random.default_rng(0).normal(size=(3, 10, 2))
     frames = [pd.DataFrame(d, columns=["a", "b"]) for d in draws]
+    labelled = [f.assign(c=np.where(f["a"] > 0, "x", "y")) for f in frames]  # bug: NumPy's error
     cases = [
         (lambda: pooled_mean(frames, 1), r"column 1 is not a column of the draws.*\['a', 'b'\]"),
         (lambda: pooled_mean(draws, "b"), "column 'b' is not a column position.*0 to 1"),
         (lambda: pooled_mean(draws, 7), "column 7 is not a column position"),
         (lambda: pooled_mean([], 0), "needs draws"),
+        (lambda: pooled_mean(labelled, "c"), "column 'c' holds labels, not numbers.*is_x"),
+        (lambda: pooled_mean([f.to_numpy() for f in labelled], 2), "column 2 holds labels"),
         (lambda: pool([1.0, 2.0], [1.0, 1.0], df_complete="3"), "df_complete must be positive"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
     assert pooled_mean(list(draws), -1).estimate == pooled_mean(frames, "b").estimate
+    marked = [f.assign(is_x=f["c"] == "x") for f in labelled]  # the share the message suggests
+    assert pooled_mean(marked, "is_x").estimate == np.mean([(f["a"] > 0).mean() for f in frames])
