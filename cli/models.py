@@ -28,7 +28,8 @@ def add_models_command(subparsers: argparse._SubParsersAction) -> None:
     drop = actions.add_parser(
         "drop",
         help="delete a target's versions: every one (the next incremental run fits a new "
-        "model) or --version N (the next run uses the newest one left); numbers are not reused",
+        "model) or --version N (the next run uses the newest one left, as its refit rules "
+        "allow); numbers are not reused",
     )
     for parser in (listing, show, drop):
         parser.add_argument(
@@ -84,7 +85,8 @@ def _drop(args: argparse.Namespace, db: Path, folder: ModelFolder | None) -> int
             raise _none_stored(args, db)
         left = latest_model(con, args.target)
         then = (
-            f"uses version {left.version}, the newest left"
+            f"uses version {left.version}, the newest left, unless its age or the new rows' "
+            "drift calls for a refit"
             if left is not None
             else f"fits a new model, stored as version {next_model_version(con, args.target)}"
         )

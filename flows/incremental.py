@@ -352,7 +352,7 @@ def _fit(
         run_id=run_id,
         columns=tuple(plan.columns),
         key_column=plan.key,
-        watermark_column=incremental.watermark,
+        watermark_column=_stored_name(profile, incremental.watermark),
         settings=fitted.outcome.hyperparameters,
         seed=options.seed,
         source_hash=profile.fingerprint.content_hash,
@@ -365,6 +365,12 @@ def _fit(
     )
     index = frame.index if whole else None
     return _Model(fitted.imputer, scaled.scaling, version, stored, fitted, index)
+
+
+def _stored_name(profile: TableProfile, column: str | None) -> str | None:
+    """`column` as the table spells it (a name is matched case-insensitively)."""
+    found = profile.table.column(column) if column is not None else None
+    return found.name if found is not None else column
 
 
 def _max_rowid(con: duckdb.DuckDBPyConnection, profile: TableProfile) -> int:

@@ -342,8 +342,8 @@ class TableWriter:
             for written in files:
                 written.unlink(missing_ok=True)
             raise PipelineError(
-                f'Another run stored a model of table "{lineage.plan.target_table}" meanwhile '
-                f"(version {stored - 1}); nothing was written. Run again."
+                f'Another run stored a model of table "{lineage.plan.target_table}" meanwhile; '
+                "nothing was written. Run again."
             )
         return files
 

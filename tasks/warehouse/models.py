@@ -272,10 +272,6 @@ def _info(names: Sequence[str], row: Sequence[Any]) -> ModelInfo:
     return ModelInfo(**{**fields, "columns": tuple(fields["columns"])})
 
 
-def _has_store(con: duckdb.DuckDBPyConnection) -> bool:
-    return find_table(con, MODELS_TABLE, whole_name=False) is not None
-
-
 def _migrate(con: duckdb.DuckDBPyConnection) -> None:
     """Bring an earlier `tdm_models` to this version's columns; a table already there is left
     as it is, its file's bytes too (DuckDB rewrites its catalog for any ALTER, a no-op one
@@ -309,11 +305,15 @@ def next_model_version(con: duckdb.DuckDBPyConnection, target: str) -> int:
 
 def list_models(con: duckdb.DuckDBPyConnection, target: str | None = None) -> list[ModelInfo]:
     """Every stored version (of `target`'s models only, when given), oldest first."""
-    if not _has_store(con):
+    store = find_table(con, MODELS_TABLE, whole_name=False)
+    if store is None:
         return []
+    meta = (
+        _META if store.column("model_path") else _META.replace("model_path", "NULL AS model_path")
+    )
     where, name = _same_target(target) if target else ("TRUE", None)
     found = con.execute(
-        f"SELECT {_META} FROM {MODELS_TABLE} WHERE {where} ORDER BY target_table, version",
+        f"SELECT {meta} FROM {MODELS_TABLE} WHERE {where} ORDER BY target_table, version",
         [] if name is None else [name],
     )
     names = [column[0] for column in found.description]
@@ -365,6 +365,7 @@ def drop_models(
             "not trust by hand (its file stays)."
         )
     if rows:
+        _migrate(con)  # an earlier store, as a run would: `list_models` reads it afterwards
         con.execute(f"DELETE FROM {MODELS_TABLE} WHERE {where}", values)
     for path in files:
         path.unlink(missing_ok=True)

@@ -142,3 +142,26 @@ def test_a_drop_from_a_read_only_file_says_why_and_drops_nothing(
     err = capsys.readouterr().err
     assert "cannot be written: it is on a read-only file system. No model was dropped" in err
     assert "IO Error" not in err and "Traceback" not in err
+
+
+def test_a_store_written_before_model_folders_is_listed_and_dropped_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `tdm_models` of an earlier version (no model_path column, model NOT NULL) is listed
+    read-only as it is, and a drop migrates it as a run would (bug: the drop deleted the rows,
+    then failed reading the store back)."""
+    db = tmp_path / "w.duckdb"
+    store_two_versions(db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE earlier AS SELECT * EXCLUDE (model_path) FROM tdm_models")
+        con.execute("DROP TABLE tdm_models")
+        con.execute("ALTER TABLE earlier RENAME TO tdm_models")
+        con.execute("ALTER TABLE tdm_models ALTER COLUMN model SET NOT NULL")
+    digest = file_hash(db)
+    assert main(["models", "list", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.count("readings_imputed  v") == 2 and file_hash(db) == digest
+    drop = ["models", "drop", "--db", str(db), "--target", "readings_imputed", "--version", "2"]
+    assert main(drop) == 0
+    assert "uses version 1, the newest left" in capsys.readouterr().out
+    assert main(["models", "list", "--db", str(db)]) == 0
+    assert [line.split()[1] for line in capsys.readouterr().out.splitlines()] == ["v1"]

@@ -336,8 +336,10 @@ def test_a_numeric_watermark_is_not_imputed_by_default_and_refused_when_named(
         return_state=True,
     )  # fmt: skip
     assert state.is_completed(), state.message
-    fitted_on = json.loads(_query(warehouse, "SELECT columns FROM tdm_models")["columns"][0])
+    stored = _query(warehouse, "SELECT columns, watermark_column FROM tdm_models")
+    fitted_on = json.loads(stored["columns"][0])
     assert "temperature" in fitted_on and "id" not in fitted_on
+    assert stored["watermark_column"][0] == "id"  # as the table spells it
     _append_rows(warehouse, 81, 5, seed=9)
     state = impute_table(
         "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="id",
