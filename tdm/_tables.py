@@ -18,7 +18,7 @@ from sklearn.utils.validation import validate_data
 
 from tdm._bounds import column_bounds
 from tdm._mixed import BOOLEAN, INTEGER, TableEncoding
-from tdm._validation import check_finite_or_nan
+from tdm._validation import caller_stacklevel, check_finite_or_nan
 
 __all__ = ["BoundsParam", "complete_table", "fingerprint", "fitted_bounds", "read_table"]
 
@@ -97,7 +97,7 @@ def _warn_doubtful_labels(X: pd.DataFrame, encoding: TableEncoding, owner: str) 
                 "imputed as labels (a missing cell takes one of its observed numbers); convert "
                 "it with pandas.to_numeric to impute it as numbers.",
                 UserWarning,
-                stacklevel=6,  # the caller of fit
+                stacklevel=caller_stacklevel(),
             )
             continue
         counts = series.value_counts(dropna=True)
@@ -107,7 +107,7 @@ def _warn_doubtful_labels(X: pd.DataFrame, encoding: TableEncoding, owner: str) 
                 "observed cells hold a label no other cell holds), so its missing cells copy "
                 "other rows' labels; drop it from X if it is not a category.",
                 UserWarning,
-                stacklevel=6,  # the caller of fit
+                stacklevel=caller_stacklevel(),
             )
 
 
@@ -172,8 +172,9 @@ def fitted_bounds(
         narrow = _narrow_float(encoding.columns[j].dtype if encoding.frame else values.dtype)
         if narrow is not None and not _holds_a_value(low[k], high[k], narrow):
             raise ValueError(
-                f"{owner}: bounds[{names[k]!r}] = ({low[k]!r}, {high[k]!r}) holds no {narrow} "
-                f"number, and column {names[k]!r} is {narrow}; widen the bounds to hold one."
+                f"{owner}: bounds[{names[k]!r}] = ({float(low[k])!r}, {float(high[k])!r}) holds "
+                f"no finite {narrow} number, and column {names[k]!r} is {narrow}; widen the "
+                "bounds to hold one."
             )
     return {name: (float(lo), float(hi)) for name, lo, hi in zip(names, low, high, strict=True)}
 
@@ -199,8 +200,9 @@ def complete_table(
 ) -> Any:
     """``X`` with its missing cells from ``filled`` (the optimised, standardised space): numeric
     values mapped back by ``mean``/``scale``, clamped to ``bounds`` and, for integer columns,
-    rounded to an integer within them and their type's range; single-precision columns within
-    ``bounds`` once rounded; categorical cells by label. Same type as ``X``."""
+    rounded to an integer within them and their type's range; half- and single-precision
+    columns within ``bounds`` (and finite) once rounded; categorical cells by label. Same type
+    as ``X``."""
     mask = np.isnan(values)
     p = len(encoding.numeric)
     low, high = bounds_arrays(bounds, encoding)
@@ -240,9 +242,17 @@ def _narrow_float(dtype: Any) -> np.dtype | None:
     return found if found.kind == "f" and found.itemsize < 8 else None
 
 
+def _finite_part(low: float, high: float, dtype: np.dtype) -> tuple[float, float]:
+    """``[low, high]`` cut to the finite numbers of ``dtype`` (half precision ends at 65504)."""
+    most = float(np.finfo(dtype).max)
+    return max(low, -most), min(high, most)
+
+
 def _narrow_within(values: np.ndarray, low: float, high: float, dtype: np.dtype) -> np.ndarray:
     """``values`` (within ``[low, high]``) rounded to ``dtype``, an end that rounds outside the
-    bounds moved to the next ``dtype`` number inside them (`_holds_a_value`: there is one)."""
+    bounds, or past ``dtype``'s finite numbers, moved to the next ``dtype`` number inside them
+    (`_holds_a_value`: there is one)."""
+    low, high = _finite_part(low, high, dtype)
     with np.errstate(over="ignore"):
         narrow = values.astype(dtype)
     up = narrow.astype(np.float64) > high
@@ -253,10 +263,12 @@ def _narrow_within(values: np.ndarray, low: float, high: float, dtype: np.dtype)
 
 
 def _holds_a_value(low: float, high: float, dtype: np.dtype) -> bool:
-    """Whether ``[low, high]`` holds a number of ``dtype``: the least one at or above ``low``
-    is at most ``high``."""
-    with np.errstate(over="ignore"):
-        least = dtype.type(low)
+    """Whether ``[low, high]`` holds a finite number of ``dtype``: the least one at or above
+    ``low`` is at most ``high``."""
+    low, high = _finite_part(low, high, dtype)
+    if low > high:
+        return False
+    least = dtype.type(low)
     if float(least) < low:
         least = np.nextafter(least, dtype.type(np.inf))
     return float(least) <= high

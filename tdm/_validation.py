@@ -5,9 +5,12 @@ what came."""
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -20,6 +23,7 @@ __all__ = [
     "Interval",
     "InvalidParameterError",
     "Options",
+    "caller_stacklevel",
     "check_choice",
     "check_finite_or_nan",
     "column_labels",
@@ -32,6 +36,19 @@ __all__ = [
 
 MIN_SAMPLES = 4
 """Fewest rows an imputer fits on: two disjoint batches of at least two rows each."""
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by the function calling this one point at
+    the user's line: the first frame outside this library and scikit-learn (whose wrappers,
+    such as ``set_output``'s around ``fit_transform``, add frames of their own)."""
+    import sklearn
+
+    inside = tuple(f"{Path(file).parent}{os.sep}" for file in (__file__, sklearn.__file__))
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class InvalidParameterError(ValueError, TypeError):

@@ -144,21 +144,31 @@ def pooled_mean(draws: Any, column: Hashable) -> Pooled:
     True; a label column is refused: pool a 0/1 column that marks one label instead."""
     if len(draws) == 0:
         raise ValueError("pooled_mean needs draws (what sample returns); got none")
-    raw = [_column(d, column) for d in draws]
-    try:
-        columns: Sequence[np.ndarray] = [np.asarray(c, float) for c in raw]
-    except (TypeError, ValueError):
+    raw = [pd.Series(_column(d, column)) for d in draws]
+    if any(_holds_labels(c) for c in raw):
         raise ValueError(
             f"pooled_mean: column {column!r} holds labels, not numbers. To pool a label's "
-            f"share, pool the mean of a column marking it, e.g. "
+            "share, pool the mean of a 0/1 column marking it: for DataFrame draws, "
             f"[d.assign(is_x=d[{column!r}] == 'x') for d in draws] with column 'is_x'"
-        ) from None
+        )
+    columns: Sequence[np.ndarray] = [np.asarray(c, float) for c in raw]
     n = columns[0].size
     if n < 2:
         raise ValueError(f"the mean's variance needs at least 2 rows; got {n}")
     means = [c.mean() for c in columns]
     variances = [c.var(ddof=1) / n for c in columns]
     return pool(means, variances, df_complete=n - 1)
+
+
+def _holds_labels(values: pd.Series) -> bool:
+    """Whether a draw's column holds labels: a category (numeric ones too), text, or objects
+    that are not all numbers or booleans."""
+    if isinstance(values.dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(values):
+        return True
+    return values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) not in _NUMBERS
+
+
+_NUMBERS = frozenset({"integer", "floating", "mixed-integer-float", "decimal", "boolean"})
 
 
 def _column(draw: Any, column: Any) -> Any:

@@ -161,24 +161,26 @@ def test_half_precision_cells_stay_within_their_bounds_and_impossible_ones_are_r
     rng = np.random.default_rng(0)
     frame = pd.DataFrame({"a": rng.normal(size=60), "h": rng.random(60).astype(np.float16)})
     frame.loc[::3, "h"] = np.nan
-    imputer = TDMImputer(**FAST, bounds={"h": (0.1, 0.1001)}, random_state=0)
-    out = imputer.fit_transform(frame)
-    imputed = out.loc[frame["h"].isna(), "h"]
-    assert out["h"].dtype == np.float16
-    assert ((imputed.astype(np.float64) >= 0.1) & (imputed.astype(np.float64) <= 0.1001)).all()
+    # 65504 is the largest half: bug, an open upper end above it gave infinite cells
+    for low, high, scale in ((0.1, 0.1001, 1.0), (65500.0, None, 65000.0)):
+        data = frame.assign(h=(frame["h"] * scale).astype(np.float16))
+        imputer = TDMImputer(**FAST, bounds={"h": (low, high)}, random_state=0)
+        out = imputer.fit_transform(data)
+        imputed = out.loc[frame["h"].isna(), "h"].astype(np.float64)
+        assert out["h"].dtype == np.float16
+        assert ((imputed >= low) & (imputed <= (high or 65504.0))).all()
 
     single = frame.astype({"h": np.float32})
-    for data, column, precision in (
-        (frame, "h", "float16"),
-        (single, "h", "float32"),
-        (
-            single.to_numpy(dtype=np.float32),
-            1,
-            "float32",
-        ),  # a half-precision array is read as double
-    ):
-        narrow = TDMImputer(**FAST, bounds={column: (0.1000000001, 0.1000000002)})
-        with pytest.raises(ValueError, match=f"holds no {precision} number"):
+    array = single.to_numpy(dtype=np.float32)  # a half-precision array is read as double
+    cases = [
+        (frame, "h", (0.1000000001, 0.1000000002), "float16"),
+        (frame, "h", (70000.0, None), "float16"),
+        (single, "h", (0.1000000001, 0.1000000002), "float32"),
+        (array, 1, (0.1000000001, 0.1000000002), "float32"),
+    ]
+    for data, column, bounds, precision in cases:
+        narrow = TDMImputer(**FAST, bounds={column: bounds})
+        with pytest.raises(ValueError, match=f"holds no finite {precision} number"):
             narrow.fit(data)
 
 
@@ -192,8 +194,10 @@ def test_label_columns_unlikely_meant_as_labels_are_warned_of_and_others_are_not
     cases = {"'s' has dtype object and holds only numbers": numbers, "'s' looks like an id": ids}
     for message, data in cases.items():
         data.loc[::4, "s"] = None
-        with pytest.warns(UserWarning, match=message):
-            TDMImputer(**FAST, random_state=0).fit(data)
+        for call in ("fit", "fit_transform"):  # bug: fit_transform's pointed into scikit-learn
+            with pytest.warns(UserWarning, match=message) as caught:
+                getattr(TDMImputer(**FAST, random_state=0), call)(data)
+            assert [w.filename for w in caught] == [__file__]
     _, holes = random_mixed_frame(0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

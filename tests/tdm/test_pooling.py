@@ -105,6 +105,8 @@ def test_a_column_the_draws_lack_or_bad_degrees_of_freedom_are_refused_naming_th
     draws = np.random.default_rng(0).normal(size=(3, 10, 2))
     frames = [pd.DataFrame(d, columns=["a", "b"]) for d in draws]
     labelled = [f.assign(c=np.where(f["a"] > 0, "x", "y")) for f in frames]  # bug: NumPy's error
+    numbered = [f.assign(c=np.where(f["a"] > 0, "1", "2")) for f in frames]
+    categories = [f.assign(c=pd.Categorical(np.where(f["a"] > 0, 1, 2))) for f in frames]
     cases = [
         (lambda: pooled_mean(frames, 1), r"column 1 is not a column of the draws.*\['a', 'b'\]"),
         (lambda: pooled_mean(draws, "b"), "column 'b' is not a column position.*0 to 1"),
@@ -112,6 +114,8 @@ def test_a_column_the_draws_lack_or_bad_degrees_of_freedom_are_refused_naming_th
         (lambda: pooled_mean([], 0), "needs draws"),
         (lambda: pooled_mean(labelled, "c"), "column 'c' holds labels, not numbers.*is_x"),
         (lambda: pooled_mean([f.to_numpy() for f in labelled], 2), "column 2 holds labels"),
+        (lambda: pooled_mean(numbered, "c"), "column 'c' holds labels"),  # bug: averaged
+        (lambda: pooled_mean(categories, "c"), "column 'c' holds labels"),
         (lambda: pool([1.0, 2.0], [1.0, 1.0], df_complete="3"), "df_complete must be positive"),
     ]
     for call, message in cases:
