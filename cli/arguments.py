@@ -14,6 +14,7 @@ __all__ = [
     "add_replace_target_flag",
     "add_torch_threads_flag",
     "limit_torch_threads",
+    "parse_draws",
     "parse_positive",
     "parse_seconds",
     "parse_share",
@@ -44,6 +45,20 @@ def split_required_names(text: str) -> list[str]:
 def parse_positive(text: str) -> int:
     """A positive whole number; anything else is a usage error."""
     return _positive(text, int, "whole number")
+
+
+def parse_draws(text: str) -> int:
+    """A number of draws: 0 (none) or at least 2; anything else is a usage error, so that no
+    run is started for it."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0 or value == 1:
+        raise argparse.ArgumentTypeError(
+            f"expected 0 (no draws) or at least 2 (one draw gives no interval); got {text!r}"
+        )
+    return value
 
 
 def parse_seconds(text: str) -> float:
@@ -157,7 +172,7 @@ def add_draw_flags(parser: argparse.ArgumentParser, *, whose: str = "") -> None:
     )
     parser.add_argument(
         "--draws",
-        type=int,
+        type=parse_draws,
         metavar="K",
         help=f"{fields['draws'].description} [{whose}env TDM_DRAWS; 0]".replace("%", "%%"),
     )

@@ -4,6 +4,7 @@ never stopping the others."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -235,6 +236,9 @@ def _impute_warehouse(
     return done
 
 
+_NOTHING_WRITTEN = re.compile(r"\b([Nn])othing was written\b")
+
+
 def _reason(
     error: Exception, table: str, unexpected: set[str], busy: dict[str, WarehouseBusyError]
 ) -> str:
@@ -242,8 +246,8 @@ def _reason(
     a locked warehouse (`WarehouseBusyError`) is kept in `busy`."""
     if isinstance(error, WarehouseBusyError):
         busy[table] = error
-    if isinstance(error, PipelineError):
-        return str(error)
+    if isinstance(error, PipelineError):  # its "nothing was written" is of this table only
+        return _NOTHING_WRITTEN.sub(lambda m: f'{m[1]}othing of "{table}" was written', str(error))
     unexpected.add(table)
     get_run_logger().error("Table %r failed with an unexpected error", table, exc_info=error)
     first = str(error).strip().splitlines()[0] if str(error).strip() else ""

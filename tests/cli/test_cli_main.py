@@ -132,8 +132,9 @@ def test_impute_writes_the_target_and_says_where(
     assert (cells["low"] <= cells["high"]).all()
     visits = cells[cells["column_name"] == "visits"]  # an INTEGER column: whole numbers
     assert (visits[["low", "high"]] == visits[["low", "high"]].round()).all().all()
-    assert main([*args, "--draws", "1"]) == 2
-    assert "draws is 0 (none) or at least 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="2"):
+        main([*args, "--draws", "1"])
+    assert "argument --draws: expected 0 (no draws) or at least 2" in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -222,9 +223,10 @@ def test_warehouse_imputes_the_configured_tables_and_names_failures(
     )
     assert os.environ["TDM_TASK_RUNNER"] == "threads"
 
-    assert main([*args, "--draws", "1"]) == 2
+    with pytest.raises(SystemExit, match="2"):
+        main([*args, "--draws", "1"])
     err = capsys.readouterr().err
-    assert "invalid setting: draws: draws is 0 (none) or at least 2" in err
+    assert "argument --draws: expected 0 (no draws) or at least 2" in err
     assert "TDM_DRAWS" not in err and "TDM_DRAWS" not in os.environ
 
     config.write_text("tables:\n  - table: nowhere\n  - table: readings\n", encoding="utf-8")

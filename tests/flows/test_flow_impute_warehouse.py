@@ -93,6 +93,8 @@ def test_a_failing_table_is_named_and_the_others_are_still_written(
     message = str(failed.value)
     assert message.startswith("2 of 4 tables failed")
     assert '[south] Table "south"' in message and "pressure" in message and "inf" in message
+    # bug: "Nothing was written." read as the whole run's, beside "the others were written"
+    assert 'Nothing of "south" was written.' in message and "Nothing was written" not in message
     assert '[missing_table] Table "missing_table" does not exist' in message
     written = set(read(three_tables, "SELECT source_table FROM tdm_lineage")["source_table"])
     assert written == {"north", "east"}
