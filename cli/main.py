@@ -518,7 +518,6 @@ def _run_warehouse(args: argparse.Namespace) -> int:
             "repository's demo config) is not in this folder: pass --config FILE (or set "
             "TDM_WAREHOUSE_CONFIG), or run from the repository root."
         )
-    _settings(args)  # a bad flag is named as the flag, not as the variable it is passed in
     for flag in ("task_runner", "dask_address", "fill", "draws"):
         if getattr(args, flag) is not None:  # the flow reads its settings from the environment
             os.environ[f"TDM_{flag.upper()}"] = str(getattr(args, flag))

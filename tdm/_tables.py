@@ -19,6 +19,7 @@ from sklearn.utils.validation import validate_data
 from tdm._bounds import column_bounds
 from tdm._mixed import BOOLEAN, INTEGER, TableEncoding
 from tdm._validation import caller_stacklevel, check_finite_or_nan
+from tdm.columns import holds_only_numbers, mostly_distinct
 
 __all__ = ["BoundsParam", "complete_table", "fingerprint", "fitted_bounds", "read_table"]
 
@@ -77,10 +78,6 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
     return encoding.encode(X)
 
 
-_NUMBERS = frozenset({"integer", "floating", "mixed-integer-float", "decimal"})
-"""What `pandas.api.types.infer_dtype` calls an object column that holds only numbers."""
-
-
 def _warn_doubtful_labels(X: pd.DataFrame, encoding: TableEncoding, owner: str) -> None:
     """Warn of a label column with a missing cell that is unlikely meant as labels: an object
     column that holds only numbers (each number becomes a label), or one where most observed
@@ -91,7 +88,7 @@ def _warn_doubtful_labels(X: pd.DataFrame, encoding: TableEncoding, owner: str) 
         if not series.isna().any():
             continue
         name = encoding.columns[j].name
-        if series.dtype == object and pd.api.types.infer_dtype(series, skipna=True) in _NUMBERS:
+        if series.dtype == object and holds_only_numbers(series):
             warnings.warn(
                 f"{owner}: column {name!r} has dtype object and holds only numbers, so it is "
                 "imputed as labels (a missing cell takes one of its observed numbers); convert "
@@ -100,8 +97,7 @@ def _warn_doubtful_labels(X: pd.DataFrame, encoding: TableEncoding, owner: str) 
                 stacklevel=caller_stacklevel(),
             )
             continue
-        counts = series.value_counts(dropna=True)
-        if len(counts) > 2 and 2 * int((counts == 1).sum()) > int(counts.sum()):
+        if mostly_distinct(series):
             warnings.warn(
                 f"{owner}: column {name!r} looks like an identifier or free text (most of its "
                 "observed cells hold a label no other cell holds), so its missing cells copy "

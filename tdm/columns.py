@@ -20,6 +20,8 @@ __all__ = [
     "ColumnKind",
     "column_kind",
     "column_kinds",
+    "holds_only_numbers",
+    "mostly_distinct",
 ]
 
 ColumnKind = Literal["float", "integer", "boolean", "categorical"]
@@ -74,3 +76,22 @@ def column_kinds(frame: pd.DataFrame) -> dict[Any, ColumnKind]:
                 "nor categorical (object, string, category); convert or drop it"
             ) from None
     return kinds
+
+
+_NUMBERS = frozenset({"integer", "floating", "mixed-integer-float", "decimal"})
+"""What `pandas.api.types.infer_dtype` calls values that are all numbers."""
+
+
+def holds_only_numbers(values: pd.Series, *, booleans: bool = False) -> bool:
+    """Whether the observed values of an ``object`` column are all numbers (or booleans, with
+    ``booleans``): a column that is categorical by its dtype only."""
+    found = pd.api.types.infer_dtype(values, skipna=True)
+    return found in _NUMBERS or (booleans and found == "boolean")
+
+
+def mostly_distinct(values: pd.Series) -> bool:
+    """Whether a label column looks like an identifier or free text: more than two labels, and
+    most observed cells hold a label no other cell holds (the warehouse pipeline's
+    ``LabelCount.mostly_distinct`` counts the same in SQL)."""
+    counts = values.value_counts(dropna=True)
+    return len(counts) > 2 and 2 * int((counts == 1).sum()) > int(counts.sum())

@@ -42,6 +42,8 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from tdm.columns import holds_only_numbers
+
 __all__ = ["Pooled", "pool", "pooled_mean"]
 
 
@@ -165,10 +167,7 @@ def _holds_labels(values: pd.Series) -> bool:
     that are not all numbers or booleans."""
     if isinstance(values.dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(values):
         return True
-    return values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) not in _NUMBERS
-
-
-_NUMBERS = frozenset({"integer", "floating", "mixed-integer-float", "decimal", "boolean"})
+    return values.dtype == object and not holds_only_numbers(values, booleans=True)
 
 
 def _column(draw: Any, column: Any) -> Any:
