@@ -11,7 +11,7 @@ import pandas as pd
 
 from tasks.errors import PipelineInputError
 from tasks.retry import warehouse_task
-from tasks.warehouse.names import quote_identifier
+from tasks.warehouse.names import is_reserved, quote_identifier
 from tasks.warehouse.tables import (
     Fingerprint,
     TableInfo,
@@ -53,7 +53,7 @@ def _missing_table_message(con: duckdb.DuckDBPyConnection, db_path: str | Path, 
             f"\"{view}\" in '{db_path}' is a view; the pipeline imputes base tables only. "
             f'Materialise it first (CREATE TABLE ... AS SELECT * FROM "{view}") and impute that.'
         )
-    tables = list_tables(con)
+    tables = [name for name in list_tables(con) if not is_reserved(name)]
     known = ", ".join(f'"{t}"' for t in tables[:20]) if tables else "none"
     more = f" (and {len(tables) - 20} more)" if len(tables) > 20 else ""
     return (

@@ -328,21 +328,32 @@ def warehouse(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def read_only_warehouse(warehouse: Path, tmp_path: Path) -> Iterator[Path]:
-    """A copy of the `warehouse` file on a read-only tmpfs (skipped without root and mount)."""
+@contextlib.contextmanager
+def read_only_mount(where: Path, fill: Callable[[Path], None]) -> Iterator[Path]:
+    """`where` as a tmpfs that `fill` writes to and that is then remounted read-only: a place no
+    user, root included, can write to (skips the test without root and mount)."""
     if sys.platform != "linux" or os.geteuid() != 0:
         pytest.skip("mounting a read-only file system needs root on Linux")
-    where = tmp_path / "ro"
-    where.mkdir()
+    where.mkdir(parents=True, exist_ok=True)
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)]).returncode:
         pytest.skip("mount is not permitted here")
     try:
-        (where / "w.duckdb").write_bytes(warehouse.read_bytes())
+        fill(where)
         subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
-        yield where / "w.duckdb"
+        yield where
     finally:
         subprocess.run(["umount", "-l", str(where)])
+
+
+@pytest.fixture
+def read_only_warehouse(warehouse: Path, tmp_path: Path) -> Iterator[Path]:
+    """A copy of the `warehouse` file on a read-only tmpfs (skipped without root and mount)."""
+
+    def copy(where: Path) -> None:
+        (where / "w.duckdb").write_bytes(warehouse.read_bytes())
+
+    with read_only_mount(tmp_path / "ro", copy) as where:
+        yield where / "w.duckdb"
 
 
 def snapshot(path: Path) -> Snapshot:

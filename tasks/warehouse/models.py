@@ -364,6 +364,15 @@ def drop_models(
             "TDM_MODEL_DIR to the folder the models were written to, or delete a row you do "
             "not trust by hand (its file stays)."
         )
+    locked = sorted(
+        {str(p.parent) for p in files if p.exists() and not os.access(p.parent, os.W_OK)}
+    )
+    if locked:
+        raise PipelineInputError(
+            f"The model files of {target!r} lie in {', '.join(repr(f) for f in locked)}, which "
+            "this user cannot write to, so nothing was dropped (the rows and their files stay). "
+            "Run the drop as a user who can write there."
+        )
     if rows:
         _migrate(con)  # an earlier store, as a run would: `list_models` reads it afterwards
         con.execute(f"DELETE FROM {MODELS_TABLE} WHERE {where}", values)

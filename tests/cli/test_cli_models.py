@@ -14,6 +14,7 @@ from cli.main import main
 from tasks.scaling import Scaling
 from tasks.warehouse.models import ModelFolder, NewModel, insert_model
 from tdm.scaling import ColumnScaling
+from tests.conftest import read_only_mount
 from tests.tables import file_hash
 
 
@@ -142,6 +143,28 @@ def test_a_drop_from_a_read_only_file_says_why_and_drops_nothing(
     err = capsys.readouterr().err
     assert "cannot be written: it is on a read-only file system. No model was dropped" in err
     assert "IO Error" not in err and "Traceback" not in err
+
+
+def test_a_drop_whose_model_files_cannot_be_deleted_is_refused_before_the_rows_go(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: with the model folder read-only, `drop` deleted the rows, then failed deleting
+    their files (a traceback, and files no row names). It now refuses first: rows and files
+    stay, and the file's bytes too."""
+    db = tmp_path / "w.duckdb"
+    monkeypatch.setenv("TDM_MODEL_DIR", "models")
+    with read_only_mount(
+        tmp_path / "models", lambda _: store_two_versions(db, ModelFolder.beside(db, "models"))
+    ) as folder:
+        digest = file_hash(db)
+        assert main(["models", "drop", "--db", str(db), "--target", "readings_imputed"]) == 2
+        err = capsys.readouterr().err
+        assert f"lie in '{folder / 'readings_imputed'}', which this user cannot write to" in err
+        assert "nothing was dropped" in err and "Traceback" not in err
+        assert file_hash(db) == digest
+        assert sorted(p.name for p in (folder / "readings_imputed").iterdir()) == [
+            "v1.tdm", "v2.tdm",
+        ]  # fmt: skip
 
 
 def test_a_store_written_before_model_folders_is_listed_and_dropped_from(

@@ -59,9 +59,13 @@ def test_load_refuses_a_file_that_is_not_duckdb(tmp_path: Path) -> None:
 
 
 def test_load_refuses_a_missing_table_and_lists_the_tables(warehouse: Path) -> None:
-    """A missing table is named, with the tables that do exist."""
-    with pytest.raises(PipelineInputError, match=r'Table "nope" does not exist.*"readings"'):
+    """A missing table is named, with the user's tables that do exist (not the pipeline's own
+    records)."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE TABLE tdm_lineage (run_id VARCHAR)")
+    with pytest.raises(PipelineInputError, match=r'Table "nope" does not exist') as refused:
         load_table.fn(str(warehouse), "nope")
+    assert 'Tables there: "readings".' in str(refused.value)
 
 
 def test_load_refuses_a_view(warehouse: Path) -> None:
