@@ -54,7 +54,7 @@ from tasks.results import CellDraws, FittedModel, ImputationOutcome, Imputed, Im
 from tasks.scaling import Scaling, apply_scaling, inverse_scale, inverse_scale_draws
 from tasks.targets import check_target_table
 from tasks.validate import TableRequest
-from tasks.warehouse.access import check_writable
+from tasks.warehouse.access import check_folder_writable, check_writable
 from tasks.warehouse.increments import NewRows, check_watermark, read_new_rows
 from tasks.warehouse.models import (
     ModelInfo,
@@ -115,6 +115,7 @@ def impute_incremental(
             "cannot update the source in place. Write to a target table."
         )
     check_writable(db_path)  # as a run would, before the fit
+    folder = model_folder(db_path, settings.model_dir)
     logger = get_run_logger()
     run = current_run(options.started)
     clock = Clock()
@@ -143,7 +144,7 @@ def impute_incremental(
                     columns=plan.columns,
                     key=plan.key,
                     kinds=plan.kinds,
-                    folder=model_folder(db_path, settings.model_dir),
+                    folder=folder,
                 )
                 model = _Model(imputer, scaling, latest.version)
             except StoredModelError as error:
@@ -179,6 +180,11 @@ def impute_incremental(
         version = next_model_version(con, plan.target_table)  # if one is fitted
     if model is None:
         assert reason is not None and fit_rows is not None
+        if folder is not None:  # before the fit, as the file's own check
+            check_folder_writable(
+                folder.file(plan.target_table, version).parent,
+                what=f"The model folder '{folder.root}' (TDM_MODEL_DIR)",
+            )
         logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
         with clock.timing("fit"):
             model = _fit(
@@ -226,7 +232,6 @@ def impute_incremental(
         )
         logger.info("%s", describe_dry_run(result), extra={OUTCOME: True})
         return result
-    folder = model_folder(db_path, settings.model_dir)
     with (
         clock.timing("write"),
         TableWriter(db_path, WriteMode.APPEND, replace=rewrite, folder=folder) as writer,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tasks.errors import PipelineInputError, setting
 
-__all__ = ["busy_message", "check_writable"]
+__all__ = ["busy_message", "check_folder_writable", "check_writable"]
 
 _HOLDER_PID = re.compile(r"\(PID (\d+)\)")
 
@@ -72,6 +72,23 @@ def check_writable(db_path: str | Path, *, refused: str = _NOT_IMPUTED) -> None:
         "or copy it somewhere writable and give that path "
         f"({setting('db_path')})."
     )
+
+
+def check_folder_writable(folder: Path, *, what: str, refused: str = _NOT_IMPUTED) -> None:
+    """Refuse `folder` (described by `what`, e.g. "The model folder ... (TDM_MODEL_DIR)") when
+    this process could not create files in it, or create it where it does not exist yet."""
+    place = folder
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        reason = f"'{place}' is a file, not a folder"
+    elif _read_only_file_system(place):
+        reason = "it is on a read-only file system"
+    elif not os.access(place, os.W_OK | os.X_OK):
+        reason = f"'{place}' is read-only for this user"
+    else:
+        return
+    raise PipelineInputError(f"{what} cannot be written: {reason}. {refused}.")
 
 
 def _read_only_file_system(path: Path) -> bool:

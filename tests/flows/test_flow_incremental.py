@@ -17,7 +17,7 @@ import torch
 
 from flows.impute_table import impute_table
 from flows.steps import describe_dry_run
-from tests.conftest import build_readings
+from tests.conftest import build_readings, read_only_mount
 from tests.tables import column_types, constrain_readings, file_hash, table_body
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
@@ -466,3 +466,29 @@ def test_a_model_folder_keeps_the_files_and_the_table_their_path_and_digest(
     assert main(["models", "drop", "--db", str(warehouse), "--target", "readings_imputed"]) == 0
     assert not list(folder.iterdir())
     assert _query(warehouse, "SELECT count(*) AS n FROM tdm_models")["n"][0] == 0
+
+
+def test_a_model_folder_it_cannot_write_is_refused_before_the_fit(
+    warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: with TDM_MODEL_DIR on a read-only folder, a run fitted its model and then failed
+    writing the file with an OSError. It is refused before the fit, and the
+    warehouse is left as it was."""
+    import flows.incremental
+
+    def no_fit(*args: object) -> None:
+        raise AssertionError("fitted before the folder was checked")
+
+    monkeypatch.setattr(flows.incremental, "_fit", no_fit)
+    with read_only_mount(tmp_path / "models", lambda _: None) as folder:
+        monkeypatch.setenv("TDM_MODEL_DIR", str(folder))
+        digest = file_hash(warehouse)
+        state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=1,
+                             incremental=True, return_state=True)  # fmt: skip
+        assert state.is_failed()
+        assert str(state.message).startswith(
+            f"The model folder '{folder}' (TDM_MODEL_DIR) cannot be written: it is on a "
+            "read-only file system. A run could not write what it imputes, so nothing was "
+            "imputed"
+        )
+        assert file_hash(warehouse) == digest
