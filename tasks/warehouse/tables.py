@@ -236,7 +236,10 @@ def _lookup(
     con: duckdb.DuckDBPyConnection, catalog: str, column: str, schema: str | None, name: str
 ) -> tuple[str, str] | None:
     """(schema, name) as stored of the object of `catalog` called `schema.name`, if any
-    (case-insensitively, an exact spelling first; no schema: the default schema)."""
+    (case-insensitively, an exact spelling first; no schema: the default schema). A schema
+    named like a database (`_check_schema_name`) is refused."""
+    if schema is not None:
+        _check_schema_name(con, schema, name)
     rows = con.execute(
         f"SELECT schema_name, {column} FROM {catalog}() "
         "WHERE database_name = current_database() "
@@ -245,6 +248,26 @@ def _lookup(
         [schema, name, name],
     ).fetchall()
     return (rows[0][0], rows[0][1]) if rows else None
+
+
+def _check_schema_name(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> None:
+    """Refuse the schema `schema` when a database of the connection has its name (the file's
+    own, named after its stem, or DuckDB's `system` and `temp`): DuckDB cannot tell the two
+    apart in `schema.name`, and refuses such a name as ambiguous."""
+    databases = con.execute(
+        "SELECT database_name, path FROM duckdb_databases() WHERE lower(database_name) = lower(?)",
+        [schema],
+    ).fetchall()
+    if not databases or schema.lower() == DEFAULT_SCHEMA:
+        return
+    database, path = databases[0]
+    own = f" (DuckDB names the database of '{path}' after the file)" if path else ""
+    raise PipelineInputError(
+        f'Table "{schema}.{name}": its schema "{schema}" has the name of the database '
+        f'"{database}"{own}, so DuckDB cannot tell the two apart in SQL (it refuses '
+        f'"{schema}.{name}" as ambiguous). Give the file another name, or use a table of '
+        "another schema."
+    )
 
 
 def _find(

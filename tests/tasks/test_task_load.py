@@ -74,3 +74,19 @@ def test_load_refuses_a_view(warehouse: Path) -> None:
         con.execute("CREATE VIEW recent AS SELECT * FROM readings")
     with pytest.raises(PipelineInputError, match="is a view"):
         load_table.fn(str(warehouse), "recent")
+
+
+def test_a_schema_named_like_the_database_is_refused_by_name(tmp_path: Path) -> None:
+    """Bug: in `analytics.duckdb`, a table of the schema `analytics` failed as "unexpected
+    error: BinderException: Ambiguous reference" (DuckDB names the file's database after its
+    stem). The run now says so, and what to do."""
+    path = tmp_path / "analytics.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE SCHEMA analytics.analytics")
+        con.execute("CREATE TABLE analytics.analytics.s AS SELECT 1.0 AS x")
+    with pytest.raises(PipelineInputError) as refused:
+        load_table.fn(str(path), "Analytics.s")
+    assert str(refused.value).startswith(
+        'Table "Analytics.s": its schema "Analytics" has the name of the database "analytics" '
+        f"(DuckDB names the database of '{path}' after the file)"
+    )
