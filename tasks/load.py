@@ -82,7 +82,8 @@ def load_table(
         try:
             fingerprint = fingerprint_table(con, info)
             if wanted:
-                sql = f"SELECT {columns_sql(wanted, info)} FROM {info.sql}"
+                read = columns_sql(wanted, info, key_info.name if key_info else None)
+                sql = f"SELECT {read} FROM {info.sql}"
                 frame = con.execute(sql).df()
             else:
                 frame = pd.DataFrame(index=pd.RangeIndex(fingerprint.rows))

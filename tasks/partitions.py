@@ -282,7 +282,7 @@ def read_sample(
     """A reproducible uniform sample of `rows` rows (reservoir sampling in DuckDB)."""
     wanted = _wanted(profile)
     return con.execute(
-        f"SELECT {columns_sql(wanted, profile.table)} FROM {profile.table.sql} "
+        f"SELECT {columns_sql(wanted, profile.table, profile.plan.key)} FROM {profile.table.sql} "
         f"USING SAMPLE reservoir({int(rows)} ROWS) REPEATABLE ({int(seed)})"
     ).df()
 
@@ -293,7 +293,7 @@ def read_partition(
     """Rows with rowid in [start, stop), in storage order, indexed by rowid."""
     wanted = _wanted(profile)
     frame = con.execute(
-        f"SELECT rowid AS __tdm_rowid, {columns_sql(wanted, profile.table)} "
+        f"SELECT rowid AS __tdm_rowid, {columns_sql(wanted, profile.table, profile.plan.key)} "
         f"FROM {profile.table.sql} "
         f"WHERE rowid >= {int(start)} AND rowid < {int(stop)} ORDER BY rowid"
     ).df()

@@ -255,7 +255,7 @@ class TableWriter:
             frame = imputed_frame(source, plan, imputed, self._filled)
             with register_frame(con, frame, "tdm_imputed") as view:
                 rows = f"{src} AS s POSITIONAL JOIN {view} AS i"
-                check_alignment(con, plan, self._filled, rows)
+                check_alignment(con, plan, self._filled, rows, source.table)
                 filled = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in self._filled)
                 after = f"({_computed(f'SELECT s.* REPLACE ({filled}) FROM {rows}', source)})"
                 if plan.replace_source:
@@ -428,7 +428,7 @@ def _insert_rows(
     out = "temp.tdm_part_out"
     with register_frame(con, frame, "tdm_part") as view:
         rows = f"{src} AS s JOIN {view} AS i ON s.rowid = i.r"
-        check_alignment(con, plan, filled, rows)
+        check_alignment(con, plan, filled, rows, part.table)
         replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
         replaced = f" REPLACE ({replacements})" if replacements else ""
         select = f"SELECT s.rowid AS tdm_row, s.*{replaced} FROM {rows} ORDER BY s.rowid"

@@ -32,6 +32,7 @@ from tasks.warehouse.tables import (
     LABELLED,
     TableInfo,
     column_kind,
+    key_read_as_text,
     type_range,
 )
 
@@ -271,12 +272,16 @@ def check_constraints(
 
 
 def check_alignment(
-    con: duckdb.DuckDBPyConnection, plan: ImputationPlan, filled: Sequence[FilledColumn], rows: str
+    con: duckdb.DuckDBPyConnection,
+    plan: ImputationPlan,
+    filled: Sequence[FilledColumn],
+    rows: str,
+    table: TableInfo,
 ) -> None:
     """Refuse to write if the imputed rows do not line up with the source rows: the same cells
     missing, observed values equal up to float rounding (the frame went through float64), and
-    the same keys (labels equal as text). `rows` pairs each source row `s` with its row `i` of
-    the registered frame."""
+    the same keys (labels equal as text). `rows` pairs each source row `s` of `table` with its
+    row `i` of the registered frame."""
     counts = []
     for column in filled:
         cell = f"s.{column.quoted}"
@@ -292,7 +297,10 @@ def check_alignment(
             f"count(*) FILTER (({missing}) <> i.m{column.j} OR (NOT i.m{column.j} AND {differs}))"
         )
     if plan.key is not None:
-        counts.append(f"count(*) FILTER (s.{quote_identifier(plan.key)} IS DISTINCT FROM i.k)")
+        key = f"s.{quote_identifier(plan.key)}"
+        if key_read_as_text(table, plan.key):
+            key = f"{key}::VARCHAR"
+        counts.append(f"count(*) FILTER ({key} IS DISTINCT FROM i.k)")
     if not counts:
         return
     found = con.execute(f"SELECT {', '.join(counts)} FROM {rows}").fetchall()[0]

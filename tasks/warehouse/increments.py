@@ -97,7 +97,7 @@ def read_new_rows(
                 "column to tell new rows from those already imputed."
             )
     frame = con.execute(
-        f"SELECT s.rowid AS __tdm_rowid, {columns_sql(wanted, profile.table)} "
+        f"SELECT s.rowid AS __tdm_rowid, {columns_sql(wanted, profile.table, plan.key)} "
         f"FROM {profile.table.sql} AS s {where} ORDER BY s.rowid"
     ).df()
     frame.index = pd.Index(frame.pop("__tdm_rowid").to_numpy(dtype=np.int64), name="rowid")

@@ -135,6 +135,32 @@ def test_decimal_38_10_is_not_refused_as_misaligned(tmp_path: Path) -> None:
     assert _changed_observed(db, "t", "t_imputed", "d", "DECIMAL(38,10)") == 0
 
 
+@pytest.mark.parametrize(
+    ("sql_type", "key"),
+    [("HUGEINT", "170141183460469231731687303715884105000 + i"), ("DECIMAL(38,10)", "i / 7")],
+)
+def test_a_key_no_double_holds_is_unique_and_recorded_as_its_text(
+    tmp_path: Path, sql_type: str, key: str
+) -> None:
+    """Bug: a HUGEINT or DECIMAL key was read as doubles, so distinct keys above 2**53 were
+    refused as "not unique", and tdm_imputed_cells.row_key held a double's text
+    ("1.7014118346046923e+38", "0.14285714285714285"). Now every key is its own, and row_key
+    is the key's text in DuckDB, which finds the row."""
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            f"CREATE TABLE t AS SELECT ({key})::{sql_type} AS id, "
+            "CASE WHEN i % 4 = 1 THEN NULL ELSE sin(i) END AS x, i * 1.0 AS y FROM range(40) r(i)"
+        )
+    write_back.fn(*_prepare(db, "t", key="id"))
+    with duckdb.connect(str(db), read_only=True) as con:
+        found = con.execute(
+            "SELECT count(*), count(t.id) FROM tdm_imputed_cells c "
+            "LEFT JOIN t ON t.id::VARCHAR = c.row_key AND t.x IS NULL"
+        ).fetchall()
+    assert found == [(10, 10)]
+
+
 def test_misaligned_rows_are_refused_naming_the_column(
     tmp_path: Path, take_snapshot: Callable[[Path], dict]
 ) -> None:
