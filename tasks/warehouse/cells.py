@@ -89,7 +89,8 @@ def filled_columns(source: SourceTable, plan: ImputationPlan) -> list[FilledColu
             sql_type = column.sql_type  # the labels keep their case
         bounds = plan.bounds.get(name)
         observed: tuple[str | None, str | None] = (None, None)
-        if bounds is not None and column_kind(sql_type) == INTEGER:
+        exact = column_kind(sql_type) == INTEGER or DECIMAL_TYPE.fullmatch(sql_type)
+        if bounds is not None and exact:
             whole = f"FROM {source.table.sql}"
             observed = (
                 f"(SELECT min({quote_identifier(name)}) {whole})"
@@ -131,8 +132,9 @@ def _fill_value(column: FilledColumn) -> str:
 
     A double that equals a bound of the type once rounded to a double (2**64 for UBIGINT's
     greatest value 2**64 - 1) is that bound: the difference is float rounding, not the imputer.
-    So is an integer past an end of its observed range in the column's own type but not as a
-    double (a BIGINT above 2**53 is not a double): it is set on that end.
+    So is an integer or DECIMAL past an end of its observed range in the column's own type but
+    not as a double (a BIGINT above 2**53 is not a double, nor is a DECIMAL(38, 10) of 18
+    digits, which DuckDB's cast from a double may move further): it is set on that end.
     """
     value = f"i.c{column.j}"
     kind = column.sql_type

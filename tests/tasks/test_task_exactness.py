@@ -103,15 +103,25 @@ def test_wide_observed_values_come_back_exactly_in_their_type(
     assert f'"wide" kept its type {sql_type}' in checks["imputed_cell_types"]["detail"]
 
 
-@pytest.mark.parametrize(("sql_type", "base"), [("BIGINT", 2**62), ("HUGEINT", 2**100)])
-def test_integers_no_double_holds_are_imputed_within_their_observed_range(
-    tmp_path: Path, sql_type: str, base: int
+@pytest.mark.parametrize(
+    ("sql_type", "value"),
+    [
+        ("BIGINT", lambda i: 2**62 + 1 + i),
+        ("HUGEINT", lambda i: 2**100 + 1 + i),
+        ("DECIMAL(38,10)", lambda i: f"12345678901234567.00000000{i:02d}"),
+        ("DECIMAL(38,10)", lambda i: "1234567.1234567891"),
+    ],
+)
+def test_numbers_no_double_holds_are_imputed_within_their_observed_range(
+    tmp_path: Path, sql_type: str, value: Callable[[int], object]
 ) -> None:
-    """Bug: integers beyond 2**53 were imputed outside their observed range (each a double's
-    rounding of it), and the range check passed, comparing in float64. Compared in the
-    column's own type, every imputed cell lies within the observed minimum and maximum."""
+    """Bug: integers beyond 2**53, and DECIMAL(38,10) values of 17 or more digits, were imputed
+    outside their observed range (each a double's rounding of it, which DuckDB's cast to a
+    DECIMAL may move further: 12345678901234567.8152597504), and the range check passed,
+    comparing in float64. Compared in the column's own type, every imputed cell lies within
+    the observed minimum and maximum."""
     db = tmp_path / "w.duckdb"
-    rows = [(i, float(i % 7), None if i % 5 == 0 else base + 1 + i) for i in range(40)]
+    rows = [(i, float(i % 7), None if i % 5 == 0 else value(i)) for i in range(40)]
     write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "big": sql_type}, rows)
     write_back.fn(*_prepare(db, "t"))
     outside = (
