@@ -276,7 +276,7 @@ class TableWriter:
         with its columns), checked first against its constraints (`check_constraints`)."""
         check_constraints(self.con, source, plan.target_table, self._filled, rows)
         target = quote_table(plan.target_table)
-        self.con.execute(target_definition(source.definition, target))
+        _create_like(self.con, source, target)
         columns = _insertable(source)
         self.con.execute(f"INSERT INTO {target} ({columns}) SELECT {columns} FROM {rows}")
 
@@ -297,7 +297,7 @@ class TableWriter:
                 "new rows, so nothing was written. Run again: it reads the target as it is now."
             )
         if self.replace or not exists:
-            con.execute(target_definition(part.table.definition, target))
+            _create_like(con, part.table, target)
         else:
             _check_same_columns(con, plan)
         self._filled = filled_columns(part, plan)
@@ -588,6 +588,21 @@ def _at_cells(
     (NaN in a column `frame` lacks)."""
     aligned = frame.reindex(index=index, columns=list(columns)).to_numpy(dtype=np.float64)
     return aligned[rows, cols]
+
+
+def _create_like(con: duckdb.DuckDBPyConnection, source: TableInfo, target: str) -> None:
+    """Create (or replace) the table `target` (quoted) with the definition of `source`
+    (`target_definition`) and its columns' comments."""
+    con.execute(target_definition(source.definition, target))
+    comments = con.execute(
+        "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = "
+        "current_database() AND schema_name = ? AND table_name = ? AND comment IS NOT NULL "
+        "AND comment <> ''",
+        [source.schema, source.name],
+    ).fetchall()
+    for column, comment in comments:
+        text = str(comment).replace("'", "''")
+        con.execute(f"COMMENT ON COLUMN {target}.{quote_identifier(column)} IS '{text}'")
 
 
 def insert_lineage(con: duckdb.DuckDBPyConnection, lineage: LineageRecord) -> None:

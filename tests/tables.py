@@ -196,17 +196,26 @@ CHECK (a bound, and one of two columns), DEFAULT and UNIQUE constraints."""
 
 
 def constrain_readings(db: Path, table: str = "readings") -> None:
-    """Give the readings table `table` the constraints of `CONSTRAINED_READINGS`, rows kept."""
+    """Give the readings table `table` the constraints of `CONSTRAINED_READINGS` and a column
+    comment, rows kept."""
     with duckdb.connect(str(db)) as con:
         con.execute(f"CREATE TEMP TABLE rows AS SELECT * FROM {table}")
         con.execute(f"DROP TABLE {table}")
         con.execute(f"CREATE TABLE {table} ({CONSTRAINED_READINGS})")
         con.execute(f"INSERT INTO {table} SELECT * FROM rows")
+        con.execute(f"COMMENT ON COLUMN {table}.temperature IS 'in °C, the sensor''s own'")
 
 
 def table_body(db: Path, table: str) -> str:
     """The table's CREATE statement as DuckDB prints it, from its column list on: its columns,
-    types, defaults and constraints, without its name."""
+    types, defaults and constraints, without its name; then its columns' comments."""
     ((sql,),), _ = table_definition(db, table)
     name = r'(?:"(?:[^"]|"")*"|\w+)'
-    return re.sub(rf"^CREATE TABLE (?:{name}\.)?{name}", "", str(sql))
+    body = re.sub(rf"^CREATE TABLE (?:{name}\.)?{name}", "", str(sql))
+    with duckdb.connect(str(db), read_only=True) as con:
+        comments = con.execute(
+            "SELECT column_name, comment FROM duckdb_columns() WHERE table_name = ? "
+            "AND comment IS NOT NULL AND comment <> '' ORDER BY column_index",
+            [table.split(".")[-1]],
+        ).fetchall()
+    return f"{body} comments {comments}"

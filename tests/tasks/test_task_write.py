@@ -48,6 +48,24 @@ def test_write_back_creates_target_cells_and_lineage(
     assert json.loads(lineage_rows[0][1]) == dict(plan.missing)
 
 
+def test_the_target_keeps_the_column_comments(
+    warehouse: Path, steps_before_write: Callable[..., tuple]
+) -> None:
+    """Bug: a new target lost the source's COMMENT ON COLUMN texts (its table comment is the
+    run's marker, as documented)."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("COMMENT ON COLUMN readings.temperature IS 'in °C, the sensor''s own'")
+        con.execute("COMMENT ON COLUMN readings.id IS 'row id'")
+    write_back.fn(*steps_before_write(warehouse))
+    comments = (
+        "SELECT column_name, comment FROM duckdb_columns() WHERE table_name = ? "
+        "AND comment IS NOT NULL AND comment <> '' ORDER BY column_name"
+    )
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        kept = con.execute(comments, ["readings_imputed"]).fetchall()
+    assert kept == [("id", "row id"), ("temperature", "in °C, the sensor's own")]
+
+
 def test_failure_inside_the_transaction_leaves_the_warehouse_untouched(
     warehouse: Path,
     steps_before_write: Callable[..., tuple],
