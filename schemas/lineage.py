@@ -159,13 +159,14 @@ class LineageSchema(pa.DataFrameModel):
 
 class ImputedCellsSchema(pa.DataFrameModel):
     """Rows of `tdm_imputed_cells`: one per cell the run filled in. `row_number` is the row's
-    0-based position in the target when written (storage order; for a whole table, its position in
-    the source too); `row_key` (the key's value as text, when the run had a key) is what still finds
-    the row after rows move; `model_version`, the stored model that imputed it (NULL for a run
-    without a model store). A run with draws (`--draws K`) fills, for a numeric cell, `low` and
-    `high`, the 5% and 95% quantiles of its K draws in the column's units (rounded as its imputed
-    cells are), and for a label cell `probability`, the share of the draws that gave it the label
-    the target holds; other runs and cells leave them NULL."""
+    0-based position in the target when written (storage order; for a whole table, its position
+    in the source too); `row_key` (the key's value as DuckDB's text, `key::VARCHAR`, when the
+    run had a key) is what still finds the row after rows move; `model_version`, the stored
+    model that imputed it (NULL for a run without a model store). A run with draws (`--draws
+    K`) fills, for a numeric cell, `low` and `high`, the 5% and 95% quantiles of its K draws in
+    the column's units (rounded as its imputed cells are), and for a label cell `probability`,
+    the share of the draws that gave it the label the target holds; other runs and cells leave
+    them NULL."""
 
     run_id: Series[str]
     target_table: Series[str]

@@ -21,6 +21,7 @@ Staging folders: `tasks.warehouse.staging`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -130,6 +131,7 @@ class TableWriter:
         self._connection: contextlib.AbstractContextManager[duckdb.DuckDBPyConnection] | None
         self._connection = None
         self._stage_dir: str | None = None
+        self._stage = _STAGE  # the staging file's name in SQL (`_stage_name`)
         self._filled: list[FilledColumn] = []
         self._staged_rows = 0
         self._observed_checked = 0
@@ -165,10 +167,10 @@ class TableWriter:
         check_target_table(self.con, plan)
         self._filled = filled_columns(source, plan)
         self.con.execute(
-            f"CREATE TABLE {_STAGE}.target AS SELECT * "
+            f"CREATE TABLE {self._stage}.target AS SELECT * "
             f"FROM {quote_table(plan.source_table)} LIMIT 0"
         )
-        self.con.execute(IMPUTED_CELLS_DDL.replace(IMPUTED_CELLS_TABLE, f"{_STAGE}.cells", 1))
+        self.con.execute(IMPUTED_CELLS_DDL.replace(IMPUTED_CELLS_TABLE, f"{self._stage}.cells", 1))
 
     def stage(
         self,
@@ -181,11 +183,11 @@ class TableWriter:
         """`PARTITIONED`: stage one partition (`part.frame`, `imputed` and its `draws` indexed
         by the source's rowid), its observed cells proved unchanged first."""
         self._observed_checked += _insert_rows(
-            self.con, plan, part, imputed, self._filled, f"{_STAGE}.target", target=None
+            self.con, plan, part, imputed, self._filled, f"{self._stage}.target", target=None
         )
         offset, self._staged_rows = self._staged_rows, self._staged_rows + len(part.frame)
         _record_cells(
-            self.con, part, plan, run_id, offset=offset, table=f"{_STAGE}.cells", draws=draws
+            self.con, part, plan, run_id, offset=offset, table=f"{self._stage}.cells", draws=draws
         )
         self._reopen()
 
@@ -255,7 +257,7 @@ class TableWriter:
             frame = imputed_frame(source, plan, imputed, self._filled)
             with register_frame(con, frame, "tdm_imputed") as view:
                 rows = f"{src} AS s POSITIONAL JOIN {view} AS i"
-                check_alignment(con, plan, self._filled, rows, source.table)
+                check_alignment(con, plan, self._filled, rows)
                 filled = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in self._filled)
                 after = f"({_computed(f'SELECT s.* REPLACE ({filled}) FROM {rows}', source)})"
                 if plan.replace_source:
@@ -350,8 +352,9 @@ class TableWriter:
     def _publish_stage(self, source: TableInfo, plan: ImputationPlan) -> None:
         """`PARTITIONED`: the staged target (into a table with the source's definition) and
         imputed-cells record into the warehouse."""
-        self._create_target(source, plan, f"{_STAGE}.target")
-        self.con.execute(f"INSERT INTO {IMPUTED_CELLS_TABLE} BY NAME SELECT * FROM {_STAGE}.cells")
+        self._create_target(source, plan, f"{self._stage}.target")
+        cells = f"{self._stage}.cells"
+        self.con.execute(f"INSERT INTO {IMPUTED_CELLS_TABLE} BY NAME SELECT * FROM {cells}")
 
     def _open(self) -> None:
         connection = connect(self.db_path, read_only=False)
@@ -362,7 +365,8 @@ class TableWriter:
         if self.memory_limit:
             self.con.execute("SET memory_limit = ?", [self.memory_limit])
         stage = str(Path(self._stage_dir) / "stage.duckdb").replace("'", "''")
-        self.con.execute(f"ATTACH '{stage}' AS {_STAGE}")
+        self._stage = _stage_name(self.con)
+        self.con.execute(f"ATTACH '{stage}' AS {self._stage}")
 
     def _reopen(self) -> None:
         """Close and reopen the database: DuckDB keeps the pages it read and wrote cached in
@@ -376,7 +380,7 @@ class TableWriter:
             connection, self._connection = self._connection, None
             if self._stage_dir is not None:
                 with contextlib.suppress(duckdb.Error):
-                    self.con.execute(f"DETACH {_STAGE}")
+                    self.con.execute(f"DETACH {self._stage}")
             connection.__exit__(None, None, None)
 
     def _close(self) -> None:
@@ -428,7 +432,7 @@ def _insert_rows(
     out = "temp.tdm_part_out"
     with register_frame(con, frame, "tdm_part") as view:
         rows = f"{src} AS s JOIN {view} AS i ON s.rowid = i.r"
-        check_alignment(con, plan, filled, rows, part.table)
+        check_alignment(con, plan, filled, rows)
         replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
         replaced = f" REPLACE ({replacements})" if replacements else ""
         select = f"SELECT s.rowid AS tdm_row, s.*{replaced} FROM {rows} ORDER BY s.rowid"
@@ -588,6 +592,21 @@ def _at_cells(
     (NaN in a column `frame` lacks)."""
     aligned = frame.reindex(index=index, columns=list(columns)).to_numpy(dtype=np.float64)
     return aligned[rows, cols]
+
+
+def _stage_name(con: duckdb.DuckDBPyConnection) -> str:
+    """The name the staging file is attached under: `tdm_stage`, or `tdm_stage_<n>` where the
+    warehouse (named after its file) or one of its schemas is called so."""
+    taken = {
+        str(name).lower()
+        for (name,) in con.execute(
+            "SELECT database_name FROM duckdb_databases() UNION ALL "
+            "SELECT schema_name FROM duckdb_schemas()"
+        ).fetchall()
+    }
+    return next(
+        name for n in itertools.count() if (name := f"{_STAGE}_{n}" if n else _STAGE) not in taken
+    )
 
 
 def _create_like(con: duckdb.DuckDBPyConnection, source: TableInfo, target: str) -> None:

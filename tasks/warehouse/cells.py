@@ -32,7 +32,6 @@ from tasks.warehouse.tables import (
     LABELLED,
     TableInfo,
     column_kind,
-    key_read_as_text,
     type_range,
 )
 
@@ -274,16 +273,12 @@ def check_constraints(
 
 
 def check_alignment(
-    con: duckdb.DuckDBPyConnection,
-    plan: ImputationPlan,
-    filled: Sequence[FilledColumn],
-    rows: str,
-    table: TableInfo,
+    con: duckdb.DuckDBPyConnection, plan: ImputationPlan, filled: Sequence[FilledColumn], rows: str
 ) -> None:
     """Refuse to write if the imputed rows do not line up with the source rows: the same cells
     missing, observed values equal up to float rounding (the frame went through float64), and
-    the same keys (labels equal as text). `rows` pairs each source row `s` of `table` with its
-    row `i` of the registered frame."""
+    the same keys (labels equal as text). `rows` pairs each source row `s` with its row `i` of
+    the registered frame."""
     counts = []
     for column in filled:
         cell = f"s.{column.quoted}"
@@ -299,9 +294,7 @@ def check_alignment(
             f"count(*) FILTER (({missing}) <> i.m{column.j} OR (NOT i.m{column.j} AND {differs}))"
         )
     if plan.key is not None:
-        key = f"s.{quote_identifier(plan.key)}"
-        if key_read_as_text(table, plan.key):
-            key = f"{key}::VARCHAR"
+        key = f"s.{quote_identifier(plan.key)}::VARCHAR"  # the key is read as its text
         counts.append(f"count(*) FILTER ({key} IS DISTINCT FROM i.k)")
     if not counts:
         return

@@ -40,7 +40,6 @@ __all__ = [
     "find_table",
     "fingerprint_table",
     "is_numeric_type",
-    "key_read_as_text",
     "register_frame",
     "schema_exists",
     "type_range",
@@ -373,28 +372,22 @@ def fingerprint_table(con: duckdb.DuckDBPyConnection, table: TableInfo) -> Finge
     return Fingerprint(rows=int(rows), content_hash=digest[:32])
 
 
-def key_read_as_text(table: TableInfo, key: str | None) -> bool:
-    """Whether the key column `key` is read into pandas as its text: a HUGEINT or DECIMAL key,
-    which DuckDB would hand over as doubles (distinct keys could then read alike)."""
-    column = table.column(key) if key is not None else None
-    return column is not None and column.sql_type.upper().startswith(("HUGEINT", "DECIMAL"))
-
-
 def columns_sql(
     names: Sequence[str], table: TableInfo | None = None, key: str | None = None
 ) -> str:
-    """A comma-separated list of quoted identifiers, to read into pandas: with `table`, a
-    UHUGEINT column (which DuckDB cannot hand to NumPy) is read as DOUBLE, and the key column
-    `key` as text where `key_read_as_text`, each under its name. The frame's values only guide
-    the imputer; observed cells are copied in their own type."""
+    """A comma-separated list of quoted identifiers, to read into pandas: the key column `key`
+    as its text in DuckDB (exact for every type, HUGEINT and DECIMAL included, and what
+    `key::VARCHAR` finds), and with `table`, a UHUGEINT column (which DuckDB cannot hand to
+    NumPy) as DOUBLE, each under its name. The frame's values only guide the imputer; observed
+    cells are copied in their own type."""
 
     def read(name: str) -> str:
         column = table.column(name) if table is not None else None
         quoted = quote_identifier(name)
+        if name == key:
+            return f"{quoted}::VARCHAR AS {quoted}"
         if column is not None and column.sql_type.upper() == "UHUGEINT":
             return f"{quoted}::DOUBLE AS {quoted}"
-        if table is not None and name == key and key_read_as_text(table, key):
-            return f"{quoted}::VARCHAR AS {quoted}"
         return quoted
 
     return ", ".join(read(n) for n in names)

@@ -132,6 +132,18 @@ def test_deleted_rows_leave_gaps_that_the_partitions_follow(large: Path) -> None
     assert target["humidity"].notna().all()
 
 
+def test_a_warehouse_or_schema_named_like_the_staging_file_is_imputed(large: Path) -> None:
+    """Bug: a warehouse file called `tdm_stage.duckdb` failed in partitions ("database with
+    name "tdm_stage" already exists": the staging file is attached under that name); a schema
+    so called made the staged tables ambiguous. The staging file takes another name."""
+    db = large.with_name("tdm_stage.duckdb")
+    large.rename(db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE SCHEMA tdm_stage_1")
+    impute_table("readings", db_path=str(db), key="id")
+    assert read(db, "SELECT count(*) AS n FROM readings_imputed")["n"][0] == 230
+
+
 def test_writing_a_large_table_over_itself_is_refused(large: Path) -> None:
     """`replace_source` on a table imputed in partitions is refused, naming the row count."""
     with refused(PipelineInputError, match=r'"readings" has 230 rows.*another table'):

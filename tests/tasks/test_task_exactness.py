@@ -147,15 +147,23 @@ def test_decimal_38_10_is_not_refused_as_misaligned(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("sql_type", "key"),
-    [("HUGEINT", "170141183460469231731687303715884105000 + i"), ("DECIMAL(38,10)", "i / 7")],
+    [
+        ("HUGEINT", "170141183460469231731687303715884105000 + i"),
+        ("DECIMAL(38,10)", "i / 7"),
+        ("DECIMAL(10,2)", "i / 4"),
+        ("DATE", "DATE '2024-01-01' + i::INTEGER"),
+        ("TIMESTAMP", "TIMESTAMP '2024-01-01 00:00:00.123456' + to_days(i::INTEGER)"),
+        ("TIMESTAMPTZ", "TIMESTAMPTZ '2024-01-01 00:00:00+00' + to_days(i::INTEGER)"),
+        ("VARCHAR", "'k ' || i"),
+    ],
 )
-def test_a_key_no_double_holds_is_unique_and_recorded_as_its_text(
+def test_a_key_is_unique_and_recorded_as_its_text_in_duckdb(
     tmp_path: Path, sql_type: str, key: str
 ) -> None:
     """Bug: a HUGEINT or DECIMAL key was read as doubles, so distinct keys above 2**53 were
-    refused as "not unique", and tdm_imputed_cells.row_key held a double's text
-    ("1.7014118346046923e+38", "0.14285714285714285"). Now every key is its own, and row_key
-    is the key's text in DuckDB, which finds the row."""
+    refused as "not unique"; and tdm_imputed_cells.row_key held pandas' text of the key
+    ("1.7014118346046923e+38", "0.0" for 0.00, "2024-01-01T00:00:00.000000" for a DATE), which
+    `key::VARCHAR` does not find. Every key is now its own, and row_key is its text in DuckDB."""
     db = tmp_path / "w.duckdb"
     with duckdb.connect(str(db)) as con:
         con.execute(
