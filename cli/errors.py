@@ -29,6 +29,7 @@ __all__ = [
     "ErrorLog",
     "configure_warnings",
     "drop_output_after_closed_pipe",
+    "interrupted_message",
 ]
 
 EXIT_UNEXPECTED = 1
@@ -183,3 +184,40 @@ def drop_output_after_closed_pipe() -> Callable[[], None]:
         sys.stdout = stream
 
     return restore
+
+
+def interrupted_message(command: str, db_path: str | None, since: datetime) -> str:
+    """What `tdm <command>` says when stopped by Ctrl-C: the tables that `db_path`'s lineage
+    says were written since `since` (each in one transaction, so every other one is as it was),
+    or, when the file cannot be read now, where to look."""
+    import duckdb
+
+    from schemas.lineage import LINEAGE_TABLE
+
+    said = f"tdm {command}: interrupted"
+    if db_path is None:
+        return f"{said}. Each table is written in one transaction at the end of its run."
+    if not Path(db_path).is_file():
+        return f"{said} before writing anything: '{db_path}' does not exist."
+    try:
+        with duckdb.connect(db_path, read_only=True) as con:
+            rows = con.execute(
+                f"SELECT target_table, run_id FROM {LINEAGE_TABLE} WHERE started_at >= ? "
+                "ORDER BY finished_at",
+                [since],
+            ).fetchall()
+    except duckdb.CatalogException:  # no lineage table: nothing was ever written
+        rows = []
+    except (duckdb.Error, OSError):
+        return (
+            f"{said}. Each table is written in one transaction at the end of its run; "
+            f"'{db_path}' cannot be read now to say which were: its {LINEAGE_TABLE} rows "
+            f"started at or after {since.isoformat()} are those."
+        )
+    if not rows:
+        return f"{said} before writing anything: '{db_path}' is as it was."
+    written = ", ".join(f'"{table}" (run {run})' for table, run in rows)
+    return (
+        f"{said} after writing {written} to '{db_path}' ({LINEAGE_TABLE} has the run); each "
+        "table is written in one transaction, so any other is as it was."
+    )

@@ -9,6 +9,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ErrorLog,
         configure_warnings,
         drop_output_after_closed_pipe,
+        interrupted_message,
     )
     from tasks.errors import PipelineError, release_error, validation_problems
 
@@ -104,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.attach(expected=PipelineError)  # tracebacks go to the log file, never the console
     show_logs(verbosity)
     restore_children = quiet_children(verbosity)  # after this process's logging is set up
+    started = datetime.now(UTC)
     try:
         return _run_handler(args)
     except (PipelineError, *_failed_run()) as error:
@@ -134,11 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNEXPECTED
     except KeyboardInterrupt as error:
         release_error(error)
-        print(
-            f"tdm {args.command}: interrupted. A table is written in one transaction, at the end "
-            "of its run: one not reported written above is as it was.",
-            file=sys.stderr,
-        )
+        print(interrupted_message(args.command, _written_db(args), started), file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         log.detach()
@@ -393,6 +392,25 @@ def _add_run_flags(parser: argparse.ArgumentParser, **shown_defaults: str) -> No
 
 def _flag(name: str) -> str:
     return f"--{name.replace('_', '-')}"
+
+
+def _written_db(args: argparse.Namespace) -> str | None:
+    """The DuckDB file the command writes to, as its run resolves it (None: not one that
+    writes a warehouse, or its settings or config cannot be read)."""
+    try:
+        if args.command in ("impute", "demo"):
+            return str(_settings(args).db_path)
+        if args.command == "warehouse":
+            from deployments.files import WAREHOUSE_CONFIG
+            from flows.impute_warehouse import warehouse_db
+            from flows.settings import PipelineSettings
+            from schemas.warehouse import load_warehouse_config
+
+            spec = load_warehouse_config(args.config or WAREHOUSE_CONFIG)
+            return warehouse_db(args.db and str(args.db), spec, PipelineSettings.from_env())
+    except Exception:  # a bad setting or config: the run failed on it before
+        return None
+    return None
 
 
 def _settings(args: argparse.Namespace, **defaults: Any) -> Any:

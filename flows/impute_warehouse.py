@@ -31,7 +31,7 @@ from flows.steps import (
     finish_table,
     prepare_table,
 )
-from schemas.warehouse import WarehouseConfigError, load_warehouse_config
+from schemas.warehouse import WarehouseConfig, WarehouseConfigError, load_warehouse_config
 from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tasks.impute import impute_task_for
 from tasks.imputer_settings import imputer_settings, settings_from_env
@@ -39,7 +39,7 @@ from tasks.results import ImputeTableResult
 from tasks.targets import check_warehouse_targets
 from tasks.validate import TableRequest
 
-__all__ = ["WarehouseResult", "WarehouseRunError", "impute_warehouse"]
+__all__ = ["WarehouseResult", "WarehouseRunError", "impute_warehouse", "warehouse_db"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,13 @@ def impute_warehouse(
     return run_guarded(lambda: _impute_warehouse(config, db_path, replace_target, dry_run))
 
 
+def warehouse_db(db_path: str | None, spec: WarehouseConfig, settings: PipelineSettings) -> str:
+    """The DuckDB file of a warehouse run: `db_path`, else the TDM_DB_PATH setting, else the
+    config's, else the default."""
+    from_env = settings.db_path if "db_path" in settings.model_fields_set else None
+    return str(db_path or from_env or spec.db_path or settings.db_path)
+
+
 def _impute_warehouse(
     config: str, db_path: str | None, replace_target: bool | None, dry_run: bool
 ) -> WarehouseResult:
@@ -113,8 +120,7 @@ def _impute_warehouse(
         spec = load_warehouse_config(config)
     except WarehouseConfigError as error:
         raise PipelineInputError(str(error)) from None
-    from_env = settings.db_path if "db_path" in settings.model_fields_set else None
-    db = str(db_path or from_env or spec.db_path or settings.db_path)
+    db = warehouse_db(db_path, spec, settings)
     tables = [entry.table for entry in spec.tables]
     tag_flow_run(run_tags(tables, db))
     check_targets = check_warehouse_targets.with_options(

@@ -460,17 +460,34 @@ def test_output_to_a_reader_that_has_gone_ends_the_command_as_its_run_does(
 
 
 def test_ctrl_c_is_one_line_and_exit_status_130(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Ctrl-C during a run: one line saying what it left (a table is written in one
-    transaction), exit status 130, no traceback."""
+    """Ctrl-C during a run: one line saying what it left, exit status 130, no traceback. Bug:
+    stopped after the write's commit (while the result was being reported), it said the table
+    was as it was; it now reads the lineage and names what was written."""
     import cli.main
 
-    def impute(args: object) -> int:
+    def stop(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.main, "_run_impute", impute)
-    assert main(["impute", "--table", "readings"]) == 130
+    impute = ["impute", "-q", "--db", str(warehouse), "--table", "readings", "--key", "id"]
+    with monkeypatch.context() as patch:
+        patch.setattr(cli.main, "_run_impute", stop)
+        digest = file_hash(warehouse)
+        assert main(impute) == 130
+        err = capsys.readouterr().err
+        said = f"tdm impute: interrupted before writing anything: '{warehouse}' is as it was."
+        assert err == said + "\n"
+        assert file_hash(warehouse) == digest
+        monkeypatch.chdir(warehouse.parent)
+        assert main(["impute", "--table", "readings", "--db", "absent.duckdb"]) == 130
+        assert "'absent.duckdb' does not exist" in capsys.readouterr().err
+
+    monkeypatch.setattr(cli.main, "_print_result", stop)
+    assert main(impute) == 130
     err = capsys.readouterr().err
-    assert err.startswith("tdm impute: interrupted.") and err.count("\n") == 1
-    assert "Traceback" not in err
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        ((run_id,),) = con.execute("SELECT run_id FROM tdm_lineage").fetchall()
+    said = f'tdm impute: interrupted after writing "readings_imputed" (run {run_id})'
+    assert err.startswith(said)
+    assert err.count("\n") == 1 and "Traceback" not in err
