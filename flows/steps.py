@@ -36,7 +36,7 @@ from tasks.scaling import Standardised, inverse_scale, inverse_scale_draws, stan
 from tasks.targets import check_target_writable
 from tasks.validate import ImputationPlan, TableRequest, plan_notes, validate_input
 from tasks.warehouse.access import check_writable
-from tasks.write import write_back
+from tasks.write import check_write, write_back
 
 __all__ = [
     "DRY_RUN",
@@ -205,7 +205,8 @@ def finish_table(
         label_share_threshold=options.label_share_threshold,
         spread_threshold=options.spread_threshold,
     )
-    if dry_run:
+    if dry_run:  # what the write checks before it writes, on the file opened read-only
+        clock("check-write", check_write, source, plan, imputed)
         return dry_run_result(
             db_path, plan, outcome, clock.seconds, replaces=prepared.target_exists
         )

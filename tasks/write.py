@@ -78,7 +78,7 @@ from tasks.warehouse.tables import (
     register_frame,
 )
 
-__all__ = ["TableWriter", "WriteMode", "insert_lineage", "write_back"]
+__all__ = ["TableWriter", "WriteMode", "check_write", "insert_lineage", "write_back"]
 
 _STAGE = "tdm_stage"
 
@@ -256,10 +256,7 @@ class TableWriter:
             self._filled = filled_columns(source, plan)
             frame = imputed_frame(source, plan, imputed, self._filled)
             with register_frame(con, frame, "tdm_imputed") as view:
-                rows = f"{src} AS s POSITIONAL JOIN {view} AS i"
-                check_alignment(con, plan, self._filled, rows)
-                filled = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in self._filled)
-                after = f"({_computed(f'SELECT s.* REPLACE ({filled}) FROM {rows}', source)})"
+                after = _aligned_rows(con, source, plan, self._filled, view)
                 if plan.replace_source:
                     check_constraints(con, source.table, plan.target_table, self._filled, after)
                     self._observed_checked = update_in_place(con, plan, src, view, self._filled)
@@ -477,6 +474,39 @@ def _no_null_left(
     nulls = ", ".join(f"count(*) FILTER ({quote_identifier(n)} IS NULL)" for n in names)
     counts = con.execute(f"SELECT {nulls} FROM {quote_table(plan.target_table)}").fetchall()[0]
     return tuple(name for name, n in zip(names, counts, strict=True) if n == 0)
+
+
+def _aligned_rows(
+    con: duckdb.DuckDBPyConnection,
+    source: SourceTable,
+    plan: ImputationPlan,
+    filled: Sequence[FilledColumn],
+    view: str,
+) -> str:
+    """The source's rows with the registered frame `view`'s imputed cells filled in, as a FROM
+    item, once `check_alignment` has found that they line up."""
+    rows = f"{quote_table(plan.source_table)} AS s POSITIONAL JOIN {view} AS i"
+    check_alignment(con, plan, filled, rows)
+    values = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
+    return f"({_computed(f'SELECT s.* REPLACE ({values}) FROM {rows}', source)})"
+
+
+def check_write(source: SourceTable, plan: ImputationPlan, imputed: pd.DataFrame) -> None:
+    """A dry run's share of a whole table's write, on the file opened read-only: the checks
+    made before anything is written (rows that line up, imputed cells that fit their column's
+    type, the source's constraints on the imputed columns), raising as the write would."""
+    if not plan.n_missing:
+        return
+    filled = filled_columns(source, plan)
+    frame = imputed_frame(source, plan, imputed, filled)
+    with (
+        connect(source.db_path, read_only=True) as con,
+        register_frame(con, frame, "tdm_imputed") as view,
+    ):
+        after = _aligned_rows(con, source, plan, filled, view)
+        check_constraints(con, source.table, plan.target_table, filled, after)
+        rows = positional(quote_table(plan.source_table), after, view)
+        verify_cells(con, plan.target_table, rows, filled)
 
 
 def _computed(select: str, source: SourceTable) -> str:

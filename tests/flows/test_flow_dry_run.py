@@ -13,6 +13,7 @@ import pytest
 from flows.impute_table import impute_table
 from flows.impute_warehouse import WarehouseRunError, impute_warehouse
 from flows.steps import DRY_RUN, describe_dry_run
+from tasks.errors import QualityCheckError
 from tests.conftest import auto_device
 from tests.failures import refused
 from tests.tables import file_hash
@@ -47,6 +48,31 @@ def test_a_dry_run_fits_checks_and_reports_but_writes_nothing(warehouse: Path) -
     assert file_hash(warehouse) == written
     assert again.replaced_existing
     assert "replace the existing table 'readings_imputed'" in describe_dry_run(again)
+
+
+@pytest.mark.parametrize("replace_source", [False, True])
+def test_a_dry_run_refuses_what_the_write_would_refuse(
+    tmp_path: Path, replace_source: bool
+) -> None:
+    """Bug: a dry run said a run would succeed where the write then refused the imputed values
+    (a CHECK they make false; checked only when writing). The dry run now makes the write's
+    checks too, with the same message, and leaves the file as it was."""
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE gap (id INTEGER PRIMARY KEY, a DOUBLE CHECK (a < 40 OR a > 60))")
+        con.execute(
+            "INSERT INTO gap SELECT i, CASE WHEN i % 3 = 0 THEN NULL WHEN i % 2 = 0 "
+            "THEN 10 + i % 25 ELSE 70 + i % 25 END FROM range(60) r(i)"
+        )
+    before = file_hash(db)
+    options = {"key": "id", "imputer": FAST, "replace_source": replace_source}
+    breaks = r"The imputed values of \"a\" break CHECK\(\(\(a < 40\) OR \(a > 60\)\)\)"
+    with refused(QualityCheckError, match=breaks):
+        impute_table("gap", db_path=db, dry_run=True, **options)
+    assert file_hash(db) == before
+    with refused(QualityCheckError, match=breaks):
+        impute_table("gap", db_path=db, **options)  # the run itself, refused alike
+    assert file_hash(db) == before
 
 
 def test_a_partitioned_table_s_dry_run_fits_the_sample_and_writes_nothing(
