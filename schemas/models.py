@@ -11,7 +11,9 @@ which incremental runs compare new rows against (`tasks.drift`).
 
 from __future__ import annotations
 
-__all__ = ["MODELS_DDL", "MODELS_MIGRATIONS", "MODELS_TABLE"]
+import re
+
+__all__ = ["MODELS_COLUMNS", "MODELS_DDL", "MODELS_MIGRATIONS", "MODELS_TABLE"]
 
 MODELS_TABLE = "tdm_models"
 
@@ -46,3 +48,9 @@ MODELS_MIGRATIONS = (
     f"ALTER TABLE {MODELS_TABLE} ADD COLUMN IF NOT EXISTS model_path VARCHAR",
     f"ALTER TABLE {MODELS_TABLE} ALTER COLUMN model DROP NOT NULL",
 )
+
+MODELS_COLUMNS = frozenset(re.findall(r"^ +([a-z_0-9]+) [A-Z]", MODELS_DDL, re.MULTILINE)) - {
+    "model_path"
+}
+"""The columns `tdm_models` has had since it was first written: a table by that name without
+one of them is not the pipeline's store."""

@@ -26,11 +26,11 @@ import duckdb
 import numpy as np
 
 from schemas.lineage import LINEAGE_TABLE
-from schemas.models import MODELS_DDL, MODELS_MIGRATIONS, MODELS_TABLE
+from schemas.models import MODELS_COLUMNS, MODELS_DDL, MODELS_MIGRATIONS, MODELS_TABLE
 from tasks.errors import PipelineInputError
 from tasks.scaling import Scaling
 from tasks.warehouse.names import parse_table_name
-from tasks.warehouse.tables import find_table
+from tasks.warehouse.tables import TableInfo, find_table
 
 __all__ = [
     "ModelFolder",
@@ -272,11 +272,26 @@ def _info(names: Sequence[str], row: Sequence[Any]) -> ModelInfo:
     return ModelInfo(**{**fields, "columns": tuple(fields["columns"])})
 
 
+def _find_store(con: duckdb.DuckDBPyConnection) -> TableInfo | None:
+    """The model store `tdm_models`, if there is one; a table by that name that lacks the
+    store's columns (a table of the user's own) is refused, naming what it lacks."""
+    store = find_table(con, MODELS_TABLE, whole_name=False)
+    lacking = sorted(MODELS_COLUMNS - {c.name.lower() for c in store.columns}) if store else []
+    if lacking:
+        raise PipelineInputError(
+            f'The table "{MODELS_TABLE}" is not the store of models this pipeline keeps (it '
+            f"lacks {', '.join(repr(c) for c in lacking)}), and incremental runs and `tdm "
+            "models` read and write it, so nothing was run or written. Rename that table, or "
+            "use another database file."
+        )
+    return store
+
+
 def _migrate(con: duckdb.DuckDBPyConnection) -> None:
     """Bring an earlier `tdm_models` to this version's columns; a table already there is left
     as it is, its file's bytes too (DuckDB rewrites its catalog for any ALTER, a no-op one
     included)."""
-    store = find_table(con, MODELS_TABLE, whole_name=False)
+    store = _find_store(con)
     model = None if store is None else store.column("model")
     if store and store.column("model_path") and model and model.nullable:
         return
@@ -296,7 +311,9 @@ def next_model_version(con: duckdb.DuckDBPyConnection, target: str) -> int:
     where, name = _same_target(target)
     highest = 0
     for table, column in ((MODELS_TABLE, "version"), (LINEAGE_TABLE, "model_version")):
-        found = find_table(con, table, whole_name=False)
+        found = (
+            _find_store(con) if table == MODELS_TABLE else find_table(con, table, whole_name=False)
+        )
         if found is not None and found.column(column) is not None:
             query = f"SELECT coalesce(max({column}), 0) FROM {table} WHERE {where}"
             highest = max(highest, int(con.execute(query, [name]).fetchall()[0][0]))
@@ -305,7 +322,7 @@ def next_model_version(con: duckdb.DuckDBPyConnection, target: str) -> int:
 
 def list_models(con: duckdb.DuckDBPyConnection, target: str | None = None) -> list[ModelInfo]:
     """Every stored version (of `target`'s models only, when given), oldest first."""
-    store = find_table(con, MODELS_TABLE, whole_name=False)
+    store = _find_store(con)
     if store is None:
         return []
     meta = (
@@ -337,7 +354,7 @@ def drop_models(
     kept in `folder`; returns how many versions (0: none matched, and nothing was written). A
     row whose `model_path` is not its own file in `folder` (`model_file_path`) is refused,
     naming it, and nothing is deleted. Version numbers are not reused (`next_model_version`)."""
-    store = find_table(con, MODELS_TABLE, whole_name=False)
+    store = _find_store(con)
     if store is None:
         return 0
     where, name = _same_target(target)

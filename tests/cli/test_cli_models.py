@@ -188,3 +188,24 @@ def test_a_store_written_before_model_folders_is_listed_and_dropped_from(
     assert "uses version 1, the newest left" in capsys.readouterr().out
     assert main(["models", "list", "--db", str(db)]) == 0
     assert [line.split()[1] for line in capsys.readouterr().out.splitlines()] == ["v1"]
+
+
+def test_a_tdm_models_table_of_the_user_s_own_is_refused_by_name(
+    warehouse: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: a table of the user's own called tdm_models made an incremental run fail as an
+    unexpected BinderException (exit 1). It is refused before the fit, naming what it lacks,
+    by runs and by `tdm models`, and the file is left as it was."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE TABLE tdm_models (note VARCHAR)")
+    digest = file_hash(warehouse)
+    db = ["--db", str(warehouse)]
+    for command in (
+        ["impute", "-q", *db, "--table", "readings", "--key", "id", "--incremental"],
+        ["models", "list", *db],
+    ):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert 'The table "tdm_models" is not the store of models this pipeline keeps' in err
+        assert "'columns', 'created_at'" in err and "Traceback" not in err
+        assert file_hash(warehouse) == digest
