@@ -132,7 +132,7 @@ def impute_incremental(
             )
         if incremental.watermark is not None:
             check_watermark(con, profile, incremental.watermark)
-        exists = check_target_table(con, plan)
+        exists = check_target_table(con, plan, replacing=False)
         latest = latest_model(con, plan.target_table)
         reason = _refit_reason(exists, latest, incremental, settings)
         model: _Model | None = None
@@ -161,6 +161,8 @@ def impute_incremental(
                     drift.reason(),
                 )
         rewrite = model is None and exists and settings.rewrite_on_refit
+        if rewrite:
+            check_target_table(con, plan)  # written anew: referenced by no foreign key
         if rewrite or not exists:
             new = read_new_rows(con, profile, incremental.watermark, every_row=True)
         if new.late_rows:

@@ -23,8 +23,8 @@ from schemas.warehouse import WarehouseConfig
 from tasks.errors import PipelineInputError, setting
 from tasks.retry import warehouse_task
 from tasks.validate import ImputationPlan
-from tasks.warehouse.names import parse_table_name
-from tasks.warehouse.tables import connect, find_table, find_view, schema_exists
+from tasks.warehouse.names import canonical_name, parse_table_name
+from tasks.warehouse.tables import TableInfo, connect, find_table, find_view, schema_exists
 
 __all__ = [
     "check_record_tables",
@@ -37,10 +37,14 @@ __all__ = [
 ]
 
 
-def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> bool:
+def check_target_table(
+    con: duckdb.DuckDBPyConnection, plan: ImputationPlan, *, replacing: bool = True
+) -> bool:
     """Whether the target table exists already (and may be replaced); refuse a target that is a
     view, lies in a missing schema, or is a table the pipeline did not write (unless
-    `plan.replace_target`, or the target is the source and `plan.replace_source`)."""
+    `plan.replace_target`, or the target is the source and `plan.replace_source`); and, when
+    the run would write it anew (`replacing`: not an append), one another table's FOREIGN KEY
+    references (`_check_replaceable`)."""
     check_record_tables(con)
     target = plan.target_table
     schema = parse_table_name(target).schema
@@ -59,6 +63,8 @@ def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> 
     if existing is None:
         return False
     if plan.replace_source or plan.replace_target or written_by_pipeline(con, target):
+        if replacing and not plan.replace_source:
+            _check_replaceable(con, existing)
         return True
     raise PipelineInputError(
         f'The target table "{existing.qualified}" already exists and was not written by this '
@@ -68,6 +74,25 @@ def check_target_table(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> 
         f"({setting('target_table')}), or set replace_target to replace it "
         f"({setting('replace_target')})."
     )
+
+
+def _check_replaceable(con: duckdb.DuckDBPyConnection, table: TableInfo) -> None:
+    """Refuse to write the existing `table` anew while another table's FOREIGN KEY references
+    it: DuckDB drops no table another one references."""
+    rows = con.execute(
+        "SELECT DISTINCT table_name FROM duckdb_constraints() WHERE database_name = "
+        "current_database() AND constraint_type = 'FOREIGN KEY' AND schema_name = ? "
+        "AND lower(referenced_table) = lower(?) AND table_name <> ? ORDER BY table_name",
+        [table.schema, table.name, table.name],
+    ).fetchall()
+    if rows:
+        children = ", ".join(f'"{canonical_name(table.schema, name)}"' for (name,) in rows)
+        raise PipelineInputError(
+            f'The target table "{table.qualified}" would be written anew, but {children} '
+            "references it with a FOREIGN KEY, and DuckDB drops no table another one "
+            "references, so nothing was written. Drop that foreign key, or choose another "
+            f"target ({setting('target_table')})."
+        )
 
 
 def check_record_tables(con: duckdb.DuckDBPyConnection) -> None:

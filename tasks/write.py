@@ -208,7 +208,8 @@ class TableWriter:
                 _check_source_unchanged(self.con, source)
                 _ensure_record_tables(self.con)
                 exists = find_table(self.con, plan.target_table, whole_name=False) is not None
-                replaced = check_target_table(self.con, plan)
+                appends = self.mode == WriteMode.APPEND and not self.replace
+                replaced = check_target_table(self.con, plan, replacing=not appends)
                 if self.mode == WriteMode.PARTITIONED:
                     self._publish_stage(source.table, plan)
                 elif self.mode == WriteMode.APPEND:

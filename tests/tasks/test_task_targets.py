@@ -22,6 +22,7 @@ from tasks.scaling import inverse_scale, standardise
 from tasks.targets import check_target_writable, check_warehouse_targets
 from tasks.validate import validate_input
 from tasks.write import write_back
+from tests.tables import constrain_readings
 
 
 def _every_table(path: Path) -> dict[tuple[str, str], list[tuple]]:
@@ -127,6 +128,25 @@ def test_a_record_table_of_the_user_s_own_is_refused_before_the_fit(
         check_target_writable.fn(str(warehouse), plan)
     assert take_snapshot(warehouse) == before
     assert _bytes(warehouse) == digest
+
+
+def test_a_target_another_table_references_is_refused_before_the_fit(
+    warehouse: Path, take_snapshot: Callable, one_torch_thread: None
+) -> None:
+    """Bug: a target the pipeline wrote, then referenced by the user's table through a FOREIGN
+    KEY, failed the next run after the fit with DuckDB's "Could not drop the table because this
+    table is main key table". The check before the fit refuses it, naming that table."""
+    constrain_readings(warehouse)  # a PRIMARY KEY, which the target keeps
+    _run(warehouse, "readings")
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute(
+            "CREATE TABLE child (id INTEGER REFERENCES readings_imputed (id), note VARCHAR)"
+        )
+    before, digest = take_snapshot(warehouse), _bytes(warehouse)
+    refused = r'"readings_imputed" would be written anew, but "child" references it'
+    with pytest.raises(PipelineInputError, match=refused):
+        _run(warehouse, "readings")
+    assert take_snapshot(warehouse) == before and _bytes(warehouse) == digest
 
 
 def test_replace_target_replaces_and_own_targets_are_rewritten(
