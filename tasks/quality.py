@@ -213,15 +213,15 @@ def _with_imputed_cells(
     """`output` with, per column, a column holding only its imputed cells (the others null),
     for the checks that concern imputed values alone (bounds, labels); and their names."""
     extra: dict[str, str] = {}
-    frame = output.copy()
+    added: dict[str, pd.Series] = {}  # joined whole: one column at a time fragments a wide frame
     for name in columns:
         column = f"{name} (imputed cells)"
-        while column in frame:
+        while column in output or column in added:
             column += "'"
         extra[name] = column
         missing = source[name].isna().to_numpy()
-        frame[column] = output[name].where(missing)
-    return frame, extra
+        added[column] = output[name].where(missing)
+    return pd.concat([output, pd.DataFrame(added, index=output.index)], axis=1), extra
 
 
 def _run_expectations(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -110,20 +111,21 @@ def imputed_frame(
     (imputed), and the key as `k`. Positional names: user column names never reach SQL
     unquoted."""
     missing = missing_mask(source.frame, [c.name for c in filled])
-    frame = pd.DataFrame(index=range(len(imputed)))
+    columns: dict[str, Any] = {}  # built whole: one column at a time fragments a wide frame
     for column in filled:
         values = imputed[column.name]
         if column.labelled:
             labels = as_labels(values, boolean=column.kind == BOOLEAN)
-            frame[f"c{column.j}"] = labels.to_numpy(dtype=object)
+            cell: Any = labels.to_numpy(dtype=object)
             if column.kind == BOOLEAN:
-                frame[f"c{column.j}"] = frame[f"c{column.j}"].astype("boolean")
+                cell = pd.array(cell, dtype="boolean")
         else:
-            frame[f"c{column.j}"] = values.to_numpy(dtype="float64", na_value=float("nan"))
-        frame[f"m{column.j}"] = missing[column.name].to_numpy()
+            cell = values.to_numpy(dtype="float64", na_value=float("nan"))
+        columns[f"c{column.j}"] = cell
+        columns[f"m{column.j}"] = missing[column.name].to_numpy()
     if plan.key is not None:
-        frame["k"] = source.frame[plan.key].to_numpy()
-    return frame
+        columns["k"] = source.frame[plan.key].to_numpy()
+    return pd.DataFrame(columns, index=range(len(imputed)))
 
 
 def _fill_value(column: FilledColumn) -> str:

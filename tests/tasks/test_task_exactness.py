@@ -4,11 +4,13 @@ target and in place (`--replace-source`, which keeps the table's definition), ch
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pytest
 
 from tasks.errors import PipelineError, QualityCheckError
@@ -306,3 +308,18 @@ def test_every_column_type_keeps_its_observed_cells(
     assert unset == []
     assert {"s", "e", "ok"} <= set(plan.columns)  # text, enum and boolean are imputed too
     assert column_types(db, target) == source_types  # every type kept, a new target's too
+
+
+def test_a_wide_table_is_written_without_pandas_fragmentation_warnings(tmp_path: Path) -> None:
+    """Bug: a table of 300 columns showed the user pandas' "DataFrame is highly fragmented"
+    PerformanceWarning, from frames (quality checks, imputed cells) built a column at a time."""
+    db = tmp_path / "w.duckdb"
+    columns = ", ".join(
+        f"CASE WHEN (i + {j}) % 5 = 0 THEN NULL ELSE sin(i * {j + 1}) END AS x{j}"
+        for j in range(120)
+    )
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TABLE t AS SELECT i AS id, {columns} FROM range(40) r(i)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        write_back.fn(*_prepare(db, "t", key="id"))
