@@ -4,8 +4,9 @@ A stopped `tdm` stops its servers itself (atexit, `finally`), but a process kill
 SIGKILL runs no code: its children live on. On Linux a child can ask the kernel to send it a
 signal when its parent dies (`prctl(PR_SET_PDEATHSIG)`), set between fork and exec. `tdm serve`
 starts its server so (`deployments.server`); the temporary server Prefect starts for a run with
-no PREFECT_API_URL (`tdm impute`, `tdm warehouse`) gets the same through `tie_ephemeral_server`.
-Elsewhere (macOS, Windows) nothing changes.
+no PREFECT_API_URL (`tdm impute`, `tdm warehouse`) gets the same through `tie_ephemeral_server`,
+and a session of its own, so that a terminal's Ctrl-C reaches `tdm` alone. Elsewhere (macOS,
+Windows) nothing changes.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def die_with_parent() -> Callable[[], None] | None:
 
 class _SubprocessWithLifeline:
     """`subprocess` as Prefect's ephemeral-server module sees it: `Popen` children die with
-    this process (when started from the main thread); everything else is `subprocess`."""
+    this process (when started from the main thread) and run in a session of their own, out of
+    the terminal's Ctrl-C, which this process answers for them (a server stopped by it left the
+    interrupted run waiting minutes on a dead API); everything else is `subprocess`."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(subprocess, name)
@@ -70,6 +73,7 @@ class _SubprocessWithLifeline:
             and threading.current_thread() is threading.main_thread()
         ):
             kwargs["preexec_fn"] = preexec
+            kwargs.setdefault("start_new_session", True)
         return subprocess.Popen(*args, **kwargs)
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,33 @@ def test_quiet_hides_the_temporary_server_too(warehouse: Path, prefect_home: Pat
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("Dry run of 'readings', nothing written")
     assert run.stderr == ""
+
+
+@pytest.mark.e2e
+def test_ctrl_c_in_a_terminal_ends_the_run_at_once_with_exit_130(
+    warehouse: Path, prefect_home: Path
+) -> None:
+    """Bug: a terminal's Ctrl-C (SIGINT to the whole process group) during the fit also
+    stopped the temporary Prefect server, so `tdm impute` waited minutes on the dead API and
+    ended with "unexpected error: ConnectError" (exit 1). The server now runs in a session of
+    its own: the command stops at once, with its one line and exit status 130."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_API_")}
+    env.update(PREFECT_HOME=str(prefect_home), OMP_NUM_THREADS="1")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "impute", "--db", str(warehouse), "--table",
+         "readings", "--max-iter", "30000", "--torch-threads", "1"],
+        cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a shell's job
+    )  # fmt: skip
+    assert run.stderr is not None
+    for line in run.stderr:  # the fit has started: its first progress line, at 10%
+        if "TDM fit on 'readings'" in line:
+            break
+    started = time.monotonic()
+    os.killpg(run.pid, signal.SIGINT)
+    err = run.stderr.read()
+    assert run.wait(timeout=120) == 130, err
+    assert time.monotonic() - started < 60
+    assert err.endswith(
+        f"tdm impute: interrupted before writing anything: '{warehouse}' is as it was.\n"
+    )
