@@ -26,6 +26,7 @@ _WAYS = {
     "db_path": "the db_path parameter or config field, the --db flag or TDM_DB_PATH",
     "target_table": "the target_table parameter, --target flag or a config entry's target",
     "key": "the key parameter, --key flag or a config entry's key",
+    "watermark": "the watermark parameter, --watermark flag or a config entry's watermark",
     "columns": "the columns parameter, --columns flag or a config entry's columns",
     "pass_through": "the pass_through parameter, --pass-through flag or a config entry's "
     "pass_through",

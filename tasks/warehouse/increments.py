@@ -16,7 +16,7 @@ import pandas as pd
 from tasks.errors import PipelineInputError, setting
 from tasks.partitions import TableProfile
 from tasks.warehouse.names import quote_identifier, quote_table
-from tasks.warehouse.tables import columns_sql, find_table
+from tasks.warehouse.tables import columns_sql, find_table, is_numeric_type
 
 __all__ = ["NewRows", "check_watermark", "read_new_rows", "target_rows"]
 
@@ -40,13 +40,26 @@ def target_rows(con: duckdb.DuckDBPyConnection, target: str) -> int | None:
     return int(con.execute(f"SELECT count(*) FROM {quote_table(target)}").fetchall()[0][0])
 
 
+_WATERMARK_TYPES = ("DATE", "TIME", "VARCHAR")
+"""Besides numbers, the types a watermark may have (TIME and TIMESTAMP... both start TIME)."""
+
+
 def check_watermark(con: duckdb.DuckDBPyConnection, profile: TableProfile, watermark: str) -> None:
-    """Refuse a watermark column that is missing, imputed, or has NULLs."""
+    """Refuse a watermark column that is missing, imputed, has NULLs, or is of a type whose
+    values do not grow with new rows (numbers, dates, times and text are taken)."""
     plan = profile.plan
     column = profile.table.column(watermark)
     if column is None:
         raise PipelineInputError(
             f'Table "{plan.source_table}" has no watermark column "{watermark}".'
+        )
+    kind = column.sql_type.upper()
+    if not (is_numeric_type(kind) or kind.startswith(_WATERMARK_TYPES)) or kind.endswith("]"):
+        raise PipelineInputError(
+            f'The watermark column "{column.name}" of table "{plan.source_table}" is '
+            f"{column.sql_type}, whose values cannot mark the rows added since a run (a run "
+            "imputes the rows above the target's highest watermark): choose a number, date, "
+            f"timestamp or text column ({setting('watermark')}), or a key ({setting('key')})."
         )
     if column.name in plan.columns:
         raise PipelineInputError(

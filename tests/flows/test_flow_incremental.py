@@ -348,6 +348,22 @@ def test_a_numeric_watermark_is_not_imputed_by_default_and_refused_when_named(
     assert (state.result().rows_new, state.result().rows_reused) == (5, 80)
 
 
+def test_a_watermark_whose_values_cannot_grow_is_refused(warehouse: Path) -> None:
+    """Bug: a BOOLEAN (or ENUM, LIST, INTERVAL...) watermark was taken; the next night's rows,
+    never above the highest, were left out with a warning only. It is refused before anything
+    runs, naming its type; the file is left as it was."""
+    digest = file_hash(warehouse)
+    state = impute_table(
+        "readings", db_path=warehouse, imputer=FAST, incremental=True, watermark="ok",
+        return_state=True,
+    )  # fmt: skip
+    assert state.is_failed()
+    assert str(state.message).startswith(
+        'The watermark column "ok" of table "readings" is BOOLEAN, whose values cannot mark'
+    )
+    assert file_hash(warehouse) == digest
+
+
 def test_warehouse_config_entry_runs_incrementally(warehouse: Path, tmp_path: Path) -> None:
     """A config entry with `incremental: true` stores a model on the first nightly run and
     appends only the new rows on the next (a dry run before it writes nothing); an entry
