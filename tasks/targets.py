@@ -12,6 +12,7 @@ refused as a whole.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -23,6 +24,7 @@ from schemas.warehouse import WarehouseConfig
 from tasks.errors import PipelineInputError, setting
 from tasks.retry import warehouse_task
 from tasks.validate import ImputationPlan
+from tasks.warehouse.constraints import UNIQUE_KINDS
 from tasks.warehouse.names import canonical_name, parse_table_name
 from tasks.warehouse.tables import TableInfo, connect, find_table, find_view, schema_exists
 
@@ -63,7 +65,9 @@ def check_target_table(
     if existing is None:
         return False
     if plan.replace_source or plan.replace_target or written_by_pipeline(con, target):
-        if replacing and not plan.replace_source:
+        if plan.replace_source:
+            _check_updatable(con, existing, plan)
+        elif replacing:
             _check_replaceable(con, existing)
         return True
     raise PipelineInputError(
@@ -76,22 +80,62 @@ def check_target_table(
     )
 
 
-def _check_replaceable(con: duckdb.DuckDBPyConnection, table: TableInfo) -> None:
-    """Refuse to write the existing `table` anew while another table's FOREIGN KEY references
-    it: DuckDB drops no table another one references."""
+def _referencing_tables(con: duckdb.DuckDBPyConnection, table: TableInfo) -> str:
+    """The other tables whose FOREIGN KEY references `table`, quoted and listed ("" if none)."""
     rows = con.execute(
         "SELECT DISTINCT table_name FROM duckdb_constraints() WHERE database_name = "
         "current_database() AND constraint_type = 'FOREIGN KEY' AND schema_name = ? "
         "AND lower(referenced_table) = lower(?) AND table_name <> ? ORDER BY table_name",
         [table.schema, table.name, table.name],
     ).fetchall()
-    if rows:
-        children = ", ".join(f'"{canonical_name(table.schema, name)}"' for (name,) in rows)
+    return ", ".join(f'"{canonical_name(table.schema, name)}"' for (name,) in rows)
+
+
+def _check_replaceable(con: duckdb.DuckDBPyConnection, table: TableInfo) -> None:
+    """Refuse to write the existing `table` anew while another table's FOREIGN KEY references
+    it: DuckDB drops no table another one references."""
+    children = _referencing_tables(con, table)
+    if children:
         raise PipelineInputError(
             f'The target table "{table.qualified}" would be written anew, but {children} '
             "references it with a FOREIGN KEY, and DuckDB drops no table another one "
             "references, so nothing was written. Drop that foreign key, or choose another "
             f"target ({setting('target_table')})."
+        )
+
+
+def _check_updatable(
+    con: duckdb.DuckDBPyConnection, table: TableInfo, plan: ImputationPlan
+) -> None:
+    """Refuse to update `table` in place when a column to impute has an index (CREATE INDEX,
+    PRIMARY KEY or UNIQUE) and another table's FOREIGN KEY references `table`: DuckDB updates
+    an indexed column by deleting and inserting its rows, which that foreign key forbids."""
+    imputed = [name for name in plan.columns if plan.missing.get(name, 0)]
+    children = _referencing_tables(con, table) if imputed else ""
+    if not children:
+        return
+    indexes = con.execute(
+        "SELECT index_name, expressions FROM duckdb_indexes() WHERE database_name = "
+        "current_database() AND schema_name = ? AND table_name = ?",
+        [table.schema, table.name],
+    ).fetchall()
+    found: dict[str, str] = {}
+    for name in imputed:
+        mention = re.compile(rf'(?<![\w"]){re.escape(name)}(?![\w"])|"{re.escape(name)}"', re.I)
+        for index, expressions in indexes:
+            if mention.search(str(expressions)):
+                found.setdefault(name, f"index {index}")
+        for constraint in table.constraints:
+            if constraint.kind in UNIQUE_KINDS and name in constraint.columns:
+                found.setdefault(name, constraint.kind)
+    if found:
+        listed = ", ".join(f'"{name}" ({why})' for name, why in found.items())
+        raise PipelineInputError(
+            f'Table "{table.qualified}" cannot be updated in place: DuckDB updates an indexed '
+            f"column ({listed}) by deleting and inserting its rows, which the FOREIGN KEY of "
+            f"{children} forbids, so nothing was written. Impute into a target table (without "
+            f"{setting('replace_source')}), or pass those columns through "
+            f"({setting('pass_through')})."
         )
 
 
