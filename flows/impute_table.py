@@ -11,7 +11,7 @@ from prefect import flow, get_run_logger
 from flows.incremental import IncrementalRequest, impute_apart
 from flows.notify import notify_failure
 from flows.partitioned import count_rows_to_partition
-from flows.runners import task_runner
+from flows.runners import started_runner
 from flows.runs import (
     OUTCOME,
     for_table,
@@ -179,7 +179,7 @@ def _impute_table(
             "which read the source while writing the target: write to another table."
         )
     if incremental is not None or rows is not None:
-        with task_runner(settings) as runner:
+        with started_runner(settings) as runner:
             result = impute_apart(
                 db, request, options, incremental, settings=settings, runner=runner, dry_run=dry_run
             )

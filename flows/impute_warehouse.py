@@ -14,7 +14,7 @@ from prefect import flow, get_run_logger
 from flows.incremental import IncrementalRequest, impute_apart
 from flows.notify import notify_failure
 from flows.partitioned import count_rows_to_partition
-from flows.runners import describe_runner, gpu_annotation, task_runner
+from flows.runners import describe_runner, gpu_annotation, started_runner
 from flows.runs import (
     OUTCOME,
     for_table,
@@ -170,7 +170,7 @@ def _impute_warehouse(
 
     runner_name = describe_runner(settings)
     results: dict[str, ImputeTableResult] = {}
-    with task_runner(settings) as runner:
+    with started_runner(settings) as runner:
         futures: dict[str, Any] = {}
         for table, ready in prepared.items():
             if ready.scaled is None:

@@ -15,8 +15,9 @@ from typing import Any
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.settings import PipelineSettings
+from tasks.errors import PipelineInputError
 
-__all__ = ["describe_runner", "gpu_annotation", "runner_width", "task_runner"]
+__all__ = ["describe_runner", "gpu_annotation", "runner_width", "started_runner", "task_runner"]
 
 
 def task_runner(settings: PipelineSettings) -> Any:
@@ -36,6 +37,26 @@ def task_runner(settings: PipelineSettings) -> Any:
             "env": _worker_env(settings.dask_workers, settings.torch_threads),
         }
     )
+
+
+@contextlib.contextmanager
+def started_runner(settings: PipelineSettings) -> Iterator[Any]:
+    """`task_runner(settings)`, entered; with a Dask scheduler address, connected, and refused
+    by name when it cannot be reached (a foreseen input, not a bug)."""
+    with contextlib.ExitStack() as stack:
+        runner = stack.enter_context(task_runner(settings))
+        try:
+            if settings.task_runner == "dask" and settings.dask_address:
+                runner.client  # noqa: B018 - connects now (prefect-dask waits for a first task)
+        except OSError as error:
+            if not settings.dask_address:
+                raise
+            raise PipelineInputError(
+                f"The Dask scheduler at {settings.dask_address} (the --dask-address flag or "
+                f"TDM_DASK_ADDRESS) cannot be reached: {error}. Nothing was imputed; start the "
+                "scheduler, or leave the address out to run on a local cluster."
+            ) from None
+        yield runner
 
 
 def _worker_env(n_workers: int, torch_threads: int | None = None) -> dict[str, str]:

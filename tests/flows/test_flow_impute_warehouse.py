@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from cli.console import QUIET, quiet_children
 from flows.impute_warehouse import WarehouseRunError, impute_warehouse
-from flows.runners import gpu_annotation, task_runner
+from flows.runners import gpu_annotation, started_runner, task_runner
 from flows.settings import PipelineSettings
 from tasks.errors import PipelineInputError, WarehouseBusyError
 from tests.failures import refused
@@ -205,6 +206,24 @@ def test_runner_choice_follows_the_settings() -> None:
     remote = task_runner(PipelineSettings(task_runner="dask", dask_address="tcp://10.0.0.9:8786"))
     assert isinstance(remote, DaskTaskRunner) and remote.address == "tcp://10.0.0.9:8786"
     assert np.isfinite(PipelineSettings().max_fit_rows)
+
+
+def test_a_dask_scheduler_that_cannot_be_reached_is_refused_by_name() -> None:
+    """Bug: an unreachable --dask-address ended `tdm warehouse` in "unexpected error: OSError:
+    Timed out trying to connect ... This is a bug" (exit 1); it is a foreseen input, refused
+    naming the address and what to do."""
+    import dask
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{closed.getsockname()[1]}"
+    settings = PipelineSettings(task_runner="dask", dask_address=address)
+    with (
+        dask.config.set({"distributed.comm.timeouts.connect": "1s"}),
+        pytest.raises(PipelineInputError, match=rf"The Dask scheduler at {address} .* reached"),
+        started_runner(settings),
+    ):
+        pass
 
 
 def test_a_run_where_only_locks_failed_raises_the_lock_error_for_the_run_retries(
