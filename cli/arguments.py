@@ -15,6 +15,7 @@ __all__ = [
     "add_torch_threads_flag",
     "limit_torch_threads",
     "parse_draws",
+    "parse_port",
     "parse_positive",
     "parse_seconds",
     "parse_share",
@@ -64,6 +65,17 @@ def parse_draws(text: str) -> int:
 def parse_seconds(text: str) -> float:
     """A positive number of seconds; anything else is a usage error."""
     return _positive(text, float, "number of seconds")
+
+
+def parse_port(text: str) -> int:
+    """A TCP port, 1 to 65535; anything else is a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535; got {text!r}")
+    return value
 
 
 def parse_share(text: str) -> float:

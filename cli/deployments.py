@@ -18,6 +18,7 @@ from cli.arguments import (
     add_key_flag,
     add_replace_target_flag,
     add_torch_threads_flag,
+    parse_port,
     parse_positive,
     parse_seconds,
     torch_threads_setting,
@@ -44,7 +45,7 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     serve.add_argument(
         "--port",
-        type=parse_positive,
+        type=parse_port,
         help=f"port of that server [env PREFECT_SERVER_API_PORT; {DEFAULT_PORT}]",
     )
     serve.add_argument(

@@ -9,6 +9,7 @@ import pytest
 from cli.arguments import (
     add_column_flags,
     add_key_flag,
+    parse_port,
     parse_positive,
     parse_share,
     split_names,
@@ -43,6 +44,15 @@ def test_a_share_lies_strictly_between_0_and_1(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=f"between 0 and 1; got '{text}'"):
         parse_share(text)
     assert parse_share("0.25") == 0.25
+
+
+@pytest.mark.parametrize("text", ["0", "65536", "99999", "-1", "http"])
+def test_a_port_lies_from_1_to_65535(text: str) -> None:
+    """`tdm serve --port 99999` is a usage error naming the value (bug: "unexpected error:
+    OverflowError ... This is a bug", after saying it started a server on that port)."""
+    with pytest.raises(argparse.ArgumentTypeError, match=f"from 1 to 65535; got '{text}'"):
+        parse_port(text)
+    assert parse_port("4200") == 4200
 
 
 def test_columns_flags_add_up_and_the_key_is_one_name() -> None:
