@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.frames import as_float_frame, as_labels
+from tasks.frames import as_float_frame, as_labels, moments
 from tasks.warehouse.tables import BOOLEAN, LABELLED
 
 __all__ = [
@@ -70,11 +70,8 @@ def profile_columns(
         else:
             values = as_float_frame(frame, [name])[name].to_numpy(dtype=float)
             values = values[~np.isnan(values)]
-            profile[name] = {
-                "observed": int(values.size),
-                "mean": float(values.mean()) if values.size else 0.0,
-                "std": float(values.std()) if values.size else 0.0,
-            }
+            mean, std = moments(values, ddof=0) if values.size else (0.0, 0.0)
+            profile[name] = {"observed": int(values.size), "mean": mean, "std": std}
     return profile
 
 

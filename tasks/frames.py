@@ -16,6 +16,7 @@ __all__ = [
     "as_value_frame",
     "holds_numbers",
     "missing_mask",
+    "moments",
     "observed_labels",
 ]
 
@@ -70,3 +71,17 @@ def observed_labels(series: pd.Series) -> tuple[object, ...]:
     values = series.dropna().unique()
     labels = {bool(v) if isinstance(v, (bool, np.bool_)) else str(v) for v in values}
     return tuple(sorted(labels, key=lambda v: (str(type(v)), v)))
+
+
+def moments(values: np.ndarray | pd.Series, *, ddof: int = 1) -> tuple[float, float]:
+    """The mean and standard deviation (`ddof`) of `values` but NaN (NaN where there are too
+    few), computed on them divided by their largest magnitude, so that numbers near the limit
+    of a double do not overflow (1.7e308 twice is inf)."""
+    array = np.asarray(values, dtype=float)
+    array = array[~np.isnan(array)]
+    largest = float(np.max(np.abs(array))) if array.size else 0.0
+    scale = largest if 0 < largest < np.inf else 1.0
+    scaled = array / scale
+    mean = float(scaled.mean()) * scale if array.size else float("nan")
+    std = float(scaled.std(ddof=ddof)) * scale if array.size > ddof else float("nan")
+    return mean, std

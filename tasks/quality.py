@@ -26,7 +26,7 @@ from schemas.output import output_schema
 from tasks.bounds import ColumnBounds
 from tasks.drift import label_shares, largest_departure, share_distance
 from tasks.errors import QualityCheckError
-from tasks.frames import as_float_frame
+from tasks.frames import as_float_frame, moments
 from tasks.load import SourceTable
 from tasks.validate import ImputationPlan
 from tasks.warehouse.tables import INTEGER
@@ -199,7 +199,7 @@ def spread_range(given: pd.Series, threshold: float) -> SpreadRange | None:
     fewer than three imputed or two observed cells, or a constant observed column."""
     n = int(given.isna().sum())
     observed = given.dropna()
-    std = float(observed.std()) if len(observed) > 1 else 0.0
+    std = moments(observed)[1] if len(observed) > 1 else 0.0
     if n < 3 or not std > 0:
         return None
     chance = 3 / math.sqrt(2 * (n - 1))

@@ -16,7 +16,7 @@ import pandas as pd
 
 from tasks.artifacts.markdown import code_span, format_number, table_cell
 from tasks.drift import label_shares, largest_departure, share_distance
-from tasks.frames import as_float_frame, holds_numbers
+from tasks.frames import as_float_frame, holds_numbers, moments
 
 __all__ = ["TOP_LABELS", "column_statistics", "statistics_markdown"]
 
@@ -58,8 +58,9 @@ def column_statistics(
             continue
         observed, filled = before[name].dropna(), after[name]
         for when, values in (("before", observed), ("after", filled)):
-            row[f"mean {when}"] = _number(values.mean())
-            row[f"std {when}"] = _number(values.std())
+            mean, spread = moments(values)
+            row[f"mean {when}"] = _number(mean)
+            row[f"std {when}"] = _number(spread)
             row[f"min {when}"] = _number(values.min())
             row[f"max {when}"] = _number(values.max())
         std, mean_before, mean_after = row["std before"], row["mean before"], row["mean after"]
@@ -71,7 +72,7 @@ def column_statistics(
         row["std change"] = (
             row["std after"] / std - 1 if std and row["std after"] is not None else None
         )
-        imputed_std = _number(filled[given.isna().to_numpy()].std())
+        imputed_std = _number(moments(filled[given.isna().to_numpy()])[1])
         row["std imputed"] = imputed_std
         row["imputed spread"] = imputed_std / std if std and imputed_std is not None else None
         rows.append(row)

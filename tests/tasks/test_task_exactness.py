@@ -323,3 +323,31 @@ def test_a_wide_table_is_written_without_pandas_fragmentation_warnings(tmp_path:
     with warnings.catch_warnings():
         warnings.simplefilter("error", pd.errors.PerformanceWarning)
         write_back.fn(*_prepare(db, "t", key="id"))
+
+
+def test_numbers_near_the_largest_double_are_checked_without_overflow(tmp_path: Path) -> None:
+    """Bug: a column of doubles near 1.7e308 printed NumPy's "overflow encountered in reduce"
+    (its mean and standard deviation summed past the largest double), and the spread check,
+    the statistics and a stored model's drift profile read inf. They are computed scaled."""
+    from tasks.artifacts.statistics import column_statistics
+    from tasks.drift import profile_columns
+    from tasks.quality import spread_range
+
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "CREATE TABLE t AS SELECT i AS id, CASE WHEN i % 5 = 0 THEN NULL ELSE "
+            "1.7e308 - i * 1e306 END AS a, sin(i) AS b FROM range(40) r(i)"
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        source, plan, imputed, lineage = _prepare(db, "t", key="id")
+        write_back.fn(source, plan, imputed, lineage)
+        given = source.frame["a"]
+        spread = spread_range(given, 0.5)
+        (row, _) = column_statistics(source.frame, imputed, {"a": 8, "b": 0})
+        profile = profile_columns(source.frame, ["a"], {"a": "float"})
+    unit = given.dropna() / 1e306  # the same numbers, far from overflow
+    assert spread is not None and np.isclose(spread.observed, unit.std() * 1e306)
+    assert np.isclose(row["mean before"], unit.mean() * 1e306) and np.isfinite(row["std after"])
+    assert np.isclose(profile["a"]["std"], unit.std(ddof=0) * 1e306)
