@@ -9,6 +9,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from tasks.errors import PipelineInputError
 from tasks.warehouse.names import quote_identifier
 from tasks.warehouse.tables import columns_sql, register_frame
 
@@ -26,6 +27,9 @@ DEMO_DB_PATH = Path("demo") / "warehouse.duckdb"
 DEMO_TABLE = "wines"
 DEMO_TRUTH_TABLE = "wines_complete"
 DEMO_KEY = "wine_id"
+
+_MARKER = "the data of tdm demo, which replaces it on every run"
+"""The comment `tdm demo` leaves on its tables: one without it is not replaced."""
 
 _INTEGER_COLUMNS = frozenset({"magnesium", "proline"})
 _CATEGORICAL = "cultivar"
@@ -68,7 +72,8 @@ def build_demo_warehouse(
     The wine data (178 rows, 13 numeric columns, two of them INTEGER) ships with scikit-learn;
     a key, the cultivar (a text column, its labels knocked out at the same rate), a date and a
     boolean column are added so that the table mixes types. Existing demo tables are replaced;
-    other tables in the file, `tdm_lineage` included, are kept.
+    a table by either name that the demo did not write (no comment of the demo's, other
+    columns) is refused, and other tables in the file, `tdm_lineage` included, are kept.
     """
     from sklearn.datasets import load_wine
 
@@ -97,11 +102,14 @@ def build_demo_warehouse(
     path = Path(db_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with duckdb.connect(str(path)) as con:
+        for table in (DEMO_TRUTH_TABLE, DEMO_TABLE):
+            _check_demo_table(con, path, table, list(truth.columns))
         for table, frame in ((DEMO_TRUTH_TABLE, truth), (DEMO_TABLE, holed)):
             with register_frame(con, frame, "demo_frame") as view:
                 con.execute(
                     f"CREATE OR REPLACE TABLE {table} AS SELECT {_typed_columns(frame)} FROM {view}"
                 )
+            con.execute(f"COMMENT ON TABLE {table} IS '{_MARKER}'")
     return DemoWarehouse(
         db_path=path,
         table=DEMO_TABLE,
@@ -113,6 +121,25 @@ def build_demo_warehouse(
         missing_cells=int(mask.sum()),
         missing_labels=int(unlabelled.sum()),
     )
+
+
+def _check_demo_table(
+    con: duckdb.DuckDBPyConnection, path: Path, table: str, columns: list[str]
+) -> None:
+    """Refuse to replace `table` when it exists and is not the demo's: without the demo's
+    comment, and with other columns than the demo's (a demo table of an earlier version)."""
+    found = con.execute(
+        "SELECT t.comment, list(c.column_name ORDER BY c.column_index) FROM duckdb_tables() t "
+        "JOIN duckdb_columns() c USING (database_name, schema_name, table_name) "
+        "WHERE database_name = current_database() AND schema_name = 'main' "
+        "AND lower(table_name) = lower(?) GROUP BY t.comment",
+        [table],
+    ).fetchall()
+    if found and found[0][0] != _MARKER and list(found[0][1]) != columns:
+        raise PipelineInputError(
+            f"The table \"{table}\" in '{path}' is not the demo's, which `tdm demo` writes under "
+            "that name, so nothing was written. Give the demo a file of its own (--db)."
+        )
 
 
 def _typed_columns(frame: pd.DataFrame) -> str:

@@ -20,6 +20,7 @@ from tasks.imputer_settings import (
     setting_names,
     settings_from_env,
 )
+from tests.tables import file_hash
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -193,6 +194,23 @@ def test_demo_builds_imputes_and_scores(tmp_path: Path, capsys: pytest.CaptureFi
     assert {"wines", "wines_complete", "wines_imputed", "tdm_lineage"} <= tables
 
 
+def test_demo_replaces_its_own_tables_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: `tdm demo --db FILE` replaced a table of the user's own called `wines` without a
+    word. It is refused and the file is left as it was; the demo's own tables are rebuilt on
+    the next run."""
+    db = tmp_path / "mine.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE wines AS SELECT 42 AS precious")
+    digest = file_hash(db)
+    assert main(["demo", "-q", "--db", str(db), "--max-iter", "5"]) == 2
+    assert 'The table "wines" in' in capsys.readouterr().err and file_hash(db) == digest
+    own = tmp_path / "demo.duckdb"
+    for _ in range(2):
+        assert main(["demo", "-q", "--db", str(own), "--max-iter", "5"]) == 0
+
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_warehouse_imputes_the_configured_tables_and_names_failures(
     warehouse: Path,
@@ -244,7 +262,6 @@ def test_dry_run_reports_what_would_be_written_and_leaves_the_file_as_it_was(
     warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`tdm impute --dry-run` and `tdm warehouse --dry-run`: the DuckDB file keeps its bytes."""
-    from tests.tables import file_hash
 
     before = file_hash(warehouse)
     args = ["impute", "--db", str(warehouse), "--table", "readings", "--max-iter", "5"]
