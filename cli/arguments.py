@@ -4,6 +4,7 @@ and the one torch thread setting every command honours."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TypeVar
 
 __all__ = [
@@ -51,15 +52,8 @@ def parse_positive(text: str) -> int:
 def parse_draws(text: str) -> int:
     """A number of draws: 0 (none) or at least 2; anything else is a usage error, so that no
     run is started for it."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0 or value == 1:
-        raise argparse.ArgumentTypeError(
-            f"expected 0 (no draws) or at least 2 (one draw gives no interval); got {text!r}"
-        )
-    return value
+    expected = "0 (no draws) or at least 2 (one draw gives no interval)"
+    return _parsed(text, int, lambda n: n == 0 or n >= 2, expected)
 
 
 def parse_seconds(text: str) -> float:
@@ -69,34 +63,27 @@ def parse_seconds(text: str) -> float:
 
 def parse_port(text: str) -> int:
     """A TCP port, 1 to 65535; anything else is a usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535; got {text!r}")
-    return value
+    return _parsed(text, int, lambda n: 0 < n < 65536, "a port from 1 to 65535")
 
 
 def parse_share(text: str) -> float:
     """A share strictly between 0 and 1 (0.25: a quarter); anything else is a usage error."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1; got {text!r}")
-    return value
+    return _parsed(text, float, lambda x: 0 < x < 1, "a share between 0 and 1")
 
 
 def _positive(text: str, kind: type[_N], what: str) -> _N:
     """`text` as a finite number of `kind` above 0, or a usage error expecting `what`."""
+    return _parsed(text, kind, lambda x: 0 < x < float("inf"), f"a positive {what}")
+
+
+def _parsed(text: str, kind: type[_N], accepted: Callable[[_N], bool], expected: str) -> _N:
+    """`text` as a `kind` that `accepted` takes, or a usage error saying what was `expected`."""
     try:
         value = kind(text)
     except ValueError:
-        value = kind(0)
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive {what}; got {text!r}")
+        value = None
+    if value is None or not accepted(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}; got {text!r}")
     return value
 
 
