@@ -16,7 +16,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from schemas.input import MAX_LABELS, LabelCount
+from schemas.input import MAX_LABELS, MIN_ROWS, LabelCount
 from tasks.bounds import table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import observed_labels
@@ -35,6 +35,7 @@ from tasks.validate import (
     no_observed_value,
     resolve_columns,
     resolve_pass_through,
+    too_few_rows,
 )
 from tasks.warehouse.names import quote_identifier
 from tasks.warehouse.tables import (
@@ -140,6 +141,11 @@ def profile_table(
         f"SELECT count(*), min(rowid), max(rowid), {', '.join(stats)}{key_sql} FROM {src}"
     ).fetchall()[0]
     n_rows, first, last = int(row[0]), row[1], row[2]
+    if n_rows < MIN_ROWS:  # as the whole table's validation says it, before any column's NULLs
+        raise PipelineInputError(
+            f'Table "{info.qualified}" cannot be imputed: {too_few_rows(n_rows)}. '
+            "Nothing was written."
+        )
     problems, missing, observed_range, labels, nan_cells = [], {}, {}, {}, {}
     for j, name in enumerate([*numeric, *labelled]):
         observed, infinite, low, high, nan_cells[name] = row[3 + 5 * j : 8 + 5 * j]

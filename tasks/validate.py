@@ -174,6 +174,13 @@ def validate_input(
     )
 
 
+def too_few_rows(n_rows: int) -> str:
+    """The clause refusing a table of fewer than `MIN_ROWS` rows."""
+    return (
+        f"it has {n_rows} row{'s' if n_rows != 1 else ''}, and imputation needs at least {MIN_ROWS}"
+    )
+
+
 def no_observed_value(column: str) -> str:
     """The clause refusing a column to impute whose every cell is NULL, with what to do."""
     return (
@@ -482,10 +489,7 @@ def _describe_failures(cases: pd.DataFrame, frame: pd.DataFrame, key: str | None
     problems: list[str] = []
     checks = set(cases["check"].astype(str))
     if CHECK_MIN_ROWS in checks:
-        problems.append(
-            f"it has {n_rows} row{'s' if n_rows != 1 else ''}, and imputation needs at least "
-            f"{MIN_ROWS}"
-        )
+        problems.append(too_few_rows(n_rows))
         if n_rows == 0:
             return problems
     for (column, check), group in cases.groupby(["column", "check"], sort=False, dropna=True):

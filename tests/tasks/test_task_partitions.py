@@ -146,3 +146,17 @@ def test_bad_values_anywhere_in_the_table_are_named(readings: Path, sql: str, me
         con.execute(sql)
         with pytest.raises(PipelineInputError, match=message):
             _profile(con, readings)
+
+
+@pytest.mark.parametrize("rows", [0, 3])
+def test_a_table_of_too_few_rows_is_refused_for_its_rows(readings: Path, rows: int) -> None:
+    """Bug: an incremental run of a table with no rows said each column "has no observed
+    value"; it now says what the whole table's run says: too few rows."""
+    with duckdb.connect(str(readings)) as con:
+        con.execute(f"DELETE FROM readings WHERE id > {rows}")
+        with pytest.raises(PipelineInputError) as refused:
+            _profile(con, readings)
+    assert str(refused.value) == (
+        f'Table "readings" cannot be imputed: it has {rows} rows, and imputation needs at '
+        "least 4. Nothing was written."
+    )
