@@ -20,6 +20,7 @@ from schemas.expectations import (
     LABEL_SHARE_THRESHOLD,
     RANGE_FACTOR,
     SPREAD_THRESHOLD,
+    WITHIN_BOUNDS,
     expectation_suite,
 )
 from schemas.output import output_schema
@@ -283,6 +284,8 @@ def _run_expectations(
         if result.exception_info and result.exception_info.get("raised_exception"):
             detail = f"could not be evaluated: {result.exception_info.get('exception_message')}"
         warning = expectation is not None and expectation.severity == "warning"
+        if kind == WITHIN_BOUNDS and column in plan.bounds and not result.success:
+            detail += f", outside its bounds {plan.bounds[column].describe()}"
         if kind == IMPUTED_SPREAD and column in spreads:
             detail = _spread_detail(seen.get("observed_value"), spreads[column])
         outcomes.append(
