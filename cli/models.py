@@ -85,8 +85,8 @@ def _drop(args: argparse.Namespace, db: Path, folder: ModelFolder | None) -> int
             raise _none_stored(args, db)
         left = latest_model(con, args.target)
         then = (
-            f"uses version {left.version}, the newest left, unless its age or the new rows' "
-            "drift calls for a refit"
+            f"uses version {left.version}, the newest left, unless its age, the new rows' "
+            "drift or a stored model it cannot use (its file missing or altered) calls for a refit"
             if left is not None
             else f"fits a new model, stored as version {next_model_version(con, args.target)}"
         )
