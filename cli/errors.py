@@ -188,8 +188,8 @@ def drop_output_after_closed_pipe() -> Callable[[], None]:
 
 def interrupted_message(command: str, db_path: str | None, since: datetime) -> str:
     """What `tdm <command>` says when stopped by Ctrl-C: the tables that `db_path`'s lineage
-    says were written since `since` (each in one transaction, so every other one is as it was),
-    or, when the file cannot be read now, where to look."""
+    records as written by runs started since `since` (each in one transaction, so every other
+    one is as it was), or, when the file cannot be read now, where to look."""
     import duckdb
 
     from schemas.lineage import LINEAGE_TABLE
@@ -215,9 +215,9 @@ def interrupted_message(command: str, db_path: str | None, since: datetime) -> s
             f"started at or after {since.isoformat()} are those."
         )
     if not rows:
-        return f"{said} before writing anything: '{db_path}' is as it was."
+        return f"{said} before writing anything to '{db_path}'."
     written = ", ".join(f'"{table}" (run {run})' for table, run in rows)
     return (
-        f"{said} after writing {written} to '{db_path}' ({LINEAGE_TABLE} has the run); each "
-        "table is written in one transaction, so any other is as it was."
+        f"{said}. Since it began, {LINEAGE_TABLE} of '{db_path}' records {written} as written; "
+        "each table is written in one transaction, so any other is as it was."
     )

@@ -396,9 +396,10 @@ def _flag(name: str) -> str:
 
 def _written_db(args: argparse.Namespace) -> str | None:
     """The DuckDB file the command writes to, as its run resolves it (None: not one that
-    writes a warehouse, or its settings or config cannot be read)."""
+    writes a warehouse only through its runs, as `demo`, which rebuilds its tables first, or
+    its settings or config cannot be read)."""
     try:
-        if args.command in ("impute", "demo"):
+        if args.command == "impute":
             return str(_settings(args).db_path)
         if args.command == "warehouse":
             from deployments.files import WAREHOUSE_CONFIG

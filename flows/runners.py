@@ -48,9 +48,7 @@ def started_runner(settings: PipelineSettings) -> Iterator[Any]:
         try:
             if settings.task_runner == "dask" and settings.dask_address:
                 runner.client  # noqa: B018 - connects now (prefect-dask waits for a first task)
-        except OSError as error:
-            if not settings.dask_address:
-                raise
+        except (OSError, ValueError) as error:  # unreachable; or not an address at all
             raise PipelineInputError(
                 f"The Dask scheduler at {settings.dask_address} (the --dask-address flag or "
                 f"TDM_DASK_ADDRESS) cannot be reached: {error}. Nothing was imputed; start the "

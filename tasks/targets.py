@@ -25,7 +25,12 @@ from tasks.errors import PipelineInputError, setting
 from tasks.retry import warehouse_task
 from tasks.validate import ImputationPlan
 from tasks.warehouse.constraints import UNIQUE_KINDS
-from tasks.warehouse.names import canonical_name, parse_table_name
+from tasks.warehouse.names import (
+    canonical_name,
+    parse_table_name,
+    quote_identifier,
+    quote_table,
+)
 from tasks.warehouse.tables import TableInfo, connect, find_table, find_view, schema_exists
 
 __all__ = [
@@ -107,36 +112,67 @@ def _check_replaceable(con: duckdb.DuckDBPyConnection, table: TableInfo) -> None
 def _check_updatable(
     con: duckdb.DuckDBPyConnection, table: TableInfo, plan: ImputationPlan
 ) -> None:
-    """Refuse to update `table` in place when a column to impute has an index (CREATE INDEX,
-    PRIMARY KEY or UNIQUE) and another table's FOREIGN KEY references `table`: DuckDB updates
-    an indexed column by deleting and inserting its rows, which that foreign key forbids."""
+    """Refuse to update `table` in place when a row to update is referenced by another table's
+    FOREIGN KEY and has a missing cell in an indexed column (CREATE INDEX, PRIMARY KEY or
+    UNIQUE): DuckDB updates an indexed column by deleting and inserting the row, which that
+    foreign key forbids."""
     imputed = [name for name in plan.columns if plan.missing.get(name, 0)]
-    children = _referencing_tables(con, table) if imputed else ""
-    if not children:
+    indexed = _indexed_columns(con, table, imputed)
+    keys = con.execute(
+        "SELECT table_name, constraint_column_names, referenced_column_names FROM "
+        "duckdb_constraints() WHERE database_name = current_database() AND constraint_type = "
+        "'FOREIGN KEY' AND schema_name = ? AND lower(referenced_table) = lower(?) "
+        "AND table_name <> ? ORDER BY table_name",
+        [table.schema, table.name, table.name],
+    ).fetchall()
+    if not indexed or not keys:
         return
+    missing = " OR ".join(f"p.{quote_identifier(name)} IS NULL" for name in indexed)
+    blocked = []
+    for child, columns, referenced in keys:
+        on = " AND ".join(
+            f"c.{quote_identifier(a)} = p.{quote_identifier(b)}"
+            for a, b in zip(columns, referenced, strict=True)
+        )
+        child_sql = quote_table(canonical_name(table.schema, child))
+        rows = con.execute(
+            f"SELECT count(*) FROM {child_sql} AS c JOIN {table.sql} AS p ON {on} WHERE {missing}"
+        ).fetchall()[0][0]
+        if rows:
+            blocked.append(f'{rows} of "{canonical_name(table.schema, child)}"')
+    if blocked:
+        listed = ", ".join(f'"{name}" ({why})' for name, why in indexed.items())
+        raise PipelineInputError(
+            f'Table "{table.qualified}" cannot be updated in place: DuckDB updates an indexed '
+            f"column ({listed}) by deleting and inserting the row, and rows that FOREIGN KEYs "
+            f"reference would be updated ({', '.join(blocked)} referencing rows), which the "
+            "foreign keys forbid, so nothing was written. Impute into a target table (without "
+            f"{setting('replace_source')}), or pass those columns through "
+            f"({setting('pass_through')})."
+        )
+
+
+def _indexed_columns(
+    con: duckdb.DuckDBPyConnection, table: TableInfo, names: list[str]
+) -> dict[str, str]:
+    """Those of `names` that an index of `table` covers, each with the index (its name, or
+    PRIMARY KEY or UNIQUE); a name inside an index's expression counts, a function's not."""
     indexes = con.execute(
         "SELECT index_name, expressions FROM duckdb_indexes() WHERE database_name = "
         "current_database() AND schema_name = ? AND table_name = ?",
         [table.schema, table.name],
     ).fetchall()
     found: dict[str, str] = {}
-    for name in imputed:
-        mention = re.compile(rf'(?<![\w"]){re.escape(name)}(?![\w"])|"{re.escape(name)}"', re.I)
+    for name in names:
+        word = re.escape(name)
+        mention = re.compile(rf'(?<![\w"]){word}(?![\w"(])|"{word}"', re.IGNORECASE)
         for index, expressions in indexes:
             if mention.search(str(expressions)):
                 found.setdefault(name, f"index {index}")
         for constraint in table.constraints:
             if constraint.kind in UNIQUE_KINDS and name in constraint.columns:
                 found.setdefault(name, constraint.kind)
-    if found:
-        listed = ", ".join(f'"{name}" ({why})' for name, why in found.items())
-        raise PipelineInputError(
-            f'Table "{table.qualified}" cannot be updated in place: DuckDB updates an indexed '
-            f"column ({listed}) by deleting and inserting its rows, which the FOREIGN KEY of "
-            f"{children} forbids, so nothing was written. Impute into a target table (without "
-            f"{setting('replace_source')}), or pass those columns through "
-            f"({setting('pass_through')})."
-        )
+    return found
 
 
 def check_record_tables(con: duckdb.DuckDBPyConnection) -> None:

@@ -258,8 +258,8 @@ def _check_schema_name(con: duckdb.DuckDBPyConnection, schema: str, name: str) -
         "SELECT database_name, path FROM duckdb_databases() WHERE lower(database_name) = lower(?)",
         [schema],
     ).fetchall()
-    if not databases or schema.lower() == DEFAULT_SCHEMA:
-        return
+    if not databases or schema.lower() == DEFAULT_SCHEMA or not schema_exists(con, schema):
+        return  # no such schema: `_find` may still find a table named with the dot
     database, path = databases[0]
     own = f" (DuckDB names the database of '{path}' after the file)" if path else ""
     raise PipelineInputError(

@@ -164,6 +164,4 @@ def test_ctrl_c_in_a_terminal_ends_the_run_at_once_with_exit_130(
     err = run.stderr.read()
     assert run.wait(timeout=120) == 130, err
     assert time.monotonic() - started < 60
-    assert err.endswith(
-        f"tdm impute: interrupted before writing anything: '{warehouse}' is as it was.\n"
-    )
+    assert err.endswith(f"tdm impute: interrupted before writing anything to '{warehouse}'.\n")

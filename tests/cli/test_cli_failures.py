@@ -476,7 +476,7 @@ def test_ctrl_c_is_one_line_and_exit_status_130(
         digest = file_hash(warehouse)
         assert main(impute) == 130
         err = capsys.readouterr().err
-        said = f"tdm impute: interrupted before writing anything: '{warehouse}' is as it was."
+        said = f"tdm impute: interrupted before writing anything to '{warehouse}'."
         assert err == said + "\n"
         assert file_hash(warehouse) == digest
         monkeypatch.chdir(warehouse.parent)
@@ -488,6 +488,6 @@ def test_ctrl_c_is_one_line_and_exit_status_130(
     err = capsys.readouterr().err
     with duckdb.connect(str(warehouse), read_only=True) as con:
         ((run_id,),) = con.execute("SELECT run_id FROM tdm_lineage").fetchall()
-    said = f'tdm impute: interrupted after writing "readings_imputed" (run {run_id})'
-    assert err.startswith(said)
+    said = f"tdm impute: interrupted. Since it began, tdm_lineage of '{warehouse}' records "
+    assert err.startswith(f'{said}"readings_imputed" (run {run_id}) as written;')
     assert err.count("\n") == 1 and "Traceback" not in err

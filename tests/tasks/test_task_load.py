@@ -90,3 +90,13 @@ def test_a_schema_named_like_the_database_is_refused_by_name(tmp_path: Path) -> 
         'Table "Analytics.s": its schema "Analytics" has the name of the database "analytics" '
         f"(DuckDB names the database of '{path}' after the file)"
     )
+
+
+def test_a_dotted_table_name_like_a_database_s_is_still_found(tmp_path: Path) -> None:
+    """A table of main named with a dot, whose first part names a database but no schema
+    (`"temp.x"`; DuckDB's `temp` database), is found by its whole name, as before the refusal
+    of schemas named like a database."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute('CREATE TABLE "temp.x" AS SELECT 1.0 AS x')
+    assert load_table.fn(str(path), "temp.x").table.name == "temp.x"
