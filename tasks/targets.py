@@ -85,22 +85,28 @@ def check_target_table(
     )
 
 
-def _referencing_tables(con: duckdb.DuckDBPyConnection, table: TableInfo) -> str:
-    """The other tables whose FOREIGN KEY references `table`, quoted and listed ("" if none)."""
-    rows = con.execute(
-        "SELECT DISTINCT table_name FROM duckdb_constraints() WHERE database_name = "
-        "current_database() AND constraint_type = 'FOREIGN KEY' AND schema_name = ? "
-        "AND lower(referenced_table) = lower(?) AND table_name <> ? ORDER BY table_name",
+def _foreign_keys(
+    con: duckdb.DuckDBPyConnection, table: TableInfo
+) -> list[tuple[str, list[str], list[str]]]:
+    """The FOREIGN KEYs of other tables that reference `table` (a foreign key never crosses
+    schemas): each referencing table, its columns and the referenced columns."""
+    return con.execute(
+        "SELECT table_name, constraint_column_names, referenced_column_names FROM "
+        "duckdb_constraints() WHERE database_name = current_database() AND constraint_type = "
+        "'FOREIGN KEY' AND schema_name = ? AND lower(referenced_table) = lower(?) "
+        "AND table_name <> ? ORDER BY table_name",
         [table.schema, table.name, table.name],
     ).fetchall()
-    return ", ".join(f'"{canonical_name(table.schema, name)}"' for (name,) in rows)
 
 
 def _check_replaceable(con: duckdb.DuckDBPyConnection, table: TableInfo) -> None:
     """Refuse to write the existing `table` anew while another table's FOREIGN KEY references
     it: DuckDB drops no table another one references."""
-    children = _referencing_tables(con, table)
-    if children:
+    keys = _foreign_keys(con, table)
+    if keys:
+        children = ", ".join(
+            dict.fromkeys(f'"{canonical_name(table.schema, child)}"' for child, _, _ in keys)
+        )
         raise PipelineInputError(
             f'The target table "{table.qualified}" would be written anew, but {children} '
             "references it with a FOREIGN KEY, and DuckDB drops no table another one "
@@ -118,14 +124,8 @@ def _check_updatable(
     foreign key forbids."""
     imputed = [name for name in plan.columns if plan.missing.get(name, 0)]
     indexed = _indexed_columns(con, table, imputed)
-    keys = con.execute(
-        "SELECT table_name, constraint_column_names, referenced_column_names FROM "
-        "duckdb_constraints() WHERE database_name = current_database() AND constraint_type = "
-        "'FOREIGN KEY' AND schema_name = ? AND lower(referenced_table) = lower(?) "
-        "AND table_name <> ? ORDER BY table_name",
-        [table.schema, table.name, table.name],
-    ).fetchall()
-    if not indexed or not keys:
+    keys = _foreign_keys(con, table) if indexed else []
+    if not keys:
         return
     missing = " OR ".join(f"p.{quote_identifier(name)} IS NULL" for name in indexed)
     blocked = []

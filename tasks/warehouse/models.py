@@ -29,6 +29,7 @@ from schemas.lineage import LINEAGE_TABLE
 from schemas.models import MODELS_COLUMNS, MODELS_DDL, MODELS_MIGRATIONS, MODELS_TABLE
 from tasks.errors import PipelineInputError
 from tasks.scaling import Scaling
+from tasks.warehouse.access import check_folder_writable
 from tasks.warehouse.names import parse_table_name
 from tasks.warehouse.tables import TableInfo, find_table
 
@@ -381,14 +382,11 @@ def drop_models(
             "TDM_MODEL_DIR to the folder the models were written to, or delete a row you do "
             "not trust by hand (its file stays)."
         )
-    locked = sorted(
-        {str(p.parent) for p in files if p.exists() and not os.access(p.parent, os.W_OK)}
-    )
-    if locked:
-        raise PipelineInputError(
-            f"The model files of {target!r} lie in {', '.join(repr(f) for f in locked)}, which "
-            "this user cannot write to, so nothing was dropped (the rows and their files stay). "
-            "Run the drop as a user who can write there."
+    for place in sorted({path.parent for path in files if path.exists()}):
+        check_folder_writable(
+            place,
+            what=f"The model files of {target!r} in '{place}'",
+            refused="Nothing was dropped (the rows and their files stay)",
         )
     if rows:
         _migrate(con)  # an earlier store, as a run would: `list_models` reads it afterwards

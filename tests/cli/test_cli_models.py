@@ -159,8 +159,10 @@ def test_a_drop_whose_model_files_cannot_be_deleted_is_refused_before_the_rows_g
         digest = file_hash(db)
         assert main(["models", "drop", "--db", str(db), "--target", "readings_imputed"]) == 2
         err = capsys.readouterr().err
-        assert f"lie in '{folder / 'readings_imputed'}', which this user cannot write to" in err
-        assert "nothing was dropped" in err and "Traceback" not in err
+        place = folder / "readings_imputed"
+        assert f"The model files of 'readings_imputed' in '{place}' cannot be written" in err
+        assert "Nothing was dropped (the rows and their files stay)" in err
+        assert "Traceback" not in err
         assert file_hash(db) == digest
         assert sorted(p.name for p in (folder / "readings_imputed").iterdir()) == [
             "v1.tdm", "v2.tdm",
