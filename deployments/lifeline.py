@@ -58,8 +58,8 @@ def die_with_parent() -> Callable[[], None] | None:
 class _SubprocessWithLifeline:
     """`subprocess` as Prefect's ephemeral-server module sees it: `Popen` children die with
     this process (when started from the main thread) and run in a session of their own, out of
-    the terminal's Ctrl-C, which this process answers for them (a server stopped by it left the
-    interrupted run waiting minutes on a dead API); everything else is `subprocess`."""
+    the terminal's Ctrl-C, so that an interrupted run can still report to its server;
+    everything else is `subprocess`."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(subprocess, name)
