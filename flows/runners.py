@@ -49,10 +49,15 @@ def started_runner(settings: PipelineSettings) -> Iterator[Any]:
             if settings.task_runner == "dask" and settings.dask_address:
                 runner.client  # noqa: B018 - connects now (prefect-dask waits for a first task)
         except (OSError, ValueError) as error:  # unreachable; or not an address at all
+            problem = (
+                f"cannot be reached: {error}"
+                if isinstance(error, OSError)
+                else f"is not an address ({error}); give it as tcp://HOST:PORT"
+            )
             raise PipelineInputError(
                 f"The Dask scheduler at {settings.dask_address} (the --dask-address flag or "
-                f"TDM_DASK_ADDRESS) cannot be reached: {error}. Nothing was imputed; start the "
-                "scheduler, or leave the address out to run on a local cluster."
+                f"TDM_DASK_ADDRESS) {problem}. Nothing was imputed; start the scheduler, or "
+                "leave the address out to run on a local cluster."
             ) from None
         yield runner
 

@@ -226,6 +226,20 @@ def test_a_dask_scheduler_that_cannot_be_reached_is_refused_by_name() -> None:
         pass
 
 
+def test_a_dask_address_that_is_not_an_address_is_refused_with_its_form() -> None:
+    """A malformed --dask-address is named as not an address, with the form expected."""
+    settings = PipelineSettings(task_runner="dask", dask_address="localhost:notaport")
+    with (
+        pytest.raises(
+            PipelineInputError,
+            match=r"localhost:notaport .* is not an address .*"
+            r"tcp://HOST:PORT",
+        ),
+        started_runner(settings),
+    ):
+        pass
+
+
 def test_a_run_where_only_locks_failed_raises_the_lock_error_for_the_run_retries(
     tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
