@@ -11,7 +11,8 @@ a traceback.
   (each task run's state, the temporary server starting).
 
 The filters sit on Prefect's console handler only: the Prefect API, and so the UI, gets every
-record whatever the switch.
+record whatever the switch. `tdm run` shows a served run's records, read from the API, by the
+same rules (`served_log_line`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["QUIET", "VERBOSE", "add_verbosity_flags", "quiet_children", "show_logs"]
+__all__ = [
+    "QUIET",
+    "VERBOSE",
+    "add_verbosity_flags",
+    "quiet_children",
+    "served_log_line",
+    "show_logs",
+]
 
 QUIET, DEFAULT, VERBOSE = -1, 0, 1
 
@@ -135,3 +143,42 @@ def show_logs(verbosity: int) -> None:
         for earlier in [f for f in handler.filters if isinstance(f, _Verbosity)]:
             handler.removeFilter(earlier)
         handler.addFilter(shown)
+
+
+_PREFECT_BOOKKEEPING = (
+    "Beginning ",
+    "Finished in state ",
+    "Running hook ",
+    "Hook ",
+    "Received non-final state ",
+    "Starting flow run process",
+    "Tried to set traceparent ",
+    "View at ",
+    "Created task run ",
+    "Executing ",
+    "Opening process",
+    "Process for flow run ",
+    "Completed submission of flow run ",
+    "Downloading flow code",
+)
+"""How Prefect's own INFO records about a run begin: a served run's records, read from the API,
+carry no source file to tell them from the pipeline's."""
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def served_log_line(level: int, message: str, when: str, verbosity: int) -> str | None:
+    """How `tdm run` shows one log record of the run it watches (None: not at all): at the
+    default verbosity the pipeline's lines, Prefect's retry notices and warnings, not Prefect's
+    bookkeeping nor its failure reports (the command's last line says why a run failed); with
+    `-v` every record; with `-q` none. Never a traceback: a record is cut where one begins."""
+    if verbosity <= QUIET:
+        return None
+    if verbosity < VERBOSE and (level >= logging.ERROR or message.startswith(_PREFECT_BOOKKEEPING)):
+        return None
+    text = message.split(_TRACEBACK, 1)[0].rstrip()
+    if not text:
+        return None
+    label = "" if level < logging.WARNING else f"{logging.getLevelName(level)}: "
+    first, *rest = text.splitlines()
+    return "\n".join([f"{when} {label}{first}", *(f"    {line}" for line in rest)])

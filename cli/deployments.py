@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cli.arguments import (
     add_column_flags,
@@ -23,8 +24,12 @@ from cli.arguments import (
     parse_seconds,
     torch_threads_setting,
 )
+from cli.console import QUIET, add_verbosity_flags, served_log_line
 from cli.errors import EXIT_INTERRUPTED
 from deployments.server import DEFAULT_PORT, api_url_for
+
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import Log
 
 __all__ = ["EXIT_TIMEOUT", "add_deployment_commands", "print_reports"]
 
@@ -89,11 +94,12 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
         help="impute a table with the served impute-table deployment",
         description="Create a run of the impute-table deployment that `tdm serve` (or a worker) "
         f"serves, on PREFECT_API_URL or else {api_url_for(DEFAULT_PORT)} (the port: "
-        "PREFECT_SERVER_API_PORT), print its address in the UI and its state changes, and wait "
-        "for it: exit 0 when it completes, 1 when it fails, 2 when nothing serves it, "
-        f"{EXIT_TIMEOUT} when --timeout passes. A run nobody takes up within "
-        "30 s, or still going at --timeout, is cancelled: it never starts later. Settings not "
-        "given are the serving process's (its TDM_* variables, then the defaults).",
+        "PREFECT_SERVER_API_PORT), print its address in the UI, its state changes and its log "
+        "lines as they come (as `tdm impute` prints its own), and wait for it: exit 0 when it "
+        f"completes, 1 when it fails, 2 when nothing serves it, {EXIT_TIMEOUT} when --timeout "
+        "passes. A run nobody takes up within 30 s, or still going at --timeout, is cancelled: "
+        "it never starts later. Settings not given are the serving process's (its TDM_* "
+        "variables, then the defaults).",
     )
     run.add_argument("table", metavar="TABLE", help="source table")
     run.add_argument("--db", help="DuckDB file, as the serving process sees it [its TDM_DB_PATH]")
@@ -122,6 +128,7 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
         action="store_false",
         help="return once a runner has taken the run (or queued it)",
     )
+    add_verbosity_flags(run)
     run.set_defaults(handler=_run)
 
 
@@ -176,6 +183,16 @@ def _run(args: argparse.Namespace) -> int:
         created.append(run)
         print(f"Flow run {run.name!r} of {run.deployment}: {run.url}", flush=True)
 
+    def show(line: str) -> None:
+        if args.verbosity > QUIET:
+            print(f"  {line}", flush=True)
+
+    def show_log(log: Log) -> None:
+        when = log.timestamp.astimezone().strftime("%H:%M:%S")
+        line = served_log_line(log.level, log.message, when, args.verbosity)
+        if line is not None:
+            show(line)
+
     try:
         run = trigger_deployment(
             TABLE_DEPLOYMENT,
@@ -184,7 +201,8 @@ def _run(args: argparse.Namespace) -> int:
             wait=args.wait,
             timeout=args.timeout,
             on_created=show_created,
-            progress=lambda line: print(f"  {line}", flush=True),
+            progress=show,
+            on_log=show_log,
         )
     except KeyboardInterrupt:
         # The API the run lives on: unset, `prefect` would start a temporary server of its own.

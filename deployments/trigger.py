@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -20,7 +20,7 @@ from tasks.errors import PipelineError
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.objects import FlowRun, State
+    from prefect.client.schemas.objects import FlowRun, Log, State
 
 __all__ = [
     "PICKUP_TIMEOUT",
@@ -49,6 +49,12 @@ def pickup_seconds() -> float:
     poll = float(get_current_settings().runner.poll_frequency)
     return max(PICKUP_TIMEOUT, 3 * poll)
 
+
+LOG_LAG = 30.0
+"""Seconds before the newest log record seen that each read of a run's records goes back: a
+record of another process may reach the API after newer ones (they are sent every 2 s)."""
+
+LOG_PAGE = 200  # records per read (the API's default limit)
 
 REPORT_KEY_PREFIX = "tdm-report-"  # the run report artifacts the impute flows publish
 
@@ -97,14 +103,17 @@ def trigger_deployment(
     pickup_timeout: float | None = None,
     on_created: Callable[[CreatedRun], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    on_log: Callable[[Log], None] | None = None,
 ) -> TriggeredRun:
     """Create a run of deployment `name` with `parameters` (named `run_name`; None: the server
     gives it a random name until the flow names it as it starts) and watch it.
 
     With `wait`, until it ends; without, until a runner or worker has taken it (or has seen it
     and queued it). `on_created` gets the run as soon as it exists; `progress` gets one line per
-    state change (and when the run is queued). After `timeout` seconds the run is cancelled and
-    returned with `timed_out`: a run in progress stops, one not yet started never will.
+    state change (and when the run is queued); `on_log` gets each of the run's log records, in
+    the order of their timestamps as they reach the API, while the run is watched. After
+    `timeout` seconds the run is cancelled and returned with `timed_out`: a run in progress
+    stops, one not yet started never will.
 
     Errors (`PipelineError`) when no server answers, when the deployment does not exist or nothing
     serves it (no runner or worker polls it within `pickup_timeout` seconds, default
@@ -155,7 +164,7 @@ def trigger_deployment(
             )
             if on_created is not None:
                 on_created(created)
-            watch = _Watch(client, created, deployment.id, deployment.last_polled, progress)
+            watch = _Watch(client, created, deployment.id, deployment.last_polled, progress, on_log)
             flow_run, timed_out = watch.follow(
                 wait=wait,
                 timeout=timeout,
@@ -187,13 +196,17 @@ class _Watch:
         deployment_id: UUID,
         last_polled: datetime | None,
         progress: Callable[[str], None] | None,
+        on_log: Callable[[Log], None] | None = None,
     ) -> None:
         self.client = client
         self.run = run
         self.deployment_id = deployment_id
         self.last_polled = last_polled
         self.progress = progress or (lambda line: None)
+        self.on_log = on_log
         self.seen: tuple[str, str] | None = None
+        self.logged: set[UUID] = set()
+        self.logged_until: datetime | None = None
 
     def follow(
         self, *, wait: bool, timeout: float | None, pickup_timeout: float, poll: float
@@ -204,9 +217,11 @@ class _Watch:
         taken = queued = False
         while True:
             flow_run = self.client.read_flow_run(self.run.id)
+            self._read_logs()
             self._report(flow_run.state)
             state = flow_run.state
             if state is not None and state.is_final():
+                self._read_logs()  # the last records may reach the API after the final state
                 return flow_run, False
             now = time.monotonic()
             waiting = state is None or state.is_scheduled()
@@ -241,6 +256,36 @@ class _Watch:
         self.seen = key
         detail = f": {state.message}" if state is not None and state.message else ""
         self.progress(f"{_clock()} {key[1]}{detail}")
+
+    def _read_logs(self) -> None:
+        """Pass on the run's log records not passed yet. Records reach the API in batches, from
+        several processes, so each read goes back `LOG_LAG` seconds before the newest record
+        seen and skips the records already passed."""
+        if self.on_log is None:
+            return
+        from prefect.client.schemas.filters import (
+            LogFilter,
+            LogFilterFlowRunId,
+            LogFilterTimestamp,
+        )
+
+        after = self.logged_until - timedelta(seconds=LOG_LAG) if self.logged_until else None
+        wanted = LogFilter(
+            flow_run_id=LogFilterFlowRunId(any_=[self.run.id]),
+            timestamp=LogFilterTimestamp(after_=after),
+        )
+        offset = 0
+        while True:
+            page = self.client.read_logs(log_filter=wanted, limit=LOG_PAGE, offset=offset)
+            for log in page:
+                if log.id in self.logged:
+                    continue
+                self.logged.add(log.id)
+                self.logged_until = max(self.logged_until or log.timestamp, log.timestamp)
+                self.on_log(log)
+            if len(page) < LOG_PAGE:
+                return
+            offset += LOG_PAGE
 
     def _polled_again(self) -> bool:
         """Whether a runner or worker polled the deployment since last checked."""

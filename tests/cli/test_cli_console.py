@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.console import DEFAULT, QUIET, VERBOSE, _Verbosity, quiet_children
+from cli.console import DEFAULT, QUIET, VERBOSE, _Verbosity, quiet_children, served_log_line
 from flows.runs import OUTCOME
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,6 +65,47 @@ def test_each_level_shows_what_it_promises(
 ) -> None:
     shown = tuple(_Verbosity(level).filter(made) for level in (QUIET, DEFAULT, VERBOSE))
     assert shown == expected
+
+
+SERVED = {  # a served run's record, as `tdm run` reads it from the API: (quiet, default, verbose)
+    "pipeline-info": ((logging.INFO, "TDM fit on 't':  10% (30/300 iterations)"), (0, 1, 1)),
+    "prefect-bookkeeping": ((logging.INFO, "Finished in state Completed()"), (0, 0, 1)),
+    "prefect-hook": ((logging.INFO, "Running hook 'notify_failure' in response to"), (0, 0, 1)),
+    "retry-notice": (
+        (logging.INFO, "Task run failed with exception: E('x') - Retry 1/3"),
+        (0, 1, 1),
+    ),
+    "failure-report": ((logging.ERROR, 'Table "t" cannot be imputed: ...'), (0, 0, 1)),
+    "warning": ((logging.WARNING, "Table 't': imputed spread of column 'c'"), (0, 1, 1)),
+}
+
+
+@pytest.mark.parametrize(("made", "expected"), SERVED.values(), ids=SERVED)
+def test_tdm_run_shows_a_served_runs_records_by_the_same_rules(
+    made: tuple[int, str], expected: tuple[int, int, int]
+) -> None:
+    level, message = made
+    shown = [served_log_line(level, message, "10:00:00", v) for v in (QUIET, DEFAULT, VERBOSE)]
+    assert tuple(int(line is not None) for line in shown) == expected
+    for line in filter(None, shown):
+        label = "WARNING: " if level == logging.WARNING else "ERROR: " if level > 30 else ""
+        assert line == f"10:00:00 {label}{message}"
+
+
+def test_a_served_record_is_shown_without_its_traceback_its_lines_indented() -> None:
+    """Prefect's failure reports carry the traceback in their text: `-v` shows the report, not
+    the traceback; a record of several lines keeps them, indented under its time."""
+    report = 'Encountered exception: E("x")\nTraceback (most recent call last):\n  File "f.py"'
+    assert served_log_line(logging.ERROR, report, "10:00:00", VERBOSE) == (
+        '10:00:00 ERROR: Encountered exception: E("x")'
+    )
+    assert (
+        served_log_line(logging.ERROR, "Traceback (most recent call last):\n", "t", VERBOSE) is None
+    )
+    columns = 'Columns of "t" to impute:\n  "a": 5 cells'
+    assert served_log_line(logging.INFO, columns, "10:00:00", DEFAULT) == (
+        '10:00:00 Columns of "t" to impute:\n      "a": 5 cells'
+    )
 
 
 def test_quiet_silences_the_consoles_of_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,9 @@ commands pass on and print (with the trigger replaced)."""
 from __future__ import annotations
 
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from uuid import uuid4
 
@@ -176,6 +178,10 @@ def test_run_refuses_a_timeout_that_is_not_positive(
 REPORTS = ("# Imputation of `readings`\n\n| column | cells imputed |\n|---|---:|\n\n## Run",)
 
 
+LOGGED = datetime(2026, 1, 1, 10, 0, 2, tzinfo=UTC)
+LOGS = ((20, "TDM fit on 'readings': 10%"), (20, "Finished in state Completed()"))
+
+
 def _fake_trigger(
     monkeypatch: pytest.MonkeyPatch, *, timed_out: bool, state: str, final: bool
 ) -> list[dict]:
@@ -190,6 +196,8 @@ def _fake_trigger(
         kwargs["on_created"](trigger.CreatedRun(run_id, "r", name, f"http://ui/runs/{run_id}"))
         kwargs["progress"]("10:00:00 Scheduled")
         kwargs["progress"]("10:00:01 Running")
+        for level, message in LOGS:
+            kwargs["on_log"](SimpleNamespace(timestamp=LOGGED, level=level, message=message))
         return trigger.TriggeredRun(
             id=run_id, name="r", deployment=name, state=state, message=None, final=final,
             succeeded=final, url=f"http://ui/runs/{run_id}", reports=REPORTS if final else (),
@@ -211,11 +219,25 @@ def test_run_prints_the_address_first_then_each_state(
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith("Flow run 'r' of impute-table/impute-table: http://ui/runs/")
-    assert lines[1:3] == ["  10:00:00 Scheduled", "  10:00:01 Running"]
-    assert lines[3].startswith("Flow run 'r' of impute-table/impute-table: Completed.")
+    fitting = f"  {LOGGED.astimezone():%H:%M:%S} TDM fit on 'readings': 10%"  # not Prefect's
+    assert lines[1:4] == ["  10:00:00 Scheduled", "  10:00:01 Running", fitting]
+    assert lines[4].startswith("Flow run 'r' of impute-table/impute-table: Completed.")
     assert out.endswith(f"\n\n{REPORTS[0]}\n")
     assert calls[0]["timeout"] is None and calls[0]["wait"] is True
     assert calls[0]["run_name"] == "impute-readings"
+
+
+def test_run_quiet_prints_the_address_and_the_result_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tdm run -q`: neither the states nor the run's log lines, still its page and report."""
+    _fake_trigger(monkeypatch, timed_out=False, state="Completed", final=True)
+    assert main(["run", "readings", "-q"]) == 0
+    out = capsys.readouterr().out
+    first, second = out.splitlines()[:2]
+    assert first.startswith("Flow run 'r' of impute-table/impute-table: http://ui/runs/")
+    assert second.startswith("Flow run 'r' of impute-table/impute-table: Completed.")
+    assert out.endswith(f"\n\n{REPORTS[0]}\n")
 
 
 def test_run_past_its_timeout_exits_124_saying_it_cancelled(

@@ -48,6 +48,10 @@ from tests.conftest import build_readings, fresh_prefect_home
 
 REPO = Path(__file__).resolve().parents[2]
 WAREHOUSE_DEPLOYMENT = "impute-warehouse/impute-warehouse"
+RUN_STATES = {  # the states `tdm run` prints as they come
+    "Scheduled", "Late", "Pending", "Submitting", "Running", "Retrying", "AwaitingRetry",
+    "Completed", "Failed", "Crashed", "Cancelling", "Cancelled", "Paused", "Suspended",
+}  # fmt: skip
 
 # One worker runs this module (`./dev.sh test`'s loadgroup scheduler): `served` starts once.
 pytestmark = pytest.mark.xdist_group("served")
@@ -316,6 +320,10 @@ def test_schedule_your_own_tables_as_the_readme_says(served: Served) -> None:
         out.splitlines()[0],
     )  # named as the flow names it (bug: a random name)
     assert "Completed" in out and "`sales` → `sales_imputed`" in out
+    # the run's own log lines as they come (bug: nothing between Running and Completed), not
+    # Prefect's bookkeeping
+    assert re.search(r"\n  \d\d:\d\d:\d\d TDM fit on 'sales': 100% \(30/30 iterations\)", out)
+    assert "Finished in state" not in out, out
     # The whole report (bug: it stopped before its table of columns)
     assert "| column | cells imputed |" in out and "## Run" in out and "| **total** |" in out
     with duckdb.connect(str(served.db), read_only=True) as con:
@@ -394,7 +402,8 @@ def test_a_failed_run_exits_1_with_the_reason(served: Served) -> None:
     served_before = served.output.stat().st_size
     run = _command(served, "cli.main", "run", "sales", "--key", "humidity")
     assert run.returncode == 1, run.stdout + run.stderr
-    states = [line.split()[1].rstrip(":") for line in run.stdout.splitlines()[1:-1]]
+    words = [line.split()[1].rstrip(":") for line in run.stdout.splitlines()[1:-1]]
+    states = [word for word in words if word in RUN_STATES]  # between them, the run's log lines
     assert states[0] == "Scheduled" and states[-1] == "Failed", run.stdout
     assert "AwaitingRetry" not in states and "Crashed" not in run.stdout
     run_id = run.stdout.splitlines()[0].rsplit("/", 1)[1]
