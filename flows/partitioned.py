@@ -9,6 +9,9 @@ is bounded by the partition size, not by the table. The per-partition inverse sc
 checks run as plain functions (one merged report), so a table of hundreds of partitions does
 not flood the UI with task runs; the partition imputations are the tasks.
 
+The warehouse is opened read-only to read partitions and not at all during the fit or while a
+partition is imputed (`TableWriter.released`), for writing only by the final transaction.
+
 A dry run opens the file read-only: it fits on the sample and checks the sample's imputation
 (against the whole table's observed range), and imputes no partition.
 """
@@ -113,9 +116,10 @@ def impute_partitioned(
             len(profile.bounds),
         )
         log_plan(plan)
-        fitted = fit_on_runner(
-            db_path, request.source_table, options, scaled, settings=settings, runner=runner
-        )
+        with write.released():  # other processes may write the warehouse during the fit
+            fitted = fit_on_runner(
+                db_path, request.source_table, options, scaled, settings=settings, runner=runner
+            )
         seconds["fit"] = fitted.outcome.fit_seconds
         write.create_stage(sample, plan)
 
@@ -133,7 +137,8 @@ def impute_partitioned(
             pending.append((part, future))
             while len(pending) >= in_flight or (pending and index == len(profile.bounds) - 1):
                 done, future = pending.popleft()
-                made: Imputed = future.result()
+                with write.released():
+                    made: Imputed = future.result()
                 imputed = unscale(made.frame, scaled.scaling, done.frame)
                 part_plan = plan_for_rows(plan, done.frame)
                 reports.append(_check(done, part_plan, imputed, options, profile))

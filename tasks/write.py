@@ -8,7 +8,9 @@ Its modes:
 - `APPEND`: rows are added to the target (created, or replaced with `replace=True`) and the new
   model version stored with them;
 - `PARTITIONED`: partitions are staged, each committed on its own, in a scratch DuckDB file
-  beside the warehouse (a `.tdm-staging-*` folder), and published by the one transaction.
+  beside the warehouse (a `.tdm-staging-*` folder), and published by the one transaction. Until
+  then the warehouse is opened read-only, and not at all within `released()` (the fit, the
+  waits for partitions), so other processes can read it meanwhile and write it between reads.
 
 Every mode checks the source is unchanged and the target may be written inside the transaction,
 proves the observed cells unchanged in their own type (`tasks.warehouse.cells`), and leaves the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import shutil
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -82,6 +85,11 @@ __all__ = ["TableWriter", "WriteMode", "check_write", "insert_lineage", "write_b
 
 _STAGE = "tdm_stage"
 
+REOPEN_WAIT_SECONDS = 120.0
+"""How long a partitioned run that has started waits for another process's lock to pass when it
+opens the warehouse again (each try `REOPEN_POLL_SECONDS` apart), rather than lose its work."""
+REOPEN_POLL_SECONDS = 5.0
+
 
 class WriteMode(StrEnum):
     """Where a run's rows go (see the module's docstring)."""
@@ -108,7 +116,8 @@ class TableWriter:
     """Writes one table in `mode`, committing it all in one transaction (`commit`).
 
     A context manager: it checks the file can be written, opens it and, for `PARTITIONED`,
-    creates the staging file, which it always removes. `folder` is where
+    creates the staging file, which it always removes; `PARTITIONED` opens the warehouse
+    read-only until `commit`, and `released()` closes it for a while. `folder` is where
     an `APPEND` stores model files (None: in `tdm_models`); `replace` makes an `APPEND` write
     the target anew; `memory_limit` is DuckDB's while a partitioned table is written.
     """
@@ -135,6 +144,7 @@ class TableWriter:
         self._filled: list[FilledColumn] = []
         self._staged_rows = 0
         self._observed_checked = 0
+        self._writing = mode != WriteMode.PARTITIONED  # PARTITIONED: read-only until commit
 
     def __enter__(self) -> TableWriter:
         check_writable(self.db_path)  # before the staging folder and the fit
@@ -155,6 +165,14 @@ class TableWriter:
                 f"Writing to '{self.db_path}' failed, and the warehouse was left as it was: "
                 f"{str(error).splitlines()[0]}"
             ) from None
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        """Within it, the warehouse is not open (the staging file is kept); on leaving, it is
+        opened again as before, waiting up to `REOPEN_WAIT_SECONDS` for another process's lock."""
+        self._close_connection()
+        yield
+        self._open_waiting()
 
     @property
     def checks(self) -> list[CheckOutcome]:
@@ -203,6 +221,10 @@ class TableWriter:
         one transaction. Returns what was written and `lineage` with the write's checks."""
         source, plan = lineage.source, lineage.plan
         files: list[Path] = []
+        if not self._writing:
+            self._writing = True
+            self._close_connection()
+            self._open_waiting()
         try:
             with transaction(self.con, plan.target_table, self.db_path):
                 _check_source_unchanged(self.con, source)
@@ -355,7 +377,7 @@ class TableWriter:
         self.con.execute(f"INSERT INTO {IMPUTED_CELLS_TABLE} BY NAME SELECT * FROM {cells}")
 
     def _open(self) -> None:
-        connection = connect(self.db_path, read_only=False)
+        connection = connect(self.db_path, read_only=not self._writing)
         self.con = connection.__enter__()  # if opening fails, there is nothing to close
         self._connection = connection
         if self._stage_dir is None:
@@ -364,14 +386,27 @@ class TableWriter:
             self.con.execute("SET memory_limit = ?", [self.memory_limit])
         stage = str(Path(self._stage_dir) / "stage.duckdb").replace("'", "''")
         self._stage = _stage_name(self.con)
-        self.con.execute(f"ATTACH '{stage}' AS {self._stage}")
+        self.con.execute(f"ATTACH '{stage}' AS {self._stage} (READ_WRITE)")
 
     def _reopen(self) -> None:
         """Close and reopen the database: DuckDB keeps the pages it read and wrote cached in
         the process until the last connection closes, so without this the memory of a run
         would grow with every partition; with it, it stays bounded by one partition."""
         self._close_connection()
-        self._open()
+        self._open_waiting()
+
+    def _open_waiting(self) -> None:
+        """`_open`, trying again while another process holds the file, for at most
+        `REOPEN_WAIT_SECONDS`; then its `WarehouseBusyError`."""
+        deadline = time.monotonic() + REOPEN_WAIT_SECONDS
+        while True:
+            try:
+                return self._open()
+            except WarehouseBusyError as busy:
+                if time.monotonic() + REOPEN_POLL_SECONDS > deadline:
+                    raise
+                get_logger("tdm.write").warning("%s Waiting %g s.", busy, REOPEN_POLL_SECONDS)
+                time.sleep(REOPEN_POLL_SECONDS)
 
     def _close_connection(self) -> None:
         if self._connection is not None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,6 +121,26 @@ def test_a_failure_in_a_late_partition_leaves_the_warehouse_as_it_was(
         impute_table("readings", db_path=str(large), key="id")
     assert take_snapshot(large) == before  # no target, no cells, no lineage table even
     assert not list(large.parent.glob(".tdm-staging-*"))  # the staging file is gone too
+
+
+def test_other_processes_write_the_warehouse_during_the_fit(
+    large: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: a partitioned run held the warehouse for writing from its first read to its commit,
+    locking every other process out for the whole fit (docs/operator.md promises the opposite);
+    a table written by another process meanwhile is kept, and the run still writes its own."""
+    fit = partitioned.fit_on_runner
+
+    def fit_while_another_writes(*args: object, **kwargs: object) -> object:
+        code = f"import duckdb; duckdb.connect({str(large)!r}).execute('CREATE TABLE b (x INT)')"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(partitioned, "fit_on_runner", fit_while_another_writes)
+    impute_table("readings", db_path=str(large), key="id")
+    assert read(large, "SELECT count(*) AS n FROM b")["n"].item() == 0
+    assert not read(large, "SELECT * FROM readings_imputed")[COLUMNS].isna().any().any()
 
 
 def test_deleted_rows_leave_gaps_that_the_partitions_follow(large: Path) -> None:

@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+import tasks.write as write_module
 from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tasks.partitions import count_rows
 from tasks.retry import RETRIES, RETRY_DELAY_SECONDS, retry_when_busy
@@ -205,10 +206,46 @@ def test_a_partitioned_write_on_a_locked_file_says_so_and_leaves_nothing(
 ) -> None:
     """Bug: a lock met when a partitioned write opened the file was hidden by an AttributeError
     from the cleanup."""
-    hold_lock(warehouse, read_only=True)
+    hold_lock(warehouse, read_only=False)
     with (
-        pytest.raises(WarehouseBusyError, match="reading it"),
+        pytest.raises(WarehouseBusyError, match="writing to it"),
         TableWriter(str(warehouse), WriteMode.PARTITIONED),
     ):
         pass
     assert not list(warehouse.parent.glob(f"{STAGE_PREFIX}*"))
+
+
+def _write_from_another_process(db: Path) -> None:
+    code = f"import duckdb; duckdb.connect({str(db)!r}).execute('CREATE TABLE other (x INT)')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_partitioned_writer_lets_others_read_and_while_released_write(
+    warehouse: Path, hold_lock: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """Bug: a partitioned run held the warehouse for writing from its first read to its commit
+    (the fit and every partition: minutes to hours), locking out every other process. It reads
+    read-only, so others read too, and opens nothing while released (the fit, the waits)."""
+    with TableWriter(str(warehouse), WriteMode.PARTITIONED) as writer:
+        hold_lock(warehouse, read_only=True).kill()  # another reader opens it meanwhile
+        with writer.released():
+            _write_from_another_process(warehouse)
+        assert writer.con.execute("SELECT count(*) FROM other").fetchone() == (0,)
+
+
+def test_a_partitioned_writer_waits_for_a_lock_to_pass_when_it_opens_again(
+    warehouse: Path,
+    hold_lock: Callable[..., subprocess.Popen[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that has fitted waits for another process's lock to pass rather than lose its
+    work; a lock that outlasts the wait is the lock error (retried by the run-level retries)."""
+    monkeypatch.setattr(write_module, "REOPEN_POLL_SECONDS", 0.2)
+    with TableWriter(str(warehouse), WriteMode.PARTITIONED) as writer:
+        with writer.released():
+            holder = hold_lock(warehouse, read_only=False, seconds=1.0)
+        assert holder.poll() is not None  # it had to wait for the holder to end
+        monkeypatch.setattr(write_module, "REOPEN_WAIT_SECONDS", 0.5)
+        with pytest.raises(WarehouseBusyError, match="writing to it"), writer.released():
+            hold_lock(warehouse, read_only=False)
