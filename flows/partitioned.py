@@ -126,6 +126,7 @@ def impute_partitioned(
         clock = time.perf_counter()
         pending: deque[tuple[Any, Any]] = deque()
         reports = []
+        staged = 0
         tags = gpu_tags(options, settings)
         for index, (start, stop) in enumerate(profile.bounds):
             part = profile.source(read_partition(write.con, profile, start, stop))
@@ -146,6 +147,15 @@ def impute_partitioned(
                     None if made.draws is None else inverse_scale_draws(made.draws, scaled.scaling)
                 )
                 write.stage(part_plan, done, imputed, run.run_id, draws)
+                staged += 1
+                logger.info(
+                    "Table %r: partition %d of %d imputed, checked and staged (%d rows, %d cells)",
+                    plan.source_table,
+                    staged,
+                    len(profile.bounds),
+                    len(done.frame),
+                    part_plan.n_missing,
+                )
         seconds["impute-check-write"] = time.perf_counter() - clock
         outcome = _with_partitioning(
             fitted.outcome, options, settings, len(sample.frame), len(profile.bounds)
