@@ -42,7 +42,7 @@ import numpy as np
 
 from tdm._early_stopping import holdout_cells
 from tdm._mixed import TableEncoding
-from tdm._starts import label_model, label_table
+from tdm._starts import fitted_rows, label_model, label_table
 
 __all__ = ["PROBE_CELLS", "ProbeErrors", "draw_cells", "label_probabilities", "probe_errors"]
 
@@ -168,7 +168,8 @@ def label_probabilities(
 ) -> list[np.ndarray | None]:
     """Per label column, the probabilities of its labels (one row per missing cell of ``mask``,
     one column per label) from a classifier of the column on the other columns of ``point``
-    (the standardised completion), fitted on the rows where the column is observed; ``None``
+    (the standardised completion), fitted on the rows where the column is observed (at most
+    :data:`tdm._starts.MAX_MODEL_ROWS` of them, a uniform sample); ``None``
     where nothing is missing or fewer than :data:`MODEL_ROWS` observed rows hold two labels."""
     table = label_table(point, np.zeros_like(mask), encoding)[0]
     missing = encoding.column_mask(mask)
@@ -178,7 +179,7 @@ def label_probabilities(
     for i, j in enumerate(encoding.categorical):
         k = p + i
         rows = missing[:, j]
-        fitted = ~rows & ~unseen[:, j]
+        fitted = fitted_rows(~rows & ~unseen[:, j], rng)
         codes = table[fitted, k]
         if not rows.any() or codes.size < MODEL_ROWS or np.unique(codes).size < 2:
             probabilities.append(None)

@@ -46,6 +46,7 @@ __all__ = [
     "choose_start",
     "context_start",
     "fit_start",
+    "fitted_rows",
     "ice_models",
     "label_model",
     "label_table",
@@ -87,6 +88,10 @@ LARGE_CELLS = 100_000
 trees' on that many cells and a second trees run the larger cost."""
 TREES_MARGIN = 0.9
 """``init="auto"`` takes the trees start only if its probe error is below this times ICE's."""
+MAX_MODEL_ROWS = 50_000
+"""Most rows a column's model of the trees start is fitted on: a column observed in more rows
+is fitted on a uniform sample of this many of them (a larger sample costs time in proportion
+and gains the model little), and predicts every missing cell."""
 START_CONTEXT_ROWS = 10_000
 """Fitted rows given as context when ICE or the trees start new rows."""
 
@@ -214,14 +219,15 @@ def _tree_rounds(
             if not rows.any():
                 continue
             features, target = np.delete(table, k, axis=1), table[:, k]
+            fitted = fitted_rows(~rows, rng)
             model: Any
             if not categorical[k] and np.count_nonzero(~rows) < 2:
                 model = LabelShares(target[~rows])  # one value observed: nothing to regress on
             elif not categorical[k]:
                 labels = np.delete(categorical, k)
-                model = _regressor(features, target, rows, labels, rng, n_jobs)
-            elif np.unique(target[~rows]).size > 1:
-                model = label_model(features[~rows], target[~rows], rng, n_jobs)
+                model = _regressor(features, target, fitted, labels, rng, n_jobs)
+            elif np.unique(target[fitted]).size > 1:
+                model = label_model(features[fitted], target[fitted], rng, n_jobs)
             else:
                 model = LabelShares(target[~rows])  # one label observed: it is every guess
             guesses = model.predict(features[rows])
@@ -231,6 +237,18 @@ def _tree_rounds(
             if progress is not None:
                 progress()
     return np.where(mask, _from_label_table(table, encoding), values)
+
+
+def fitted_rows(observed: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The rows a column's model is fitted on: its ``observed`` rows or, where they are more
+    than :data:`MAX_MODEL_ROWS`, a uniform sample of that many of them (drawn from ``rng``,
+    which is left untouched otherwise)."""
+    count = np.count_nonzero(observed)
+    if count <= MAX_MODEL_ROWS:
+        return observed
+    sample = np.zeros_like(observed)
+    sample[rng.choice(np.flatnonzero(observed), MAX_MODEL_ROWS, replace=False)] = True
+    return sample
 
 
 def label_table(
@@ -266,15 +284,15 @@ def _most_frequent(codes: np.ndarray) -> float:
 def _regressor(
     features: np.ndarray,
     target: np.ndarray,
-    rows: np.ndarray,
+    fitted: np.ndarray,
     feature_labels: np.ndarray,
     rng: np.random.Generator,
     n_jobs: int | None,
 ) -> lightgbm.LGBMRegressor:
     """A numeric column's model (module docstring) of ``target`` on ``features``, fitted on the
-    rows not in ``rows``, sized by them, seeded by ``rng``, on ``n_jobs`` threads. Label features
+    ``fitted`` rows, sized by them, seeded by ``rng``, on ``n_jobs`` threads. Label features
     (``feature_labels``) with at most :data:`MAX_CATEGORICAL_LABELS` codes are categorical."""
-    X, y = features[~rows], target[~rows]
+    X, y = features[fitted], target[fitted]
     categorical = [
         int(i)
         for i in np.flatnonzero(feature_labels)

@@ -166,6 +166,40 @@ def test_trees_start_is_seeded_and_sized_by_the_rows(monkeypatch) -> None:
         TDMImputer._configured(n_jobs="all").fit(X_nan)  # type: ignore[arg-type]
 
 
+def test_a_column_observed_in_more_rows_than_the_cap_is_fitted_on_a_sample(monkeypatch) -> None:
+    """Above MAX_MODEL_ROWS observed rows, a column's model is fitted on a uniform sample of
+    that many (its time stops growing with the table), drawn from the start's generator only
+    then; below, on every observed row, the generator untouched (the fits of tables below the
+    cap stay bit for bit). Every missing cell is still imputed, well."""
+    import tdm._starts
+
+    observed = np.arange(100) % 3 != 0  # 66 rows
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    monkeypatch.setattr(tdm._starts, "MAX_MODEL_ROWS", 66)
+    assert tdm._starts.fitted_rows(observed, rng) is observed
+    assert rng.bit_generator.state == state
+    monkeypatch.setattr(tdm._starts, "MAX_MODEL_ROWS", 40)
+    sample = tdm._starts.fitted_rows(observed, rng)
+    assert sample.sum() == 40 and not (sample & ~observed).any()
+
+    fitted_on: list[int] = []
+    params = tdm._starts._model_params
+
+    def spy(n_rows: int, seed: int, n_jobs: int | None) -> dict[str, Any]:
+        fitted_on.append(n_rows)
+        return params(n_rows, seed, n_jobs)
+
+    monkeypatch.setattr(tdm._starts, "_model_params", spy)
+    monkeypatch.setattr(tdm._starts, "MAX_MODEL_ROWS", 1_000)
+    X = _nonlinear(n=3_000)
+    X_nan, mask = mcar(X, 0.3)
+    out = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(X_nan)
+    assert fitted_on and max(fitted_on) == 1_000
+    assert not np.isnan(out).any()
+    assert mae(X, out, mask) < 0.5 * mean_imputation_mae(X, X_nan, mask)
+
+
 def test_trees_start_classifies_label_columns() -> None:
     """A label column is imputed by a classifier (its most probable label, a label point of
     the optimised space) and is a categorical feature of the other columns' models: labels set
