@@ -213,6 +213,8 @@ def test_a_dask_scheduler_that_cannot_be_reached_is_refused_by_name() -> None:
     Timed out trying to connect ... This is a bug" (exit 1); it is a foreseen input, refused
     naming the address and what to do."""
     import dask
+    import distributed  # noqa: F401 - its defaults are in dask's config before `set` (which,
+    # on leaving, would otherwise drop the whole "distributed" section for later tests)
 
     with socket.socket() as closed:  # a port nobody listens on
         closed.bind(("127.0.0.1", 0))
