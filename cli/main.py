@@ -5,10 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +35,50 @@ __all__ = ["build_parser", "main", "missing_pipeline_packages"]
 
 _RUNS_FLOWS_HERE = ("impute", "demo", "warehouse", "bench")
 """The commands that run flows in this process (on a temporary server when no API is set)."""
+
+
+def _unguarded(command: str) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
+INTERRUPT_GRACE_SECONDS = 15.0
+"""How long a command that runs flows may take to stop after a Ctrl-C before it is ended."""
+
+
+@contextlib.contextmanager
+def _ended_after_interrupt(command: str) -> Iterator[None]:
+    """Within it, a Ctrl-C (SIGINT) raises KeyboardInterrupt as usual and, should the command
+    not have ended `INTERRUPT_GRACE_SECONDS` later, ends the process with exit status 130: a
+    Ctrl-C that lands inside an HTTP call to Prefect's API can leave the connection pool's lock
+    held, and the crash report Prefect then sends waits on it for ever. The warehouse is safe:
+    each write is one transaction. Only in the main thread (where signals are handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def end() -> None:
+        from cli.errors import EXIT_INTERRUPTED
+
+        print(
+            f"tdm {command}: interrupted, and not stopped {INTERRUPT_GRACE_SECONDS:g} s later: "
+            "ended. Each table is written in one transaction: a table not reported written is "
+            "as it was.",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(EXIT_INTERRUPTED)
+
+    def interrupted(signum: int, frame: object) -> None:
+        timer = threading.Timer(INTERRUPT_GRACE_SECONDS, end)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def missing_pipeline_packages() -> list[str]:
@@ -107,8 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     show_logs(verbosity)
     restore_children = quiet_children(verbosity)  # after this process's logging is set up
     started = datetime.now(UTC)
+    guard = _ended_after_interrupt if args.command in _RUNS_FLOWS_HERE else _unguarded
     try:
-        return _run_handler(args)
+        with guard(args.command):
+            return _run_handler(args)
     except (PipelineError, *_failed_run()) as error:
         # A foreseen failure; or Prefect's FailedRun, when the client re-sent a flow's Failed
         # state after a lost answer and the server's copy came back without its error.

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -206,3 +207,41 @@ def test_ctrl_c_in_a_terminal_ends_the_run_at_once_with_exit_130(
     assert run.wait(timeout=120) == 130, err
     assert time.monotonic() - started < 60
     assert err.endswith(f"tdm impute: interrupted before writing anything to '{warehouse}'.\n")
+
+
+def test_a_command_that_does_not_stop_after_ctrl_c_is_ended_with_exit_130(tmp_path: Path) -> None:
+    """Bug: a Ctrl-C that landed inside an HTTP call to Prefect's API left the connection
+    pool's lock held, and the crash report Prefect then sent waited on it for ever (`tdm
+    impute` idle 30 minutes after the interrupt). A command that has not stopped a grace
+    period after a Ctrl-C is ended, saying so, with exit status 130."""
+    code = textwrap.dedent(
+        """
+        import sys, time
+        import cli.main
+
+        def deaf(args):  # as a run stuck after its interrupt
+            print("running", flush=True)
+            while True:
+                try:
+                    time.sleep(60)
+                except KeyboardInterrupt:
+                    pass
+
+        cli.main._run_handler = deaf
+        cli.main.INTERRUPT_GRACE_SECONDS = 1.0
+        sys.exit(cli.main.main(["impute", "--db", "w.duckdb", "--table", "t", "-q"]))
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_API_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(REPO))
+    run = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert run.stdout is not None and run.stdout.readline().strip() == "running"
+    started = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert time.monotonic() - started < 30
+    assert "tdm impute: interrupted, and not stopped 1 s later: ended." in err
