@@ -42,7 +42,7 @@ import numpy as np
 
 from tdm._early_stopping import holdout_cells
 from tdm._mixed import TableEncoding
-from tdm._starts import fitted_rows, label_model, label_table
+from tdm._starts import fitted_rows, label_model, label_table, model_features
 
 __all__ = ["PROBE_CELLS", "ProbeErrors", "draw_cells", "label_probabilities", "probe_errors"]
 
@@ -171,10 +171,12 @@ def label_probabilities(
     (the standardised completion), fitted on the rows where the column is observed (at most
     :data:`tdm._starts.MAX_MODEL_ROWS` of them, a uniform sample); ``None``
     where nothing is missing or fewer than :data:`MODEL_ROWS` observed rows hold two labels."""
-    table = label_table(point, np.zeros_like(mask), encoding)[0]
+    table, categorical = label_table(point, np.zeros_like(mask), encoding)[:2]
     missing = encoding.column_mask(mask)
-    unseen = encoding.column_mask(_unseen_labels(point, encoding))
     p = len(encoding.numeric)
+    imputed = [p + i for i, j in enumerate(encoding.categorical) if missing[:, j].any()]
+    columns = model_features(table, categorical, np.array(imputed, dtype=np.int64), rng)
+    unseen = encoding.column_mask(_unseen_labels(point, encoding))
     probabilities: list[np.ndarray | None] = []
     for i, j in enumerate(encoding.categorical):
         k = p + i
@@ -184,7 +186,7 @@ def label_probabilities(
         if not rows.any() or codes.size < MODEL_ROWS or np.unique(codes).size < 2:
             probabilities.append(None)
             continue
-        features = np.delete(table, k, axis=1)
+        features = table[:, columns[k]]
         model = label_model(features[fitted], codes, rng, n_jobs)
         proba = np.zeros((int(rows.sum()), _n_labels(encoding, j)))
         proba[:, model.classes_.astype(np.int64)] = model.predict_proba(features[rows])

@@ -3,8 +3,10 @@ Bayesian linear regressions (ICE), and the self-supervised choice between them
 (``TDMImputer(init="auto")``).
 
 A *trees* start imputes one column at a time in ascending order of missingness, for
-:data:`TREE_ROUNDS` rounds, each column on every other one, missing values left missing in the
-first round. A numeric column's model is LightGBM's, label columns as native categorical
+:data:`TREE_ROUNDS` rounds, each column on every other one (in a table of more than
+:data:`MAX_MODEL_FEATURES` others, on that many, those that explain most of it), missing values
+left missing in the first round. A column's model is fitted on at most :data:`MAX_MODEL_ROWS`
+of its observed rows. A numeric column's model is LightGBM's, label columns as native categorical
 features, sized by its fitted rows: gradient-boosted trees whose number early stopping chooses
 on a held-out share of the rows, or, below :data:`BOOSTING_ROWS` rows, a random forest of
 :data:`FOREST_TREES` trees, which overfits less on few rows (on a handful of rows, where such a
@@ -34,6 +36,7 @@ from sklearn.experimental import enable_iterative_imputer  # noqa: F401  (enable
 from sklearn.impute import IterativeImputer, SimpleImputer
 from sklearn.linear_model import BayesianRidge
 
+from tdm._association import explained_shares, strongest
 from tdm._config import Config
 from tdm._early_stopping import holdout_cells
 from tdm._mixed import TableEncoding
@@ -52,6 +55,7 @@ __all__ = [
     "label_table",
     "make_ice",
     "make_missforest",
+    "model_features",
     "start_fill",
 ]
 
@@ -92,6 +96,11 @@ MAX_MODEL_ROWS = 50_000
 """Most rows a column's model of the trees start is fitted on: a column observed in more rows
 is fitted on a uniform sample of this many of them (a larger sample costs time in proportion
 and gains the model little), and predicts every missing cell."""
+MAX_MODEL_FEATURES = 25
+"""Most other columns a column's model of the trees start is fitted on: in a wider table, the
+ones that explain most of its variation (:func:`tdm._association.explained_shares`), as chained
+equations choose predictors on many columns; a model's time grows with its columns, and more
+columns than this seldom predict a column better."""
 START_CONTEXT_ROWS = 10_000
 """Fitted rows given as context when ICE or the trees start new rows."""
 
@@ -209,6 +218,7 @@ def _tree_rounds(
     """
     table, categorical, missing = label_table(values, mask, encoding)
     rng = np.random.default_rng(seed)
+    columns = model_features(table, categorical, np.flatnonzero(missing.any(axis=0)), rng)
     order = np.argsort(missing.mean(axis=0), kind="mergesort")
     if table.shape[1] == 1:
         observed = table[~missing[:, 0], 0]
@@ -218,13 +228,13 @@ def _tree_rounds(
             rows = missing[:, k]
             if not rows.any():
                 continue
-            features, target = np.delete(table, k, axis=1), table[:, k]
+            features, target = table[:, columns[k]], table[:, k]
             fitted = fitted_rows(~rows, rng)
             model: Any
             if not categorical[k] and np.count_nonzero(~rows) < 2:
                 model = LabelShares(target[~rows])  # one value observed: nothing to regress on
             elif not categorical[k]:
-                labels = np.delete(categorical, k)
+                labels = categorical[columns[k]]
                 model = _regressor(features, target, fitted, labels, rng, n_jobs)
             elif np.unique(target[fitted]).size > 1:
                 model = label_model(features[fitted], target[fitted], rng, n_jobs)
@@ -237,6 +247,20 @@ def _tree_rounds(
             if progress is not None:
                 progress()
     return np.where(mask, _from_label_table(table, encoding), values)
+
+
+def model_features(
+    table: np.ndarray, categorical: np.ndarray, targets: np.ndarray, rng: np.random.Generator
+) -> dict[int, np.ndarray]:
+    """Per column of ``targets`` in a label ``table`` (:func:`label_table`, NaN where missing),
+    the other columns its model is fitted on, in ascending order: all of them, or in a table of
+    more than :data:`MAX_MODEL_FEATURES` others, that many, those that explain most of its
+    variation (drawing from ``rng`` only then)."""
+    n_columns = table.shape[1]
+    if n_columns - 1 <= MAX_MODEL_FEATURES:
+        return {int(k): np.delete(np.arange(n_columns), k) for k in targets}
+    shares = explained_shares(table, categorical, rng, targets)
+    return {int(k): strongest(shares, k, MAX_MODEL_FEATURES) for k in targets}
 
 
 def fitted_rows(observed: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -159,11 +159,16 @@ def test_label_draws_keep_the_shares_the_point_collapses() -> None:
     assert np.mean([distance(d) for d in draws]) < 0.15
 
 
-def test_a_label_is_drawn_from_its_own_row_s_probabilities() -> None:
+@pytest.mark.parametrize("max_features", [50, 1], ids=["every-column", "the-strongest-column"])
+def test_a_label_is_drawn_from_its_own_row_s_probabilities(monkeypatch, max_features) -> None:
     """A label whose chance rises with ``x`` (``P(hi) = 1 / (1 + exp(-3x))``): cells with
     ``x`` just above 0 share their point label with those far above it, yet their draws give
     ``hi`` far less often, close to their own chance; over all cells the draws keep the share
-    of ``hi`` among the removed labels."""
+    of ``hi`` among the removed labels. So too where the models get one column of the others
+    (a wide table's), the one that tells most of theirs."""
+    import tdm._starts
+
+    monkeypatch.setattr(tdm._starts, "MAX_MODEL_FEATURES", max_features)
     rng = np.random.default_rng(5)
     n = 1_000
     x = rng.normal(size=n)

@@ -200,6 +200,60 @@ def test_a_column_observed_in_more_rows_than_the_cap_is_fitted_on_a_sample(monke
     assert mae(X, out, mask) < 0.5 * mean_imputation_mae(X, X_nan, mask)
 
 
+def test_a_wide_tables_models_are_fitted_on_the_columns_that_explain_them(monkeypatch) -> None:
+    """Beyond MAX_MODEL_FEATURES other columns, a column's model gets that many, those that
+    explain most of it (a label among them), and imputes as well as on every column; up to
+    there, every other column, the generator untouched (narrower fits stay bit for bit)."""
+    import tdm._starts
+    from tdm._mixed import TableEncoding
+
+    rng = np.random.default_rng(3)
+    n = 1_500
+    t = rng.uniform(-2, 2, n)
+    side = rng.integers(0, 2, n)
+    frame = pd.DataFrame(
+        {
+            "y": np.cos(2 * t) + 2.0 * side + 0.05 * rng.normal(size=n),
+            **{f"noise{i}": rng.normal(size=n) for i in range(4)},
+            "t": t,
+            "side": pd.Categorical(np.where(side == 1, "right", "left")),
+        }
+    )
+    holes = pd.DataFrame(rng.random(frame.shape) < 0.2, columns=frame.columns)
+    data = frame.mask(holes)
+    encoding = TableEncoding.from_frame(data, "test")
+    table, categorical, missing = tdm._starts.label_table(
+        encoding.encode(data), np.isnan(encoding.encode(data)), encoding
+    )
+    targets = np.flatnonzero(missing.any(axis=0))
+    state = np.random.default_rng(0).bit_generator.state
+    every = tdm._starts.model_features(
+        table, categorical, targets, generator := np.random.default_rng(0)
+    )
+    assert generator.bit_generator.state == state
+    assert every[0].tolist() == [1, 2, 3, 4, 5, 6]
+
+    monkeypatch.setattr(tdm._starts, "MAX_MODEL_FEATURES", 2)
+    chosen = tdm._starts.model_features(table, categorical, targets, np.random.default_rng(0))
+    assert chosen[0].tolist() == [5, 6]  # y: t, side (the label, last in the table)
+    widths: list[int] = []
+    regressor = tdm._starts._regressor
+
+    def spy(features: np.ndarray, *args: Any) -> Any:
+        widths.append(features.shape[1])
+        return regressor(features, *args)
+
+    monkeypatch.setattr(tdm._starts, "_regressor", spy)
+    narrow = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(data)
+    assert set(widths) == {2}
+    monkeypatch.setattr(tdm._starts, "MAX_MODEL_FEATURES", 50)
+    wide = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(data)
+    rows = holes["y"]
+    error = np.abs(narrow["y"][rows] - frame["y"][rows]).mean()
+    assert error < 1.1 * np.abs(wide["y"][rows] - frame["y"][rows]).mean()
+    assert error < 0.5 * np.abs(frame["y"][rows] - frame["y"][~rows].mean()).mean()
+
+
 def test_trees_start_classifies_label_columns() -> None:
     """A label column is imputed by a classifier (its most probable label, a label point of
     the optimised space) and is a categorical feature of the other columns' models: labels set
