@@ -611,7 +611,7 @@ def _print_warehouse(result: Any) -> None:
     """What a warehouse run wrote, a line per table (a paragraph each in a dry run), and its
     lineage run id; the tables that failed are counted, the error names them."""
     from flows.incremental import describe_increment
-    from flows.steps import describe_dry_run
+    from flows.steps import cells_per_column, describe_dry_run
 
     done = len(result.tables)
     tables = f"{done} table{'s' * (done != 1)}"
@@ -631,7 +631,7 @@ def _print_warehouse(result: Any) -> None:
             print(f"  {describe_increment(table)}")
             continue
         cells = sum(table.cells_imputed.values())
-        per_column = ", ".join(f"{c} {n}" for c, n in table.cells_imputed.items() if n)
+        per_column = cells_per_column(table.cells_imputed)
         what = f"{cells} cells imputed ({per_column})" if cells else _NOTHING_MISSING
         replaced = " (replacing the existing table)" if table.replaced_existing else ""
         print(f"  {name} -> {table.target_table}{replaced}: {table.rows} rows, {what}")
@@ -648,7 +648,7 @@ _NOTHING_MISSING = "no missing value in the columns to impute, copied unchanged"
 
 def _print_result(result: Any) -> None:
     from flows.incremental import describe_increment
-    from flows.steps import DRY_RUN, describe_dry_run
+    from flows.steps import DRY_RUN, cells_per_column, describe_dry_run
 
     if result.status == DRY_RUN:
         print(describe_dry_run(result))
@@ -670,7 +670,7 @@ def _print_result(result: Any) -> None:
     elif result.model_version is not None:
         print(describe_increment(result))
     else:
-        per_column = ", ".join(f"{c} {n}" for c, n in result.cells_imputed.items() if n)
+        per_column = cells_per_column(result.cells_imputed)
         print(
             f"Wrote {result.target_table!r} to {result.db_path}{replaced}: {result.rows} rows, "
             f"{cells} cells imputed ({per_column}); fit {result.fit_seconds:.1f} s on "

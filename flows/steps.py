@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
@@ -43,6 +43,7 @@ __all__ = [
     "Clock",
     "ImputeOptions",
     "PreparedTable",
+    "cells_per_column",
     "describe_dry_run",
     "dry_run_result",
     "finish_table",
@@ -276,6 +277,22 @@ def _fit_fields(outcome: ImputationOutcome | None, seconds: dict[str, float]) ->
 
 
 DRY_RUN = "dry-run"
+NAMED_COLUMNS = 12
+"""Columns a one-line summary names with their imputed cells; the others are counted (the run
+report and the run's plan in its log give every one)."""
+
+
+def cells_per_column(cells_imputed: Mapping[str, int]) -> str:
+    """`a 12, b 3` for the columns with imputed cells: at most `NAMED_COLUMNS` named, then how
+    many more columns hold how many cells."""
+    imputed = [(column, n) for column, n in cells_imputed.items() if n]
+    named = ", ".join(f"{column} {n}" for column, n in imputed[:NAMED_COLUMNS])
+    rest = imputed[NAMED_COLUMNS:]
+    if not rest:
+        return named
+    return f"{named} and {sum(n for _, n in rest)} in {len(rest)} more columns"
+
+
 """The `status` of a dry run's result: checked, nothing written."""
 
 
@@ -305,7 +322,7 @@ def dry_run_result(
 def describe_dry_run(result: ImputeTableResult) -> str:
     """One paragraph: what the dry run `result` checked and what a run would write."""
     cells = sum(result.cells_imputed.values())
-    per_column = ", ".join(f"{c} {n}" for c, n in result.cells_imputed.items() if n)
+    per_column = cells_per_column(result.cells_imputed)
     if result.target_table == result.source_table:
         where = f"update {result.target_table!r} in place"
     elif result.replaced_existing:
