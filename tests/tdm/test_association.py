@@ -83,3 +83,15 @@ def test_strongest_takes_the_largest_shares_of_other_columns_in_order() -> None:
     assert strongest(shares, 0, 3).tolist() == [1, 2, 4]
     assert strongest(shares, 1, 2).tolist() == [0, 2]
     assert strongest(shares, 2, 2).tolist() == [0, 3]
+
+
+def test_shares_are_the_adjusted_eta_squared_and_goodman_kruskal_tau() -> None:
+    """Worked by hand on six rows in two groups: y = 1..6 (group means 2 and 5) keeps
+    eta**2 = 13.5 / 17.5 = 27/35 and labels (0, 0, 1 | 1, 1, 2) keep tau = 1 / (22/6) = 3/11;
+    less the 1/5 that two groups of six rows explain by chance, over 4/5: 5/7 and 1/11."""
+    table = np.array(
+        [[1, 0, 0], [2, 0, 0], [3, 0, 1], [4, 1, 1], [5, 1, 1], [6, 1, 2]], dtype=np.float64
+    )
+    shares = explained_shares(table, np.array([False, True, True]), np.random.default_rng(0))
+    np.testing.assert_allclose(shares[0, 1], 5 / 7)
+    np.testing.assert_allclose(shares[2, 1], 1 / 11)
