@@ -40,6 +40,7 @@ from tasks.write import check_write, write_back
 
 __all__ = [
     "DRY_RUN",
+    "NAMED_COLUMNS",
     "Clock",
     "ImputeOptions",
     "PreparedTable",
@@ -277,6 +278,7 @@ def _fit_fields(outcome: ImputationOutcome | None, seconds: dict[str, float]) ->
 
 
 DRY_RUN = "dry-run"
+"""The `status` of a dry run's result: checked, nothing written."""
 NAMED_COLUMNS = 12
 """Columns a one-line summary names with their imputed cells; the others are counted (the run
 report and the run's plan in its log give every one)."""
@@ -290,10 +292,8 @@ def cells_per_column(cells_imputed: Mapping[str, int]) -> str:
     rest = imputed[NAMED_COLUMNS:]
     if not rest:
         return named
-    return f"{named} and {sum(n for _, n in rest)} in {len(rest)} more columns"
-
-
-"""The `status` of a dry run's result: checked, nothing written."""
+    more = f"{len(rest)} more column{'s' * (len(rest) != 1)}"
+    return f"{named} and {sum(n for _, n in rest)} in {more}"
 
 
 def dry_run_result(

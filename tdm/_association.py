@@ -96,7 +96,10 @@ def _groups(column: np.ndarray, categorical: bool) -> np.ndarray:
 
 
 def _numeric_explained(target: np.ndarray, groups: np.ndarray) -> float:
-    """``eta**2`` of ``target`` by ``groups``, adjusted for chance."""
+    """``eta**2`` of ``target`` by ``groups``, adjusted for chance (0 for a constant, whose
+    sum of squares would be rounding error)."""
+    if target.min() == target.max():
+        return 0.0
     centred = target - target.mean()
     total = float(centred @ centred)
     counts = np.bincount(groups)

@@ -16,3 +16,5 @@ def test_a_wide_tables_summary_names_a_few_columns_and_counts_the_rest() -> None
     rest = sum(range(NAMED_COLUMNS + 1, 151))
     assert line == f"{', '.join(named)} and {rest} in {150 - NAMED_COLUMNS} more columns"
     assert len(line) < 200
+    one_more = {f"c{i}": 1 for i in range(NAMED_COLUMNS + 1)}
+    assert cells_per_column(one_more).endswith(" and 1 in 1 more column")

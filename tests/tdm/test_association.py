@@ -42,17 +42,19 @@ def test_shares_see_relations_of_any_shape_and_kind_and_nothing_by_chance() -> N
 
 def test_shares_use_observed_rows_and_group_missing_ones() -> None:
     """A target's missing rows are left out; a feature's missing cells are a group of their
-    own, so a column missing where another is large explains it; a column observed in fewer
-    than two rows has no shares; only the asked targets are measured."""
+    own, so a column missing where another is large explains it; a constant column or one
+    observed in fewer than two rows has no shares; only the asked targets are measured."""
     table, categorical = _table(2_000, seed=1)
     table[table[:, 0] > 1.0, 2] = np.nan  # noise, missing where x is large
     table[::3, 0] = np.nan
     table[1:, 5] = np.nan
-    shares = explained_shares(table, categorical, np.random.default_rng(0), np.array([0, 1, 5]))
+    table[:, 2] = np.where(np.isnan(table[:, 2]), np.nan, 0.1)  # constant where observed
+    shares = explained_shares(table, categorical, np.random.default_rng(0), np.array([0, 1, 2, 5]))
     assert np.isfinite(shares).all()
+    assert np.all(shares[2] == 0.0)  # a constant has nothing to explain
     assert shares[0, 2] > 0.2  # the noise's missing cells tell x is large
     assert shares[1, 0] > 0.4  # a third of x is one group, its missing cells
-    assert np.all(shares[5] == 0.0) and np.all(shares[[2, 3, 4]] == 0.0)
+    assert np.all(shares[5] == 0.0) and np.all(shares[[3, 4]] == 0.0)
 
 
 def test_a_long_table_is_measured_on_a_sample_drawn_only_then() -> None:

@@ -244,13 +244,13 @@ def test_a_wide_tables_models_are_fitted_on_the_columns_that_explain_them(monkey
         return regressor(features, *args)
 
     monkeypatch.setattr(tdm._starts, "_regressor", spy)
-    narrow = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(data)
+    on_two = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(data)
     assert set(widths) == {2}
     monkeypatch.setattr(tdm._starts, "MAX_MODEL_FEATURES", 50)
-    wide = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(data)
+    on_all = TDMImputer(init="trees", max_iter=0, random_state=0).fit_transform(data)
     rows = holes["y"]
-    error = np.abs(narrow["y"][rows] - frame["y"][rows]).mean()
-    assert error < 1.1 * np.abs(wide["y"][rows] - frame["y"][rows]).mean()
+    error = np.abs(on_two["y"][rows] - frame["y"][rows]).mean()
+    assert error < 1.1 * np.abs(on_all["y"][rows] - frame["y"][rows]).mean()
     assert error < 0.5 * np.abs(frame["y"][rows] - frame["y"][~rows].mean()).mean()
 
 
