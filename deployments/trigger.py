@@ -28,6 +28,7 @@ __all__ = [
     "CreatedRun",
     "TriggeredRun",
     "run_reports",
+    "state_message",
     "target_api_url",
     "trigger_deployment",
 ]
@@ -178,7 +179,7 @@ def trigger_deployment(
     return TriggeredRun(
         **vars(created),
         state=_state_name(state),
-        message=state.message if state is not None else None,
+        message=state_message(state.message) if state is not None and state.message else None,
         final=final,
         succeeded=succeeded,
         reports=reports,
@@ -254,7 +255,7 @@ class _Watch:
         if key == self.seen:
             return
         self.seen = key
-        detail = f": {state.message}" if state is not None and state.message else ""
+        detail = f": {state_message(state.message)}" if state is not None and state.message else ""
         self.progress(f"{_clock()} {key[1]}{detail}")
 
     def _read_logs(self) -> None:
@@ -308,6 +309,24 @@ class _Watch:
 
 def _state_name(state: State | None) -> str:
     return (state.name or state.type.value) if state is not None else "Unknown"
+
+
+_RAISED = "Flow run encountered an exception: "
+"""How Prefect begins the message of a state a raised error ended: then the error's class name,
+a colon and its message."""
+
+
+def state_message(message: str) -> str:
+    """A state's `message` as `tdm run` prints it: a foreseen error's own words (`PipelineError`:
+    a locked warehouse's, raised for the run's retries) without Prefect's preamble and the
+    error's class name; any other message as it is."""
+    name, colon, words = message.removeprefix(_RAISED).partition(": ")
+    foreseen = {kind.__name__ for kind in _subclasses(PipelineError)}
+    return words if message.startswith(_RAISED) and colon and name in foreseen else message
+
+
+def _subclasses(kind: type) -> list[type]:
+    return [kind, *(sub for child in kind.__subclasses__() for sub in _subclasses(child))]
 
 
 def _clock() -> str:

@@ -28,6 +28,7 @@ __all__ = [
     "fail_run",
     "for_table",
     "leave_out_foreseen_tracebacks",
+    "retried_when_busy",
     "run_guarded",
     "run_tags",
     "tag_flow_run",
@@ -104,12 +105,30 @@ def fail_run(error: PipelineError) -> Any:
     foreseen error would fail the same way, so the run ends now, retries or not.
     """
     if isinstance(error, WarehouseBusyError):
-        raise error
+        raise retried_when_busy(error) from None
     reason = str(error)
     get_run_logger().error("%s", reason, extra={OUTCOME: True})
     end_retries()
     release_error(error)  # its frames' DuckDB connections: freed now, no leak report at exit
     return Failed(message=reason, data=error)
+
+
+def retried_when_busy(error: WarehouseBusyError) -> WarehouseBusyError:
+    """`error`, its message followed by when the run's own retries run the flow again, where one
+    is left (the server retries a failed run while its attempts do not exceed its retries);
+    `error` itself on the last attempt and outside a flow run, where the advice to retry stands
+    alone."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    run = context.flow_run if context is not None else None
+    if run is None or run.run_count > (retries := run.empirical_policy.retries or 0):
+        return error
+    delay = run.empirical_policy.retry_delay or 0
+    return WarehouseBusyError(
+        f"{error} This run tries again by itself {delay:g} s from now (attempt "
+        f"{run.run_count + 1} of {retries + 1})."
+    )
 
 
 def end_retries() -> None:

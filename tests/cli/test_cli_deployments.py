@@ -300,3 +300,18 @@ def _record_triggers(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
     monkeypatch.setattr(trigger, "trigger_deployment", fake_trigger)
     return sent
+
+
+def test_a_state_message_shows_a_foreseen_error_in_its_own_words() -> None:
+    """`tdm run` prints a raised foreseen error (a locked warehouse, raised for the run's
+    retries) without Prefect's preamble and the class name; an unforeseen error keeps both, as
+    its kind is news; any other message is printed as it is."""
+    from deployments.trigger import state_message
+
+    raised = "Flow run encountered an exception: "
+    locked = "Database file 'w.duckdb' is locked by another process (PID 7), which is writing."
+    assert state_message(f"{raised}WarehouseBusyError: {locked}") == locked
+    assert state_message(f"{raised}ZeroDivisionError: division by zero") == (
+        f"{raised}ZeroDivisionError: division by zero"
+    )
+    assert state_message("All states completed.") == "All states completed."

@@ -430,7 +430,8 @@ def test_a_failed_run_exits_1_with_the_reason(served: Served) -> None:
 def test_a_locked_warehouse_is_retried_at_run_level(served: Served) -> None:
     """The deployment's run-level retries (here one, 3 s later, from `tdm serve`'s environment):
     a warehouse another process holds for writing fails the first attempt after the tasks' own
-    retries; released meanwhile, the second attempt writes the table."""
+    retries, its state saying in its own words when the run tries again; released meanwhile,
+    the second attempt writes the table."""
     lock = duckdb.connect(str(served.db))  # a writer: the run cannot even open the file
     lines: list[str] = []
 
@@ -451,6 +452,8 @@ def test_a_locked_warehouse_is_retried_at_run_level(served: Served) -> None:
     assert (run.state, run.succeeded) == ("Completed", True), lines
     retried = [line for line in lines if "AwaitingRetry" in line]
     assert len(retried) == 1 and "lock" in retried[0].lower(), lines
+    assert "tries again by itself 3 s from now (attempt 2 of 2)" in retried[0], lines
+    assert "WarehouseBusyError" not in retried[0] and "encountered" not in retried[0], lines
     assert httpx.get(f"{served.api_url}/flow_runs/{run.id}", timeout=10).json()["run_count"] == 2
 
 

@@ -176,3 +176,29 @@ def test_an_unforeseen_failure_keeps_its_traceback_and_rolls_everything_back(
     logs = run_logs(state.state_details.flow_run_id)
     assert any("Traceback" in log.message for log in logs)
     assert take_snapshot(warehouse) == before and set(before) == {"readings"}
+
+
+def test_a_locked_warehouse_s_message_says_when_the_run_tries_again() -> None:
+    """A run with a retry left adds when its retries run it again and which attempt that is;
+    the last attempt, and a call outside a flow, keep the message as it was (its advice to
+    retry)."""
+    from prefect import flow
+
+    from flows.runs import retried_when_busy
+    from tasks.errors import WarehouseBusyError
+
+    busy = WarehouseBusyError("Database file 'w.duckdb' is locked. Retry when it is free.")
+    assert retried_when_busy(busy) is busy
+    messages: list[str] = []
+
+    @flow(retries=1, retry_delay_seconds=0, persist_result=False)
+    def locked() -> None:
+        messages.append(str(retried_when_busy(busy)))
+        raise busy
+
+    with pytest.raises(WarehouseBusyError):
+        locked()
+    assert messages == [
+        f"{busy} This run tries again by itself 0 s from now (attempt 2 of 2).",
+        str(busy),
+    ]
