@@ -37,10 +37,6 @@ _RUNS_FLOWS_HERE = ("impute", "demo", "warehouse", "bench")
 """The commands that run flows in this process (on a temporary server when no API is set)."""
 
 
-def _unguarded(command: str) -> contextlib.AbstractContextManager[None]:
-    return contextlib.nullcontext()
-
-
 INTERRUPT_GRACE_SECONDS = 15.0
 """How long a command that runs flows may take to stop after a Ctrl-C before it is ended."""
 
@@ -154,9 +150,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     show_logs(verbosity)
     restore_children = quiet_children(verbosity)  # after this process's logging is set up
     started = datetime.now(UTC)
-    guard = _ended_after_interrupt if args.command in _RUNS_FLOWS_HERE else _unguarded
+    guard = (
+        _ended_after_interrupt(args.command)
+        if args.command in _RUNS_FLOWS_HERE
+        else contextlib.nullcontext()
+    )
     try:
-        with guard(args.command):
+        with guard:
             return _run_handler(args)
     except (PipelineError, *_failed_run()) as error:
         # A foreseen failure; or Prefect's FailedRun, when the client re-sent a flow's Failed

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from deployments.server import api_url_for, default_port, server_answers
-from tasks.errors import PipelineError
+from tasks.errors import PipelineError, WarehouseBusyError
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -311,22 +311,15 @@ def _state_name(state: State | None) -> str:
     return (state.name or state.type.value) if state is not None else "Unknown"
 
 
-_RAISED = "Flow run encountered an exception: "
-"""How Prefect begins the message of a state a raised error ended: then the error's class name,
-a colon and its message."""
+_RAISED_BUSY = f"Flow run encountered an exception: {WarehouseBusyError.__name__}: "
+"""How Prefect begins the message of the state a locked warehouse ends an attempt in: the one
+foreseen error a flow raises (for the run's retries) rather than returns as its Failed state."""
 
 
 def state_message(message: str) -> str:
-    """A state's `message` as `tdm run` prints it: a foreseen error's own words (`PipelineError`:
-    a locked warehouse's, raised for the run's retries) without Prefect's preamble and the
-    error's class name; any other message as it is."""
-    name, colon, words = message.removeprefix(_RAISED).partition(": ")
-    foreseen = {kind.__name__ for kind in _subclasses(PipelineError)}
-    return words if message.startswith(_RAISED) and colon and name in foreseen else message
-
-
-def _subclasses(kind: type) -> list[type]:
-    return [kind, *(sub for child in kind.__subclasses__() for sub in _subclasses(child))]
+    """A state's `message` as `tdm run` prints it: a locked warehouse's in its own words, without
+    Prefect's preamble and the error's class name; any other message as it is."""
+    return message.removeprefix(_RAISED_BUSY)
 
 
 def _clock() -> str:
