@@ -54,7 +54,9 @@ def main() -> None:
     parser.add_argument("--max-fit-rows", type=int, default=20_000)
     parser.add_argument("--partition-rows", type=int, default=50_000)
     parser.add_argument("--max-iter", type=int, default=500)
-    parser.add_argument("--transform-max-iter", type=int, default=300)
+    parser.add_argument(
+        "--transform-max-iter", type=int, help="steps per partition (default: the library's)"
+    )
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
     parser.add_argument("--child", nargs=2, metavar=("DB", "RUNNER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -72,11 +74,17 @@ def main() -> None:
         "TDM_MAX_FIT_ROWS": str(args.max_fit_rows),
         "TDM_PARTITION_ROWS": str(args.partition_rows),
         "TDM_MAX_ITER": str(args.max_iter),
-        "TDM_TRANSFORM_MAX_ITER": str(args.transform_max_iter),
         "TDM_MAX_WORKERS": "2",
         "TDM_DASK_WORKERS": "2",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     }
+    if args.transform_max_iter is not None:
+        env["TDM_TRANSFORM_MAX_ITER"] = str(args.transform_max_iter)
+    steps = (
+        "transform's default steps: none after the trees start"
+        if args.transform_max_iter is None
+        else f"{args.transform_max_iter} steps each"
+    )
     rows_out = []
     with tempfile.TemporaryDirectory(prefix="tdm-scaling-") as tmp:
         env["PREFECT_HOME"] = tmp
@@ -109,11 +117,11 @@ def main() -> None:
         f"Table: {N_NUMERIC} numeric columns (20% missing) + key + 3 pass-through columns. "
         f"Tables over {args.max_fit_rows:,} rows: fit on a sample of {args.max_fit_rows:,} rows "
         f"({args.max_iter} steps), then partitions of {args.partition_rows:,} rows "
-        f"({args.transform_max_iter} steps each), 2 at a time (+1 being read or written); "
+        f"({steps}), 2 at a time (+1 being read or written); "
         f"smaller tables: one fit of {args.max_iter} steps. Threads: 2 in the flow's process; "
         "Dask: a local cluster of 2 worker processes, 1 thread each. Peak memory: resident set "
-        "of the flow's process, and of its largest child process (Prefect's temporary server, "
-        "about 190 MB, or a Dask worker). DuckDB's memory limit: the default of "
+        "of the flow's process, and of its largest child process (Prefect's temporary server "
+        "or a Dask worker). DuckDB's memory limit: the default of "
         "`TDM_DUCKDB_MEMORY_LIMIT` (256MB).",
         "",
         "| rows | runner | wall s | rows / s | flow peak MB | worker peak MB | fit s | "

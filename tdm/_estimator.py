@@ -83,7 +83,7 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "batch_size": [Interval(Integral, 1, None)],
         "max_iter": [Interval(Integral, 0, None)],
         "lr": [Interval(Real, 0, None, closed="neither")],
-        "transform_max_iter": [Interval(Integral, 1, None), None],
+        "transform_max_iter": [Interval(Integral, 0, None), None],
         "dtype": [Options(("float32", "float64"))],
         "callback": ["callable", None],
         "early_stopping": [Boolean()],
@@ -211,14 +211,18 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def transform(self, X: Any) -> Any:
         """Impute ``X``, which may hold rows not seen in ``fit`` (inductive).
 
-        The fitted network is kept fixed; only the missing cells of ``X`` are optimised, so that
-        the mapped rows of ``X``, mixed with fitted rows, match other fitted rows in transport
-        cost. Called on the very data passed to ``fit``, it returns ``fit``'s imputation.
+        The missing cells of ``X`` start as ``fit``'s did (``init_``; ICE's or the trees'
+        models fitted on the rows of ``X`` beside up to 10,000 fitted rows). After such a model
+        start that is the imputation, unless ``transform_max_iter`` asks for steps; after the
+        mean start the cells are optimised with the fitted network kept fixed, so that the
+        mapped rows of ``X``, mixed with fitted rows, match other fitted rows in transport cost.
+        Called on the very data passed to ``fit``, it returns ``fit``'s imputation.
 
-        The rows of ``X`` are optimised together, drawn in random batches, so a row's imputed
-        cells depend on the other rows passed with it and on their order (the same ``X`` and
-        ``random_state`` give the same result). For a value per record that no other record
-        changes, pass each row alone (slower: one optimisation per row).
+        The rows of ``X`` are imputed together (the start's models are fitted on them, and the
+        steps draw them in random batches), so a row's imputed cells depend on the other rows
+        passed with it and on their order (the same ``X`` and ``random_state`` give the same
+        result). For a value per record that no other record changes, pass each row alone
+        (slower: one start per row).
 
         Parameters
         ----------

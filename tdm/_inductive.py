@@ -1,7 +1,10 @@
-"""``transform`` on rows unseen in ``fit``: their missing cells are optimised with the fitted
-network held fixed, each batch mixing new rows with fitted ones, so that the mapped new rows
-match other fitted rows in transport cost. The fitted imputer is left as it
-was (its network is copied), so that several threads may transform with one imputer."""
+"""``transform`` on rows unseen in ``fit``: their missing cells start as ``fit``'s did (its
+``init_``; a model start beside fitted rows as context). After a model start (ICE or the trees)
+that is their imputation unless ``transform_max_iter`` asks for steps; after the mean start they
+are optimised with the fitted network held fixed, each batch mixing new rows with fitted ones,
+so that the mapped new rows match other fitted rows in transport cost. The fitted imputer is
+left as it was (its network is copied), so that several threads may transform with one
+imputer."""
 
 from __future__ import annotations
 
@@ -34,8 +37,6 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
     device = resolve_device(est.device, owner)
     dtype = resolve_dtype(est.dtype, owner)
     rng = np.random.default_rng(check_random_state(est.random_state).randint(2**31 - 1))
-    # A copy: several threads may impute with one fitted imputer, whose network stays as fitted.
-    network = copy.deepcopy(est.network_).to(device=device, dtype=dtype).requires_grad_(False)
     Z = filled[rows_missing]
     sub_mask = mask[rows_missing]
     start = None
@@ -59,12 +60,19 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
         fill=np.asarray(est.X_fit_, dtype=np.float64).mean(axis=0),
         start=start,
     )
-    with torch.no_grad():
-        latent_fit = network(torch.as_tensor(est.X_fit_, device=device, dtype=dtype))
-    n_new, n_fit = len(rows_missing), latent_fit.shape[0]
+    n_new, n_fit = len(rows_missing), est.X_fit_.shape[0]
     B = min(est.batch_size_, n_fit // 2)
     k = min(n_new, max(1, B // 2))  # new rows per batch; the rest of the batch is fitted rows
-    n_iter = est.transform_max_iter or default_transform_iter(n_new, k, est.max_iter)
+    n_iter = est.transform_max_iter
+    if n_iter is None:
+        n_iter = 0 if start is not None else default_transform_iter(n_new, k, est.max_iter)
+    if n_iter == 0 or not cells.parameters():
+        filled[rows_missing] = cells.result()
+        return filled
+    # A copy: several threads may impute with one fitted imputer, whose network stays as fitted.
+    network = copy.deepcopy(est.network_).to(device=device, dtype=dtype).requires_grad_(False)
+    with torch.no_grad():
+        latent_fit = network(torch.as_tensor(est.X_fit_, device=device, dtype=dtype))
 
     sampler = RowSampler.on(device, rng)
 
@@ -75,16 +83,15 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
         z1 = torch.cat([z_new, latent_fit[fit[: B - k]]])
         return est._loss(z1, latent_fit[fit[B - k :]])
 
-    if cells.parameters():
-        optimizer = RMSprop(cells.parameters(), lr=est._cell_lr(k, n_new))
-        est._run(
-            step,
-            optimizer,
-            n_iter,
-            device=device,
-            dtype=dtype,
-            stage="transform",
-            after_step=cells.project_,
-        )
+    optimizer = RMSprop(cells.parameters(), lr=est._cell_lr(k, n_new))
+    est._run(
+        step,
+        optimizer,
+        n_iter,
+        device=device,
+        dtype=dtype,
+        stage="transform",
+        after_step=cells.project_,
+    )
     filled[rows_missing] = cells.result()
     return filled

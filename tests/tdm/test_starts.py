@@ -95,6 +95,31 @@ def test_start_of_unseen_rows_uses_a_bounded_context(monkeypatch, init: str) -> 
     assert mae(X[300:], out, test_mask) < 0.6 * mae(X[300:], fitted_mean, test_mask)
 
 
+@pytest.mark.parametrize("init", ["ice", "trees", "mean"])
+def test_new_rows_keep_a_model_start_and_are_optimised_after_the_mean(init: str) -> None:
+    """By default transform runs no step after a model start (ICE or the trees): new rows get
+    their start, as transform_max_iter=0 gives them, within the bounds; after the mean start it
+    optimises them. Steps asked for run after any start and move the cells."""
+    X = low_rank(n=400, seed=2)
+    train_nan, _ = mcar(X[:300], 0.2, seed=3)
+    test_nan, test_mask = mcar(X[300:], 0.2, seed=4)
+    stages: list[str] = []
+    est = TDMImputer(init=init, max_iter=40, batch_size=64, random_state=0)
+    est.fit(train_nan)
+    est.set_params(callback=lambda progress: stages.append(progress.stage))
+    default = est.transform(test_nan)
+    steps_run = stages.count("transform")
+    assert steps_run == (40 if init == "mean" else 0)  # max_iter caps the ~200 updates a row
+    start = est.set_params(transform_max_iter=0).transform(test_nan)
+    assert (default.tobytes() == start.tobytes()) == (init != "mean")
+    stepped = est.set_params(transform_max_iter=5).transform(test_nan)
+    assert stages.count("transform") == steps_run + 5
+    assert not np.array_equal(stepped[test_mask], start[test_mask])
+    low, high = np.nanmin(train_nan, axis=0), np.nanmax(train_nan, axis=0)
+    assert ((start >= low) & (start <= high))[test_mask].all()
+    assert start[~test_mask].tobytes() == test_nan[~test_mask].tobytes()
+
+
 def test_trees_start_reports_its_models_and_beats_ice_on_nonlinear_data(data) -> None:
     """init="trees" fits one model per column with a missing cell and round, reporting each to
     the callback (stage "start") before the steps; on columns that are even functions of a
