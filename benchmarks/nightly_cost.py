@@ -78,7 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", default="100000,1000000", help="comma-separated table sizes")
     parser.add_argument("--numeric-columns", type=int, default=8)
-    parser.add_argument("--init", default="ice", choices=INITS)
+    parser.add_argument("--init", default="auto", choices=INITS)
     parser.add_argument("--torch-threads", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md too")
