@@ -4,7 +4,7 @@ The first run fits a model (on the whole table, or a sample of `max_fit_rows` ro
 row, creates the target and stores the model as version 1 in `tdm_models`, in one transaction. A
 later run reads only the rows the target does not hold yet (`tasks.warehouse.increments`), measures
 their drift against the model's fit data, and imputes them with the stored model's `transform`
-(network fixed); rows imputed before are never rewritten. A model is refitted, and stored as a new
+(not refitted); rows imputed before are never rewritten. A model is refitted, and stored as a new
 version, when asked, when it is older than `refit_every_days`, when the new rows drift past a
 threshold (`on_drift="refit"`), or when the stored model cannot be used (corrupt, saved by an
 unreadable library version, fitted on other columns): the reason is logged and recorded in the

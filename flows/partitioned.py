@@ -2,7 +2,7 @@
 
 The model is fitted on a uniform sample of `max_fit_rows` rows; then the table is read one
 partition of about `partition_rows` rows at a time, each imputed with the fitted model's
-`transform` (network fixed) on the task runner, checked, and staged; one transaction then
+`transform` (not refitted) on the task runner, checked, and staged; one transaction then
 publishes the staged table, its imputed-cells record and the lineage row (`tasks.write`).
 At most one more partition than the runner runs at once is read and not yet written, so memory
 is bounded by the partition size, not by the table. The per-partition inverse scaling and

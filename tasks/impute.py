@@ -175,7 +175,7 @@ def impute_partition(
     fill: Fill = "point",
     seed: int = 0,
 ) -> Imputed:
-    """Impute one standardised partition with a fitted model (its network held fixed); `draws`
+    """Impute one standardised partition with a fitted model (`transform`, not refitted); `draws`
     and `fill` as for `impute`, the draws seeded by `seed` and the partition's number."""
     try:
         filled = _as_frame(imputer.transform(frame), frame)

@@ -50,22 +50,22 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
             est.encoding_,
             est._config.n_jobs,
         )
-    cells = MissingCells.build(
-        Z,
-        sub_mask,
-        est.encoding_,
-        est._bounded_cells(device, dtype),
-        rng,
-        est._config.init_noise,
-        fill=np.asarray(est.X_fit_, dtype=np.float64).mean(axis=0),
-        start=start,
-    )
     n_new, n_fit = len(rows_missing), est.X_fit_.shape[0]
     B = min(est.batch_size_, n_fit // 2)
     k = min(n_new, max(1, B // 2))  # new rows per batch; the rest of the batch is fitted rows
     n_iter = est.transform_max_iter
     if n_iter is None:
         n_iter = 0 if start is not None else default_transform_iter(n_new, k, est.max_iter)
+    cells = MissingCells.build(
+        Z,
+        sub_mask,
+        est.encoding_,
+        est._bounded_cells(device, dtype),
+        rng,
+        est._config.init_noise if n_iter else 0.0,  # no step would take start noise away
+        fill=np.asarray(est.X_fit_, dtype=np.float64).mean(axis=0),
+        start=start,
+    )
     if n_iter == 0 or not cells.parameters():
         filled[rows_missing] = cells.result()
         return filled

@@ -14,7 +14,8 @@ import torch
 from tdm import OTImputer, TDMImputer
 from tdm._persistence import FORMAT_VERSION
 
-FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0}
+# Steps in transform too, so that new rows go through the loaded network.
+FAST = {"max_iter": 30, "batch_size": 32, "random_state": 0, "transform_max_iter": 10}
 
 IMPUTERS = [
     pytest.param(lambda **kw: TDMImputer(**{**FAST, **kw}), id="TDM"),
