@@ -95,9 +95,9 @@ class TDMImputer(BatchOTImputer):
         restore the best iterate. The held-out cells keep their observed values in the output.
     transform_max_iter : int or None, default=None
         Steps of :meth:`transform` on new rows (0: their start alone). ``None``: none after a
-        model start (``init_`` ``"ice"`` or ``"trees"``; the steps, with the network fixed,
-        seldom improved on it); after the mean start, about 200 updates for each new row (at
-        least 200 steps), never more than ``max_iter`` steps (but at least one).
+        model start (``init_`` ``"ice"`` or ``"trees"``); after the mean start, about 200
+        updates for each new row (at least 200 steps), never more than ``max_iter`` steps (but
+        at least one).
     dtype : {"float32", "float64"}, default="float32"
         Precision of the optimisation. Observed cells are never touched, whatever the dtype.
     device : str or torch.device, default="auto"
