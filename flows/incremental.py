@@ -52,7 +52,7 @@ from tasks.partitions import TableProfile, read_partition, read_sample
 from tasks.quality import QualityReport, check_quality
 from tasks.results import CellDraws, FittedModel, ImputationOutcome, Imputed, ImputeTableResult
 from tasks.scaling import Scaling, apply_scaling, inverse_scale, inverse_scale_draws
-from tasks.targets import check_target_table
+from tasks.targets import check_same_columns, check_target_table
 from tasks.validate import TableRequest
 from tasks.warehouse.access import check_folder_writable, check_writable
 from tasks.warehouse.increments import NewRows, check_watermark, read_new_rows
@@ -163,6 +163,8 @@ def impute_incremental(
         rewrite = model is None and exists and settings.rewrite_on_refit
         if rewrite:
             check_target_table(con, plan)  # written anew: referenced by no foreign key
+        elif exists:
+            check_same_columns(con, plan)  # before the fit: the write would refuse to append
         if rewrite or not exists:
             new = read_new_rows(con, profile, incremental.watermark, every_row=True)
         if new.late_rows:

@@ -35,6 +35,7 @@ from tasks.warehouse.tables import TableInfo, connect, find_table, find_view, sc
 
 __all__ = [
     "check_record_tables",
+    "check_same_columns",
     "check_target_table",
     "check_target_writable",
     "check_warehouse_targets",
@@ -173,6 +174,30 @@ def _indexed_columns(
             if constraint.kind in UNIQUE_KINDS and name in constraint.columns:
                 found.setdefault(name, constraint.kind)
     return found
+
+
+def check_same_columns(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> None:
+    """Refuse to append to the target when the source's columns are no longer the target's
+    (names, order and types), naming each difference."""
+    source = find_table(con, plan.source_table)
+    target = find_table(con, plan.target_table)
+    assert source is not None and target is not None
+    before = {c.name: c.sql_type for c in target.columns}
+    now = {c.name: c.sql_type for c in source.columns}
+    if list(before.items()) == list(now.items()):
+        return
+    changes = [f'"{n}" {t} added' for n, t in now.items() if n not in before]
+    changes += [f'"{n}" {t} dropped' for n, t in before.items() if n not in now]
+    changes += [
+        f'"{n}" {before[n]} now {t}' for n, t in now.items() if n in before and before[n] != t
+    ]
+    if not changes:
+        changes = ["the columns' order changed"]
+    raise PipelineInputError(
+        f'Table "{plan.source_table}" no longer has the columns of its target '
+        f'"{plan.target_table}" ({"; ".join(changes)}), so new rows cannot be appended: refit '
+        "with the old imputations rewritten (TDM_REWRITE_ON_REFIT=true with --refit)."
+    )
 
 
 def check_record_tables(con: duckdb.DuckDBPyConnection) -> None:

@@ -52,7 +52,7 @@ from tasks.load import SourceTable
 from tasks.quality import CheckOutcome
 from tasks.results import CellDraws, WriteResult
 from tasks.retry import warehouse_task
-from tasks.targets import check_target_table, table_comment, target_marker
+from tasks.targets import check_same_columns, check_target_table, table_comment, target_marker
 from tasks.validate import ImputationPlan
 from tasks.warehouse.access import check_writable
 from tasks.warehouse.cells import (
@@ -321,7 +321,7 @@ class TableWriter:
         if self.replace or not exists:
             _create_like(con, part.table, target)
         else:
-            _check_same_columns(con, plan)
+            check_same_columns(con, plan)
         self._filled = filled_columns(part, plan)
         if len(part.frame) and imputed is not None:
             self._observed_checked = _insert_rows(
@@ -571,22 +571,6 @@ def _check_source_unchanged(con: duckdb.DuckDBPyConnection, source: SourceTable)
         raise PipelineInputError(
             f'Table "{source.table.qualified}" changed while it was being imputed (its columns or '
             "contents differ from what was read), so nothing was written. Run again."
-        )
-
-
-def _check_same_columns(con: duckdb.DuckDBPyConnection, plan: ImputationPlan) -> None:
-    """Refuse to append when the source's columns are no longer the target's."""
-    source = find_table(con, plan.source_table)
-    target = find_table(con, plan.target_table)
-    assert source is not None and target is not None
-    before = [(c.name, c.sql_type) for c in target.columns]
-    now = [(c.name, c.sql_type) for c in source.columns]
-    if before != now:
-        raise PipelineInputError(
-            f'Table "{plan.source_table}" no longer has the columns of its target '
-            f'"{plan.target_table}" ({len(now)} columns now, {len(before)} then, or other '
-            "names or types), so new rows cannot be appended: refit with the old imputations "
-            "rewritten (TDM_REWRITE_ON_REFIT=true with --refit)."
         )
 
 

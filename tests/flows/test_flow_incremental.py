@@ -232,12 +232,14 @@ def test_dropping_versions_rolls_back_or_refits_and_never_reuses_a_number(
 
 
 def test_an_unusable_stored_model_is_reported_and_refitted(
-    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A truncated file, a file of a save format this library does not read, or a model of
     other columns: each night says why, fits a new version, and imputes the new rows. A column
     whose type changed kind (bug: INTEGER to VARCHAR ended every night in "KeyError: 'mean'")
-    cannot be appended to its target: the night says so and how to write the target anew."""
+    cannot be appended to its target: the night, and its dry run, say which column changed and
+    how to write the target anew, before any fit (bug: the dry run said the night would append,
+    and the night refused only after fitting)."""
     _run(warehouse)
     expected = {"truncated": "corrupt", "other-format": "format", "other-columns": "columns"}
     for night, (damage, reason) in enumerate(expected.items()):
@@ -270,10 +272,15 @@ def test_an_unusable_stored_model_is_reported_and_refitted(
     with duckdb.connect(str(warehouse)) as con:
         con.execute("ALTER TABLE readings ALTER visits TYPE VARCHAR")
     _append_rows(warehouse, 111, 10, seed=11)
-    state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=1,
-                         incremental=True, return_state=True)  # fmt: skip
-    assert state.is_failed() and "no longer has the columns of its target" in str(state.message)
-    assert "TDM_REWRITE_ON_REFIT=true" in str(state.message)
+    for dry_run in (True, False):
+        caplog.clear()
+        state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=1,
+                             incremental=True, dry_run=dry_run, return_state=True)  # fmt: skip
+        message = str(state.message)
+        assert state.is_failed() and "no longer has the columns of its target" in message
+        assert '("visits" INTEGER now VARCHAR)' in message
+        assert "TDM_REWRITE_ON_REFIT=true" in message
+        assert "fitting a model" not in caplog.text
     monkeypatch.setenv("TDM_REWRITE_ON_REFIT", "true")
     result = _run(warehouse)
     assert "columns ['visits'] as another kind" in result.refit_reason
