@@ -419,7 +419,7 @@ def _impute_rows(
         plan_for_rows(plan, new.frame),
         imputed,
         options.range_factor,
-        observed_range=profile.observed_range,
+        whole=profile.observed,
         label_share_threshold=options.label_share_threshold,
         spread_threshold=options.spread_threshold,
     )

@@ -225,7 +225,7 @@ def _check(
         plan,
         imputed,
         options.range_factor,
-        observed_range=profile.observed_range,
+        whole=profile.observed,
         label_share_threshold=options.label_share_threshold,
         spread_threshold=options.spread_threshold,
     )

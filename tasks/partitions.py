@@ -21,6 +21,7 @@ from tasks.bounds import table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import observed_labels
 from tasks.load import SourceTable, _missing_table_message
+from tasks.quality import ObservedCells
 from tasks.retry import warehouse_task
 from tasks.validate import (
     ImputationPlan,
@@ -60,8 +61,8 @@ class TableProfile:
     table: TableInfo
     fingerprint: Fingerprint
     plan: ImputationPlan
-    observed_range: dict[str, tuple[float, float]]
-    """Each numeric imputed column's observed (min, max) over the whole table."""
+    observed: ObservedCells
+    """The imputed columns' observed cells over the whole table, for the checks of a part."""
     moments: tuple[np.ndarray, np.ndarray]
     """Each numeric imputed column's mean and standard deviation over the whole table (as
     `tdm.scaling.fit_column_scaling` computes them, but in DuckDB)."""
@@ -146,7 +147,7 @@ def profile_table(
             f'Table "{info.qualified}" cannot be imputed: {too_few_rows(n_rows)}. '
             "Nothing was written."
         )
-    problems, missing, observed_range, labels, nan_cells = [], {}, {}, {}, {}
+    problems, missing, observed_range, labels, shares, nan_cells = [], {}, {}, {}, {}, {}
     for j, name in enumerate([*numeric, *labelled]):
         observed, infinite, low, high, nan_cells[name] = row[3 + 5 * j : 8 + 5 * j]
         if infinite:
@@ -161,7 +162,7 @@ def profile_table(
                 f"({setting('pass_through')})"
             )
         elif name in labelled:
-            labels[name] = _labels(con, src, name)
+            labels[name], shares[name] = _labels(con, src, name)
         else:
             observed_range[name] = (float(low or 0.0), float(high or 0.0))
     if key_name:
@@ -200,13 +201,14 @@ def profile_table(
         left_out=left_out,
         ignored_checks=found.ignored_checks,
     )
+    moments = _moments(con, src, numeric, observed_range)
     return TableProfile(
         db_path=str(db_path),
         table=info,
         fingerprint=fingerprint_table(con, info),
         plan=plan,
-        observed_range=observed_range,
-        moments=_moments(con, src, numeric, observed_range),
+        observed=ObservedCells(observed_range, _stds(moments, observed_range), shares),
+        moments=moments,
         bounds=partition_plan(con, src, n_rows, first, last, partition_rows),
     )
 
@@ -232,11 +234,29 @@ def _label_counts(con: duckdb.DuckDBPyConnection, info: TableInfo) -> tuple[Labe
     return found, n_rows
 
 
-def _labels(con: duckdb.DuckDBPyConnection, src: str, name: str) -> tuple[object, ...]:
-    """The distinct labels observed in a boolean, text or enum column, as `observed_labels`."""
+def _labels(
+    con: duckdb.DuckDBPyConnection, src: str, name: str
+) -> tuple[tuple[object, ...], dict[str, float]]:
+    """The distinct labels observed in a boolean, text or enum column, as `observed_labels`,
+    and their shares (labels as text, as `tasks.drift.label_shares` gives them)."""
     cell = quote_identifier(name)
-    frame = con.execute(f"SELECT DISTINCT {cell} AS v FROM {src} WHERE {cell} IS NOT NULL").df()
-    return observed_labels(frame["v"])
+    frame = con.execute(
+        f"SELECT {cell} AS v, count(*) AS n FROM {src} WHERE {cell} IS NOT NULL GROUP BY ALL"
+    ).df()
+    total = float(frame["n"].sum())
+    shares = {str(v): float(n) / total for v, n in zip(frame["v"], frame["n"], strict=True)}
+    return observed_labels(frame["v"]), shares
+
+
+def _stds(
+    moments: tuple[np.ndarray, np.ndarray], observed_range: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    """Each numeric column's standard deviation from `_moments`' scales: 0 for a constant one
+    (which `_moments` scales by 1)."""
+    return {
+        name: float(scale) if low != high else 0.0
+        for (name, (low, high)), scale in zip(observed_range.items(), moments[1], strict=True)
+    }
 
 
 def _moments(

@@ -25,7 +25,13 @@ from schemas.expectations import (
 )
 from schemas.output import output_schema
 from tasks.bounds import ColumnBounds
-from tasks.drift import label_shares, largest_departure, share_distance
+from tasks.drift import (
+    average_distance,
+    chance_distance,
+    label_shares,
+    largest_departure,
+    share_distance,
+)
 from tasks.errors import QualityCheckError
 from tasks.frames import as_float_frame, moments
 from tasks.load import SourceTable
@@ -36,6 +42,7 @@ __all__ = [
     "INTEGRAL",
     "LABEL_SHARES",
     "CheckOutcome",
+    "ObservedCells",
     "QualityReport",
     "SpreadRange",
     "check_quality",
@@ -109,13 +116,24 @@ def sane_bounds(observed: pd.Series, range_factor: float) -> tuple[float, float]
     return low - range_factor * spread, high + range_factor * spread
 
 
+@dataclass(frozen=True)
+class ObservedCells:
+    """The observed cells of a whole table, for the checks of one part of it (a partition, an
+    incremental run's new rows): per numeric column its (min, max) and standard deviation
+    (0 when constant), per labelled column its label shares (labels as text)."""
+
+    ranges: Mapping[str, tuple[float, float]]
+    stds: Mapping[str, float]
+    shares: Mapping[str, Mapping[str, float]]
+
+
 @task(name="check-quality", cache_policy=NO_CACHE)
 def check_quality(
     source: SourceTable,
     plan: ImputationPlan,
     imputed: pd.DataFrame,
     range_factor: float = RANGE_FACTOR,
-    observed_range: Mapping[str, tuple[float, float]] | None = None,
+    whole: ObservedCells | None = None,
     label_share_threshold: float = LABEL_SHARE_THRESHOLD,
     spread_threshold: float = SPREAD_THRESHOLD,
 ) -> QualityReport:
@@ -125,8 +143,8 @@ def check_quality(
     when a numeric column's imputed cells are less or more spread than its observed ones
     (`spread_range`).
 
-    `observed_range` gives each numeric column's observed (min, max) over the whole table when
-    `source` holds one partition of it; by default they are taken from `source`.
+    The observed cells these checks measure against (ranges, spreads, label shares) are
+    `whole`'s when `source` holds one part of a table, else `source`'s own.
     """
     columns = list(plan.columns)
     labelled = [name for name in columns if name in plan.labels]
@@ -136,16 +154,19 @@ def check_quality(
     if plan.key is not None:
         output[plan.key] = source.frame[plan.key].to_numpy()
     bounds = {
-        name: sane_bounds(
-            pd.Series(observed_range[name]) if observed_range else original[name], range_factor
-        )
+        name: sane_bounds(pd.Series(whole.ranges[name]) if whole else original[name], range_factor)
         for name in numeric
     }
     value_bounds = {name: (b.low, b.high) for name, b in plan.bounds.items() if name in numeric}
     spreads = {
         name: spread
         for name in numeric
-        if (spread := spread_range(original[name], spread_threshold)) is not None
+        if (
+            spread := spread_range(
+                original[name], spread_threshold, None if whole is None else whole.stds[name]
+            )
+        )
+        is not None
     }
     checks = [
         *_run_expectations(
@@ -161,7 +182,15 @@ def check_quality(
         _observed_cells_identical(original, imputed[numeric]),
         *([_observed_labels_identical(source.frame, imputed, labelled)] if labelled else []),
         *(
-            [_label_shares(source.frame, imputed, labelled, label_share_threshold)]
+            [
+                _label_shares(
+                    source.frame,
+                    imputed,
+                    labelled,
+                    label_share_threshold,
+                    None if whole is None else whole.shares,
+                )
+            ]
             if labelled
             else []
         ),
@@ -192,15 +221,20 @@ class SpreadRange:
     high: float
 
 
-def spread_range(given: pd.Series, threshold: float) -> SpreadRange | None:
+def spread_range(
+    given: pd.Series, threshold: float, observed_std: float | None = None
+) -> SpreadRange | None:
     """The range the standard deviation of a numeric column's imputed cells may take without a
-    warning: (1 - t) to 1 / (1 - t) times that of its observed cells (`given`, NaN missing),
-    widened to three standard errors of a standard deviation of as many cells (1 / sqrt(2
-    (n - 1)), relative) so that a few imputed cells do not warn for chance alone. None with
-    fewer than three imputed or two observed cells, or a constant observed column."""
+    warning: (1 - t) to 1 / (1 - t) times that of its observed cells (`observed_std`, by default
+    that of `given`'s observed cells; `given` holds NaN where missing), widened to three standard
+    errors of a standard deviation of as many cells (1 / sqrt(2 (n - 1)), relative) so that a few
+    imputed cells do not warn for chance alone. None with fewer than three imputed or two
+    observed cells, or a constant observed column."""
     n = int(given.isna().sum())
     observed = given.dropna()
     std = moments(observed)[1] if len(observed) > 1 else 0.0
+    if observed_std is not None:
+        std = observed_std
     if n < 3 or not std > 0:
         return None
     chance = 3 / math.sqrt(2 * (n - 1))
@@ -359,27 +393,30 @@ def _observed_labels_identical(
 
 
 def _label_shares(
-    source: pd.DataFrame, imputed: pd.DataFrame, columns: list[str], threshold: float
+    source: pd.DataFrame,
+    imputed: pd.DataFrame,
+    columns: list[str],
+    threshold: float,
+    whole: Mapping[str, Mapping[str, float]] | None = None,
 ) -> CheckOutcome:
     """Per labelled column with imputed cells, the total variation distance between the label
-    shares of its imputed cells and of its observed ones. A column departs when the distance is
-    past `threshold` and past three times what as many cells drawn at random with the observed
-    shares show on average (so that a few imputed cells do not warn for chance alone), or past
-    all but 0.1% of such draws (with many labels, chance alone shows a large distance: 61 cells
-    of 239 labels, 0.77 on average, and all on one label 1.00)."""
+    shares of its imputed cells and of its observed ones (`whole`'s shares where given, else
+    `source`'s). A column departs when the distance is past `threshold` and past three times
+    what as many cells drawn at random with the observed shares show on average (so that a few
+    imputed cells do not warn for chance alone), or past all but 0.1% of such draws (with many
+    labels, chance alone shows a large distance: 61 cells of 239 labels, 0.77 on average, and
+    all on one label 1.00)."""
     departed, largest = [], (0.0, "")
     for name in columns:
         missing = source[name].isna().to_numpy()
         if not missing.any():
             continue
-        observed = label_shares(source[name])
+        observed = dict(whole[name]) if whole is not None else label_shares(source[name])
         filled = label_shares(imputed[name][missing])
         distance = share_distance(observed, filled)
         n = int(missing.sum())
-        # n cells drawn with share p show |share - p| of sqrt(2 p (1 - p) / (pi n)) on average
-        chance = sum(math.sqrt(2 * p * (1 - p) / (math.pi * n)) for p in observed.values()) / 2
-        beyond_chance = distance > 3 * chance or distance > _chance_quantile(observed, n)
-        if distance > threshold and beyond_chance:
+        chance = min(3 * average_distance(observed, n), chance_distance(observed, n))
+        if distance > threshold and distance > chance:
             label = largest_departure(observed, filled)
             departed.append(
                 f'"{name}" {distance:.2f} ({n} cells; "{label}": {observed.get(label, 0.0):.0%} '
@@ -398,15 +435,6 @@ def _label_shares(
         else "no imputed label"
     )
     return CheckOutcome(LABEL_SHARES, True, detail, warning=True)
-
-
-def _chance_quantile(shares: dict[Any, float], n: int, level: float = 0.999) -> float:
-    """The `level` quantile of the total variation distance between `shares` and the shares of
-    `n` cells drawn at random with them (2,000 draws, seeded: the same answer every run)."""
-    p = np.fromiter(shares.values(), dtype=np.float64)
-    counts = np.random.default_rng(0).multinomial(n, p / p.sum(), size=2_000)
-    distances = np.abs(counts / n - p).sum(axis=1) / 2
-    return float(np.quantile(distances, level))
 
 
 def _observed_cells_identical(original: pd.DataFrame, imputed: pd.DataFrame) -> CheckOutcome:

@@ -227,10 +227,11 @@ def _model_section(result: ImputeTableResult) -> list[str]:
             "",
             "Drift of the new rows against the model's fit data (numeric: mean shift in fit "
             "standard deviations; text, enum, boolean: total variation distance of the label "
-            "shares):",
+            "shares); a drift counts past its threshold and past what chance alone shows on "
+            "as many values drawn from the fit data (in 0.1% of draws):",
             "",
-            "| column | measure | drift | threshold | new values | past threshold |",
-            "|---|---|---:|---:|---:|---|",
+            "| column | measure | drift | threshold | chance alone up to | new values | past |",
+            "|---|---|---:|---:|---:|---:|---|",
         ]
         for column, d in result.drift.items():
             unseen = d.get("unseen_labels")
@@ -239,7 +240,8 @@ def _model_section(result: ImputeTableResult) -> list[str]:
             )
             lines.append(
                 f"| {code_span(column)} | {d['measure']} | {format_number(d['value'], 3)} | "
-                f"{format_number(d['threshold'], 3)} | {d['observed']} | {past} |"
+                f"{format_number(d['threshold'], 3)} | {format_number(d['chance'], 3)} | "
+                f"{d['observed']} | {past} |"
             )
     return lines
 

@@ -156,20 +156,20 @@ def test_report_of_an_incremental_run_names_its_model_rows_and_drift() -> None:
     too; a run without a model store has no such section."""
     drift = {
         "price": {"measure": "mean_shift_sd", "value": 3.02, "observed": 25,
-                  "threshold": 1.0, "exceeded": True},
+                  "threshold": 1.0, "chance": 0.658, "exceeded": True},
         "shop": {"measure": "label_tv", "value": 0.1, "observed": 30, "threshold": 0.25,
-                 "exceeded": True, "unseen_labels": ["kiosk"]},
+                 "chance": 0.31, "exceeded": True, "unseen_labels": ["kiosk"]},
         "qty": {"measure": "mean_shift_sd", "value": 0.2, "observed": 28,
-                "threshold": 1.0, "exceeded": False},
+                "threshold": 1.0, "chance": 0.622, "exceeded": False},
     }  # fmt: skip
     kept = _result(model_version=2, rows_new=30, rows_reused=80, refit_reason=None,
                    drift=drift, appended=True)  # fmt: skip
     text = run_report_markdown(kept, quality=PASSED, outcome=None)
     assert "- version 2 in `tdm_models` imputed 30 new rows; 80 rows imputed before were" in text
     assert "the stored model imputed the new rows (no refit)" in text
-    assert "| `price` | mean_shift_sd | 3.02 | 1.00 | 25 | yes |" in text
-    assert "| `shop` | label_tv | 0.100 | 0.250 | 30 | yes (unseen labels: kiosk) |" in text
-    assert "| `qty` | mean_shift_sd | 0.200 | 1.00 | 28 | no |" in text
+    assert "| `price` | mean_shift_sd | 3.02 | 1.00 | 0.658 | 25 | yes |" in text
+    assert "| `shop` | label_tv | 0.100 | 0.250 | 0.310 | 30 | yes (unseen labels: kiosk) |" in text
+    assert "| `qty` | mean_shift_sd | 0.200 | 1.00 | 0.622 | 28 | no |" in text
     # Bug: a run that imputed with the stored model said "imputer: none (... copied through)".
     assert "imputer: the stored model, version 2 in `tdm_models`, imputed the new rows" in text
     assert "copied through" not in text

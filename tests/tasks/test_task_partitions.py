@@ -50,8 +50,12 @@ def test_count_rows_counts_a_table_and_is_none_for_a_missing_one(readings: Path)
 def test_profile_plans_the_columns_counts_the_missing_cells_and_the_observed_range(
     readings: Path,
 ) -> None:
-    """The profile's plan and ranges agree with the table read whole by pandas; the complete
-    label columns are planned with their labels and nothing to impute."""
+    """The profile's plan, ranges, deviations and label shares agree with the table read whole
+    by pandas (those the checks of a partition or of an incremental run's rows measure
+    against); the complete label columns are planned with their labels and nothing to
+    impute."""
+    from tasks.drift import label_shares
+
     with duckdb.connect(str(readings), read_only=True) as con:
         profile = _profile(con, readings)
         whole = con.execute("SELECT * FROM readings").df()
@@ -65,7 +69,11 @@ def test_profile_plans_the_columns_counts_the_missing_cells_and_the_observed_ran
     assert dict(plan.missing) == {c: int(whole[c].isna().sum()) for c in COLUMNS}
     assert dict(plan.labels) == {"site": ("east", "north", "south"), "ok": (False, True)}
     values = whole[list(NUMERIC)].astype(float)
-    assert profile.observed_range == {c: (values[c].min(), values[c].max()) for c in NUMERIC}
+    observed = profile.observed
+    assert observed.ranges == {c: (values[c].min(), values[c].max()) for c in NUMERIC}
+    assert observed.stds == pytest.approx({c: values[c].std(ddof=0) for c in NUMERIC})
+    assert observed.shares == {c: pytest.approx(label_shares(whole[c])) for c in plan.labels}
+    assert set(observed.shares["ok"]) == {"False", "True"}
     assert profile.fingerprint.rows == 120
 
 

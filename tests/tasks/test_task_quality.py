@@ -17,6 +17,7 @@ from tasks.quality import (
     check_quality,
     merge_reports,
     sane_bounds,
+    spread_range,
 )
 from tasks.warehouse.cells import add_checks
 
@@ -212,3 +213,26 @@ def test_partitions_merge_their_checks_by_name() -> None:
     # Bug: "all 2 partitions: observed 150" read as if every partition had the first's count.
     passed = merge_reports([first, first]).checks[0]
     assert passed.detail == "all 2 partitions; the first: ok"
+
+
+def test_a_part_of_a_table_is_checked_against_the_whole_tables_observed_cells() -> None:
+    """Bug: an incremental night of one row, its label NULL and imputed "south", warned "0.50
+    ("south": 0% of the observed cells, 100% of the imputed ones)": the night's own observed
+    cells (none) were the reference, while "south" is a third of the table's. Against the whole
+    table's shares one cell is within chance, and 40 cells all on a label the table holds at 5%
+    still warn; a numeric column's spread range is set by the whole table's deviation."""
+    from tasks.quality import _label_shares
+
+    one = pd.DataFrame({"region": [None]})
+    south = pd.DataFrame({"region": ["south"]})
+    assert not _label_shares(one, south, ["region"], 0.3).passed  # the night alone
+    whole = {"region": {"south": 1 / 3, "north": 2 / 3}}
+    assert _label_shares(one, south, ["region"], 0.3, whole).passed
+    many = pd.DataFrame({"region": [None] * 40})
+    rare = pd.DataFrame({"region": ["rare"] * 40})
+    outcome = _label_shares(many, rare, ["region"], 0.3, {"region": {"rare": 0.05, "north": 0.95}})
+    assert not outcome.passed and '"rare": 5% of the observed cells' in outcome.detail
+    given = pd.Series([1.0, 1.1, np.nan, np.nan, np.nan])
+    spread = spread_range(given, 0.5, observed_std=10.0)
+    assert spread is not None and spread.observed == 10.0 and spread.low <= 5.0
+    assert spread_range(given, 0.5).observed < 0.1
