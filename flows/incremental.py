@@ -277,8 +277,9 @@ def describe_increment(result: ImputeTableResult) -> str:
         else "the target written anew"
     )
     return (
-        f"Wrote {result.target_table!r} to {result.db_path}: {result.rows_new} new rows "
-        f"({cells} cells) imputed with model version {result.model_version} ({how}); {kept}."
+        f"Wrote {result.target_table!r} to {result.db_path}: {result.rows_new} new "
+        f"row{'s' * (result.rows_new != 1)} ({cells} cell{'s' * (cells != 1)}) imputed with "
+        f"model version {result.model_version} ({how}); {kept}."
     )
 
 

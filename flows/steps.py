@@ -330,7 +330,7 @@ def describe_dry_run(result: ImputeTableResult) -> str:
     else:
         where = f"create the table {result.target_table!r}"
     what = (
-        f"{cells} cells imputed ({per_column})"
+        f"{cells} cell{'s' * (cells != 1)} imputed ({per_column})"
         if cells
         else "no missing value in the columns to impute, a copy"
     )
@@ -349,7 +349,8 @@ def describe_dry_run(result: ImputeTableResult) -> str:
             else f"the stored model (version {result.model_version})"
         )
         if result.appended:
-            where = f"append {result.rows_new} new rows to {result.target_table!r}"
+            new = f"{result.rows_new} new row{'s' * (result.rows_new != 1)}"
+            where = f"append {new} to {result.target_table!r}"
             rows = f"({what}) imputed with {model}, keep the {result.rows_reused} rows before"
         else:
             rows += f", imputed with {model}"

@@ -133,11 +133,8 @@ def profile_table(
     for name in labelled:
         cell = quote_identifier(name)
         stats.append(f"count({cell}), 0, count(DISTINCT {cell}), 0, 0")
-    key_sql = (
-        f", count({quote_identifier(key_name)}), count(DISTINCT {quote_identifier(key_name)})"
-        if key_name
-        else ""
-    )
+    key = f"{quote_identifier(key_name)}::VARCHAR" if key_name else ""  # as rows are found
+    key_sql = f", count({key}), count(DISTINCT {key})" if key_name else ""
     row = con.execute(
         f"SELECT count(*), min(rowid), max(rowid), {', '.join(stats)}{key_sql} FROM {src}"
     ).fetchall()[0]
@@ -171,10 +168,7 @@ def profile_table(
             nulls = n_rows - non_null
             problems.append(f'key "{key_name}" has {nulls} null value{"s" * (nulls != 1)}')
         if distinct < non_null:
-            repeats = non_null - distinct
-            problems.append(
-                f'key "{key_name}" has {repeats} duplicated value{"s" * (repeats != 1)}'
-            )
+            problems.append(_duplicated_keys(con, src, key, key_name))
     if problems:
         raise PipelineInputError(
             f'Table "{info.qualified}" cannot be imputed: {"; ".join(problems)}. '
@@ -232,6 +226,22 @@ def _label_counts(con: duckdb.DuckDBPyConnection, info: TableInfo) -> tuple[Labe
             once = con.execute(f"SELECT count(*) FROM ({held}) WHERE n = 1").fetchall()[0][0]
         found[name] = LabelCount(labels, observed, int(once))
     return found, n_rows
+
+
+def _duplicated_keys(con: duckdb.DuckDBPyConnection, src: str, key: str, name: str) -> str:
+    """How many values the key `name` (`key`: its SQL, as text) holds more than once, with the
+    first few of them."""
+    counted = (
+        f"SELECT {key} AS k FROM {src} WHERE {key} IS NOT NULL GROUP BY ALL HAVING count(*) > 1"
+    )
+    n, shown = con.execute(f"SELECT count(*), list(k ORDER BY k)[1:5] FROM ({counted})").fetchall()[
+        0
+    ]
+    more = ", ..." if n > len(shown) else ""
+    return (
+        f'the key column "{name}" is not unique ({n} duplicated value{"s" * (n != 1)}, e.g. '
+        f"{', '.join(shown)}{more})"
+    )
 
 
 def _labels(

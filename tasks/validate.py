@@ -206,7 +206,7 @@ def nan_problems(nan_cells: Mapping[str, int], columns: Sequence[str]) -> str:
 
 def plan_notes(plan: ImputationPlan) -> list[str]:
     """Lines for the run's log: each imputed column's kind and bounds or labels, the complete
-    label columns that inform the fit, the columns passed through, and the CHECK constraints not
+    label columns (inputs only), the columns passed through, and the CHECK constraints not
     used for bounds."""
     notes = []
     for name in plan.columns:
@@ -217,11 +217,12 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
         else:
             n_labels = len(plan.labels.get(name, ()))
             what = f"{plan.kind(name)}, {n_labels} observed label{'s' * (n_labels != 1)}"
-        notes.append(f'\n  "{name}": {plan.missing[name]} cells, {what}')
+        n = plan.missing[name]
+        notes.append(f'\n  "{name}": {n} cell{"s" * (n != 1)}, {what}')
     lines = [f'Columns of "{plan.source_table}" to impute:' + "".join(notes)] if notes else []
     if complete := [name for name in plan.labelled if not plan.missing.get(name)]:
         lines.append(
-            f"Complete label columns informing the fit (nothing to impute): {_names(complete)}"
+            f"Complete label columns, inputs of the imputation (nothing to impute): {_names(complete)}"
         )
     if plan.pass_through:
         lines.append(f"Passed through with their NULLs: {_names(plan.pass_through)}")
