@@ -55,7 +55,7 @@ from tasks.scaling import Scaling, apply_scaling, inverse_scale, inverse_scale_d
 from tasks.targets import check_same_columns, check_target_table
 from tasks.validate import TableRequest
 from tasks.warehouse.access import check_folder_writable, check_writable
-from tasks.warehouse.increments import NewRows, check_watermark, read_new_rows
+from tasks.warehouse.increments import NewRows, check_watermark, read_new_rows, stale_rows
 from tasks.warehouse.models import (
     ModelInfo,
     NewModel,
@@ -165,6 +165,15 @@ def impute_incremental(
             check_target_table(con, plan)  # written anew: referenced by no foreign key
         elif exists:
             check_same_columns(con, plan)  # before the fit: the write would refuse to append
+            if plan.key is not None and (stale := stale_rows(con, profile)).describe():
+                logger.warning(
+                    "Table %r: rows its target %r keeps from earlier runs no longer match it: "
+                    "%s. An append leaves them as they are; --refit with "
+                    "TDM_REWRITE_ON_REFIT=true writes the target anew from the source.",
+                    plan.source_table,
+                    plan.target_table,
+                    stale.describe(),
+                )
         if rewrite or not exists:
             new = read_new_rows(con, profile, incremental.watermark, every_row=True)
         if new.late_rows:

@@ -222,7 +222,8 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
     lines = [f'Columns of "{plan.source_table}" to impute:' + "".join(notes)] if notes else []
     if complete := [name for name in plan.labelled if not plan.missing.get(name)]:
         lines.append(
-            f"Complete label columns, inputs of the imputation (nothing to impute): {_names(complete)}"
+            "Complete label columns, inputs of the imputation (nothing to impute): "
+            + _names(complete)
         )
     if plan.pass_through:
         lines.append(f"Passed through with their NULLs: {_names(plan.pass_through)}")

@@ -18,7 +18,7 @@ from tasks.partitions import TableProfile
 from tasks.warehouse.names import quote_identifier, quote_table
 from tasks.warehouse.tables import columns_sql, find_table, is_numeric_type
 
-__all__ = ["NewRows", "check_watermark", "read_new_rows", "target_rows"]
+__all__ = ["NewRows", "StaleRows", "check_watermark", "read_new_rows", "stale_rows", "target_rows"]
 
 
 @dataclass(frozen=True)
@@ -115,3 +115,58 @@ def read_new_rows(
     ).df()
     frame.index = pd.Index(frame.pop("__tdm_rowid").to_numpy(dtype=np.int64), name="rowid")
     return NewRows(frame=frame, rows_before=before or 0, late_rows=late)
+
+
+@dataclass(frozen=True)
+class StaleRows:
+    """Rows an append keeps in the target that no longer match the source: `changed`, rows
+    whose observed source cells differ from the target's (edited, or observed since they were
+    imputed), and `deleted`, target rows whose key the source no longer holds; a few values of
+    each one's `key` column, as text."""
+
+    key: str
+    changed: int
+    deleted: int
+    changed_keys: tuple[str, ...]
+    deleted_keys: tuple[str, ...]
+
+    def describe(self) -> str:
+        """E.g. `1 row whose observed cells changed ("id" 5); 2 rows deleted from the source
+        ("id" 3, 10)`, the parts that apply; empty when none does."""
+
+        def part(n: int, what: str, keys: tuple[str, ...]) -> str:
+            more = ", ..." if n > len(keys) else ""
+            return f'{n} row{"s" * (n != 1)} {what} ("{self.key}" {", ".join(keys)}{more})'
+
+        parts = []
+        if self.changed:
+            parts.append(part(self.changed, "whose observed cells changed", self.changed_keys))
+        if self.deleted:
+            parts.append(part(self.deleted, "deleted from the source", self.deleted_keys))
+        return "; ".join(parts)
+
+
+def stale_rows(con: duckdb.DuckDBPyConnection, profile: TableProfile, shown: int = 3) -> StaleRows:
+    """The target's rows that no longer match the source (`StaleRows`), matched by the plan's
+    key; the source's columns are the target's (`tasks.targets.check_same_columns`)."""
+    plan = profile.plan
+    assert plan.key is not None
+    key = quote_identifier(plan.key)
+    target = quote_table(plan.target_table)
+    differs = " OR ".join(
+        f"(s.{c} IS NOT NULL AND s.{c} IS DISTINCT FROM t.{c})"
+        for c in (quote_identifier(column.name) for column in profile.table.columns)
+        if c != key
+    )
+    changed, changed_keys = con.execute(
+        f"SELECT count(*), list(s.{key}::VARCHAR ORDER BY s.{key})[1:{shown}] "
+        f"FROM {profile.table.sql} AS s JOIN {target} AS t ON s.{key} = t.{key} "
+        f"WHERE {differs or 'false'}"
+    ).fetchall()[0]
+    deleted, deleted_keys = con.execute(
+        f"SELECT count(*), list(t.{key}::VARCHAR ORDER BY t.{key})[1:{shown}] FROM {target} AS t "
+        f"WHERE t.{key} NOT IN (SELECT {key} FROM {profile.table.sql} WHERE {key} IS NOT NULL)"
+    ).fetchall()[0]
+    return StaleRows(
+        plan.key, int(changed), int(deleted), tuple(changed_keys or ()), tuple(deleted_keys or ())
+    )

@@ -327,6 +327,35 @@ def test_incremental_run_needs_a_key_or_a_watermark(
     assert any("2 source rows at or below the target's highest 'day'" in w for w in warned)
 
 
+def test_rows_kept_that_no_longer_match_the_source_are_named_in_a_warning(
+    warehouse: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bug: an observed cell edited in an old row, or a row deleted from the source, never
+    reached the target and nothing said so. An append keeps those rows as they were and warns,
+    naming how many and their keys, with the way to write the target anew; a night after
+    appended rows alone does not warn."""
+
+    def stale_warnings() -> list[str]:
+        found = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        return [w for w in found if "no longer match" in w]
+
+    _run(warehouse)
+    _append_rows(warehouse, 81, 5, seed=9)
+    caplog.clear()
+    assert _run(warehouse).rows_new == 5 and stale_warnings() == []
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("UPDATE readings SET site = 'edited' WHERE id = 5")
+        con.execute("DELETE FROM readings WHERE id IN (3, 7)")
+    caplog.clear()
+    assert _run(warehouse).rows_new == 0
+    (warning,) = stale_warnings()
+    assert '1 row whose observed cells changed ("id" 5)' in warning
+    assert '2 rows deleted from the source ("id" 3, 7)' in warning
+    assert "TDM_REWRITE_ON_REFIT=true" in warning
+    kept = _query(warehouse, "SELECT site FROM readings_imputed WHERE id = 5")["site"]
+    assert list(kept) != ["edited"]
+
+
 def test_a_numeric_watermark_is_not_imputed_by_default_and_refused_when_named(
     warehouse: Path,
 ) -> None:
