@@ -280,15 +280,16 @@ def describe_increment(result: ImputeTableResult) -> str:
     rows kept."""
     cells = sum(result.cells_imputed.values())
     how = f"fitted now: {result.refit_reason}" if result.refit_reason else "the stored one"
+    rows = f"{result.rows_new} {'new ' if result.appended else ''}row{'s' * (result.rows_new != 1)}"
     kept = (
         f"{result.rows_reused} rows imputed before kept as they were"
         if result.appended
-        else "the target written anew"
+        else "the target written from every source row"
     )
     return (
-        f"Wrote {result.target_table!r} to {result.db_path}: {result.rows_new} new "
-        f"row{'s' * (result.rows_new != 1)} ({cells} cell{'s' * (cells != 1)}) imputed with "
-        f"model version {result.model_version} ({how}); {kept}."
+        f"Wrote {result.target_table!r} to {result.db_path}: {rows} ({cells} "
+        f"cell{'s' * (cells != 1)}) imputed with model version {result.model_version} ({how}); "
+        f"{kept}."
     )
 
 

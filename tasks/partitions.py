@@ -201,7 +201,13 @@ def profile_table(
         table=info,
         fingerprint=fingerprint_table(con, info),
         plan=plan,
-        observed=ObservedCells(observed_range, _stds(moments, observed_range), shares),
+        observed=ObservedCells(
+            observed_range,
+            _stds(moments, observed_range),
+            shares,
+            n_rows,
+            {name: n_rows - missing[name] for name in chosen},
+        ),
         moments=moments,
         bounds=partition_plan(con, src, n_rows, first, last, partition_rows),
     )

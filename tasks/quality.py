@@ -41,6 +41,7 @@ from tasks.warehouse.tables import INTEGER
 __all__ = [
     "INTEGRAL",
     "LABEL_SHARES",
+    "OBSERVED_SHARE",
     "CheckOutcome",
     "ObservedCells",
     "QualityReport",
@@ -56,6 +57,11 @@ INTEGRAL = "integral_values"
 LABEL_SHARES = "label_shares"
 """The name of the check that the imputed cells of each text, enum or boolean column take its
 labels in shares near the observed ones (a warning, not a failure)."""
+OBSERVED_SHARE = "observed_share"
+"""The name of the check that each imputed column is observed in enough of the table's rows
+for its imputed cells to rest on (`SPARSE_SHARE`; a warning, not a failure)."""
+SPARSE_SHARE = 0.1
+"""A column observed in fewer than this share of its table's rows is imputed with a warning."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,10 @@ class ObservedCells:
     ranges: Mapping[str, tuple[float, float]]
     stds: Mapping[str, float]
     shares: Mapping[str, Mapping[str, float]]
+    rows: int
+    """The whole table's rows ..."""
+    observed: Mapping[str, int]
+    """... and each imputed column's observed cells among them."""
 
 
 @task(name="check-quality", cache_policy=NO_CACHE)
@@ -181,6 +191,7 @@ def check_quality(
         *_integral(imputed, [name for name in numeric if plan.kind(name) == INTEGER]),
         _observed_cells_identical(original, imputed[numeric]),
         *([_observed_labels_identical(source.frame, imputed, labelled)] if labelled else []),
+        _observed_share(source.frame, columns, whole),
         *(
             [
                 _label_shares(
@@ -390,6 +401,36 @@ def _observed_labels_identical(
         listed = ", ".join(f'"{c}" ({n})' for c, n in changed.items())
         return CheckOutcome("observed_labels_identical", False, f"labels changed in {listed}")
     return CheckOutcome("observed_labels_identical", True, f"{total} cells")
+
+
+def _observed_share(
+    source: pd.DataFrame, columns: list[str], whole: ObservedCells | None
+) -> CheckOutcome:
+    """Per column with imputed cells in `source`, how many of the table's rows observe it
+    (`whole`'s counts where given, else `source`'s): in fewer than `SPARSE_SHARE` of them, its
+    imputed cells rest on too little to be trusted unread."""
+    rows = whole.rows if whole is not None else len(source)
+    sparse, least = [], (2.0, "")
+    for name in columns:
+        imputed = int(source[name].isna().sum())
+        if not imputed:
+            continue
+        observed = whole.observed[name] if whole is not None else len(source) - imputed
+        share = observed / rows if rows else 0.0
+        if observed < SPARSE_SHARE * rows:
+            sparse.append(
+                f'"{name}" {observed} observed value{"s" * (observed != 1)} in {rows} rows '
+                f"({share:.0%}) for {imputed} imputed cell{'s' * (imputed != 1)}"
+            )
+        least = min(least, (share, name))
+    if sparse:
+        detail = (
+            f"imputed from few observed values (in fewer than {SPARSE_SHARE:.0%} of the rows): "
+            + "; ".join(sparse)
+        )
+        return CheckOutcome(OBSERVED_SHARE, False, detail, warning=True)
+    detail = f'least observed "{least[1]}" ({least[0]:.0%})' if least[1] else "no imputed cell"
+    return CheckOutcome(OBSERVED_SHARE, True, detail, warning=True)
 
 
 def _label_shares(

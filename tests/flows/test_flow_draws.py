@@ -90,6 +90,7 @@ def test_the_point_is_flagged_one_draw_keeps_the_table_s_spread_and_label_shares
     assert warnings_of(collapsing, point.run_id) == {
         'imputed_spread["price"]': False,
         "label_shares": False,
+        "observed_share": True,
     }
     assert 0.75 < drawn_spread < 1.3 and drawn_tv < 0.2
     assert all(warnings_of(collapsing, drawn.run_id).values())
