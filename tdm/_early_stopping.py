@@ -50,8 +50,9 @@ def holdout_cells(
 class HoldoutMonitor:
     """Self-supervised stopping: the error on held-out observed cells, and the best iterate.
 
-    Every :data:`VALIDATE_EVERY` steps, the mean absolute error between the current values of
-    the held-out cells and their true (standardised) values is computed. The best iterate
+    Every :data:`VALIDATE_EVERY` steps and after the last one, the mean absolute error between
+    the current values of the held-out cells and their true (standardised) values is computed.
+    The best iterate
     (missing cells and network weights) is kept; training stops once it has not improved for
     ``patience`` steps. No ground truth of the really missing cells is used.
     """
@@ -74,7 +75,8 @@ class HoldoutMonitor:
         self.truth = torch.as_tensor(Z[holdout], device=device, dtype=dtype)
         self.patience = patience
         self.best = self._score()
-        self.scores: list[float] = [self.best]  # scores[k] is at step k * VALIDATE_EVERY
+        # scores[k] is at step k * VALIDATE_EVERY, the last one at the last step
+        self.scores: list[float] = [self.best]
         self.best_iteration = 0
         self.best_cells = cells.state()
         self.best_network = _state_copy(network)

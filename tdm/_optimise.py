@@ -315,6 +315,8 @@ def run_steps(
                     file=sys.stderr,
                 )
             break
+    if monitor is not None and done % monitor.every:  # the steps since the last look count too
+        monitor.should_stop(done)
     losses = history[:done].double()
     means = mean_costs[:done].double()
     ratios = torch.where(means > 0, losses / means, torch.full_like(losses, math.nan))

@@ -134,7 +134,8 @@ class TDMImputer(BatchOTImputer):
     device_ : torch.device
         Device used by ``fit``.
     validation_scores_ : ndarray or None
-        With ``early_stopping``: the held-out error (standardised MAE) at step 0, 25, 50, ….
+        With ``early_stopping``: the held-out error (standardised MAE) at step 0, 25, 50, …,
+        and at the last step.
     best_iteration_ : int or None
         With ``early_stopping``: the step whose iterate was kept (0: the initial values).
     init_ : str

@@ -376,6 +376,23 @@ def test_early_stopping_keeps_the_best_iterate_and_all_observed_cells(data) -> N
     assert est.fit_transform(X_nan).tobytes() == out.tobytes()  # deterministic
 
 
+def test_early_stopping_scores_the_last_steps_too(data) -> None:
+    """Bug: the held-out cells were scored every 25 steps only, so the steps after the last
+    multiple were thrown away, and a fit of fewer than 25 steps returned its start. They are
+    scored after the last step as well, and kept where they are best."""
+    _, X_nan, _ = data
+    settings = {"solver": "assignment", "early_stopping": True, "validation_fraction": 0.1}
+    short = OTImputer._configured(**settings, max_iter=20, random_state=0)
+    out = short.fit_transform(X_nan)
+    scores = short.validation_scores_
+    assert scores is not None and scores.size == 2  # steps 0 and 20
+    assert short.best_iteration_ == 20 and scores[1] < scores[0]
+    start = OTImputer._configured(**settings, max_iter=0, random_state=0).fit_transform(X_nan)
+    assert not np.array_equal(out, start)
+    longer = OTImputer._configured(**settings, max_iter=60, random_state=0).fit(X_nan)
+    assert longer.validation_scores_ is not None and longer.validation_scores_.size == 4
+
+
 def test_early_stopping_parameters_are_checked(data) -> None:
     _, X_nan, _ = data
     with pytest.raises(
