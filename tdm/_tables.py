@@ -19,7 +19,7 @@ from sklearn.utils.validation import validate_data
 from tdm._bounds import column_bounds
 from tdm._mixed import BOOLEAN, INTEGER, TableEncoding
 from tdm._validation import caller_stacklevel, check_finite_or_nan
-from tdm.columns import holds_only_numbers, mostly_distinct
+from tdm.columns import FLOAT, holds_only_numbers, mostly_distinct
 
 __all__ = ["BoundsParam", "complete_table", "fingerprint", "fitted_bounds", "read_table"]
 
@@ -113,8 +113,9 @@ _NULLABLE = {INTEGER: "Int64", BOOLEAN: "boolean"}
 
 def _check_fitted_columns(X: pd.DataFrame, encoding: TableEncoding, owner: str) -> None:
     """Refuse new rows ``X`` whose columns are not the fitted ones, in their order (names of
-    any type: scikit-learn compares string names only), or not of their fitted kinds, or an
-    ordered category without a label seen in fit, which one of its missing cells may take."""
+    any type: scikit-learn compares string names only), or not of their fitted kinds (but a
+    float column may come as integers with no missing cell), or an ordered category without a
+    label seen in fit, which one of its missing cells may take."""
     names = [coding.name for coding in encoding.columns]
     if list(X.columns) != names:
         raise ValueError(
@@ -123,13 +124,19 @@ def _check_fitted_columns(X: pd.DataFrame, encoding: TableEncoding, owner: str) 
         )
     for j, coding in enumerate(encoding.columns):
         dtype = X.dtypes.iloc[j]
-        if coding.kind != TableEncoding.from_frame(X.iloc[:, [j]], owner).columns[0].kind:
+        kind = TableEncoding.from_frame(X.iloc[:, [j]], owner).columns[0].kind
+        missing = X.iloc[:, j].isna().any()
+        if coding.kind == FLOAT and kind == INTEGER and not missing:
+            continue  # whole numbers of a float column, nothing to impute: they come back as given
+        if coding.kind != kind:
             hint = ""
-            if coding.kind in _NULLABLE and X.iloc[:, j].isna().any():
+            if coding.kind in _NULLABLE and missing:
                 hint = (
                     f" (with a missing value, pandas turns it into {dtype}: give it the dtype "
                     f"{_NULLABLE[coding.kind]!r})"
                 )
+            elif coding.kind == FLOAT and kind == INTEGER:
+                hint = " (its missing cells take fractional values: give it a float dtype)"
             raise ValueError(
                 f"{owner}: column {coding.name!r} was {coding.kind} in fit; got dtype "
                 f"{dtype}{hint}."

@@ -327,6 +327,26 @@ def test_a_complete_integer_column_with_gaps_in_new_rows_is_refused_with_the_dty
     assert out["i"].dtype == "Int64" and not out["i"].isna().any()
 
 
+def test_whole_numbers_of_a_float_column_in_new_rows_come_back_as_given() -> None:
+    """Bug: one new record built from a dict (``{"age": 34}``) gives an int64 column where fit
+    saw floats, and ``transform`` refused it. Integers with nothing missing are taken and come
+    back bit for bit in their dtype, the other columns imputed as from floats; an integer column
+    with a missing cell is refused, saying to give it a float dtype."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"age": rng.normal(40.0, 9.0, 60).round(), "income": rng.normal(size=60)})
+    frame.loc[::5, "age"] = np.nan
+    frame.loc[1::7, "income"] = np.nan
+    imputer = TDMImputer(**FAST, random_state=0).fit(frame)
+    record = pd.DataFrame([{"age": 34, "income": np.nan}, {"age": 51, "income": np.nan}])
+    out = imputer.transform(record)
+    as_floats = imputer.transform(record.astype({"age": "float64"}))
+    assert out["age"].dtype == np.int64 and out["age"].tolist() == [34, 51]
+    assert out["income"].equals(as_floats["income"])
+    gap = pd.DataFrame({"age": pd.array([34, None], dtype="Int64"), "income": [0.1, 0.2]})
+    with pytest.raises(ValueError, match=r"'age' was float in fit.*give it a float dtype"):
+        imputer.transform(gap)
+
+
 def test_early_stopping_and_otimputer_take_mixed_frames() -> None:
     _, holes = random_mixed_frame(1, n=120)
     tdm = TDMImputer._configured(**FAST, early_stopping=True, n_iter_no_change=25, random_state=0)
