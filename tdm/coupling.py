@@ -29,7 +29,6 @@ from functools import partial
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils import skip_init
 
 __all__ = [
     "CONDITIONERS",
@@ -152,15 +151,24 @@ class Conditioner(nn.Module):
 
 def _mlp(n_in: int, width: int, n_out: int) -> nn.Sequential:
     """Three linear layers with SELU between them, weights left for ``reset_parameters``."""
-    # skip_init: nn.Linear's own initialisation would draw from the global RNG; the weights are
-    # drawn from the given generator in reset_parameters instead.
     return nn.Sequential(
-        skip_init(nn.Linear, n_in, width),
+        _Linear(n_in, width),
         nn.SELU(),
-        skip_init(nn.Linear, width, width),
+        _Linear(width, width),
         nn.SELU(),
-        skip_init(nn.Linear, width, n_out),
+        _Linear(width, n_out),
     )
+
+
+class _Linear(nn.Linear):
+    """``nn.Linear`` whose construction draws nothing: its own initialisation would draw from
+    the global random number generator; :meth:`Conditioner.reset_parameters` draws its
+    weights from the given generator instead. (``torch.nn.utils.skip_init`` would do the same
+    through the meta device, whose first use imports SymPy, which adds a process-wide warning
+    filter.)"""
+
+    def reset_parameters(self) -> None:
+        """Leave the weights as allocated (uninitialised) until drawn."""
 
 
 class _Constant(nn.Module):

@@ -265,6 +265,26 @@ def test_fit_leaves_global_state_alone(data) -> None:
     assert not torch.is_anomaly_enabled()
 
 
+def test_a_first_fit_adds_no_warning_filter() -> None:
+    """Bug: the first fit of a process built its network through ``torch.nn.utils.skip_init``,
+    whose meta device imports SymPy, which adds a process-wide warning filter. In a fresh
+    process, once the library is imported, a fit leaves ``warnings.filters`` as it found
+    them."""
+    import subprocess
+    import sys
+
+    script = (
+        "import warnings, numpy as np\n"
+        "from tdm import TDMImputer\n"
+        "before = list(warnings.filters)\n"
+        "X = np.random.default_rng(0).normal(size=(40, 3)); X[::4, 0] = np.nan\n"
+        "TDMImputer(max_iter=3, random_state=0).fit(X)\n"
+        "assert warnings.filters == before, [f for f in warnings.filters if f not in before]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 # ---------------------------------------------------------------------------- unseen rows
 def test_transform_imputes_unseen_rows_better_than_the_mean() -> None:
     X = low_rank(n=400, seed=2)
