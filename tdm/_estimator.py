@@ -203,7 +203,7 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self._fit(X)
         return self
 
-    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit on ``X`` and return it imputed (same type as ``X``; observed cells unchanged)."""
         values = self._fit(X)
         return self._complete(X, values, self.X_fit_)

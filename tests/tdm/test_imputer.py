@@ -249,6 +249,15 @@ def test_cuda_without_a_gpu_is_a_clear_error(data) -> None:
         TDMImputer(**{**FAST, "device": "cuda"}).fit(X_nan)
 
 
+def test_fit_transform_refuses_arguments_fit_refuses(data) -> None:
+    """Bug: ``fit_transform(X, sample_weight=w)`` ignored ``w`` silently where ``fit`` refused
+    it."""
+    _, X_nan, _ = data
+    for method in ("fit", "fit_transform"):
+        with pytest.raises(TypeError, match="sample_weight"):
+            getattr(TDMImputer(**FAST), method)(X_nan, sample_weight=np.ones(len(X_nan)))
+
+
 # ---------------------------------------------------------------------------- no global state
 def test_fit_leaves_global_state_alone(data) -> None:
     _, X_nan, _ = data
