@@ -80,7 +80,7 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     #: Accepted values of every setting, public or private, checked at the start of ``fit``.
     _PARAMETER_CONSTRAINTS: ClassVar[Mapping[str, Sequence[Any]]] = {
         **CONFIG_CONSTRAINTS,
-        "batch_size": [Interval(Integral, 1, None)],
+        "batch_size": [Interval(Integral, 2, None)],
         "max_iter": [Interval(Integral, 0, None)],
         "lr": [Interval(Real, 0, None, closed="neither")],
         "transform_max_iter": [Interval(Integral, 0, None), None],

@@ -57,8 +57,9 @@ class TDMImputer(BatchOTImputer):
         ``K``: each conditioner MLP has three linear layers of width ``K`` times the table's
         columns (a categorical column counts once).
     batch_size : int, default=512
-        Rows per batch. With fewer than ``2 * batch_size`` rows, the largest power of two not
-        above ``n_samples / 2`` (the paper's rule); the size used is ``batch_size_``.
+        Rows per batch, at least 2. With fewer than ``2 * batch_size`` rows, the largest power
+        of two not above ``n_samples / 2`` (the paper's rule); the size used is
+        ``batch_size_``.
     max_iter : int, default=2_000
         Optimisation steps in ``fit``.
     lr : float, default=1e-2

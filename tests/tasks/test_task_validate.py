@@ -36,7 +36,10 @@ def test_default_columns_are_the_numeric_and_label_ones_but_the_key(warehouse: P
     assert plan.labelled == ("site", "ok")
     assert plan.n_missing == sum(plan.missing.values()) > 0
     notes = plan_notes(plan)
-    assert notes[-1] == 'Complete label columns, inputs of the imputation (nothing to impute): "site", "ok"'
+    assert (
+        notes[-1]
+        == 'Complete label columns, inputs of the imputation (nothing to impute): "site", "ok"'
+    )
     assert "site" not in notes[0]  # not among the columns to impute
 
 
