@@ -47,6 +47,7 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
     if not isinstance(X, pd.DataFrame):
         if not reset and estimator.encoding_.frame:  # before its cells are read as numbers
             raise ValueError(f"{owner} was fitted on a DataFrame; pass a DataFrame.")
+        _check_numbers(X, owner)
         check_finite_or_nan(X, owner)
         values: np.ndarray = validate_data(
             estimator,
@@ -76,6 +77,23 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
     if not reset:
         _check_fitted_columns(X, encoding, owner)
     return encoding.encode(X)
+
+
+def _check_numbers(X: Any, owner: str) -> None:
+    """Refuse a 2-D NumPy array of text or objects with a cell that is not a number, naming
+    its column: an array is read as numbers, a DataFrame's text columns as labels."""
+    if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "USO"):
+        return
+    for j in range(X.shape[1]):
+        for value in X[:, j]:
+            try:
+                float(value if value is not None else "nan")
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{owner}: column {j} of the array holds {str(value)!r}, which is not a "
+                    "number; an array is read as numbers. Pass a DataFrame to impute text "
+                    "columns as labels."
+                ) from None
 
 
 def _warn_doubtful_labels(X: pd.DataFrame, encoding: TableEncoding, owner: str) -> None:

@@ -44,7 +44,9 @@ class TDMImputer(BatchOTImputer):
     2**53 is a multiple of a power of two), every numeric column within ``bounds``. Every
     column comes back in its place (one with no observed value is refused), so
     ``get_feature_names_out`` gives the input features and ``set_output(transform="pandas")``
-    works, in a ``Pipeline`` too.
+    works, in a ``Pipeline`` too. Columns may have names of any one type; scikit-learn keeps
+    string names only (``feature_names_in_``), so with other names ``set_output`` names the
+    columns ``x0, x1, …``, while plain ``transform`` returns the frame with its own names.
 
     :meth:`paper` gives the paper's configuration (the published code's network, batches,
     precision and start).

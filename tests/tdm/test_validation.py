@@ -110,3 +110,15 @@ def test_settings_of_the_wrong_kind_are_refused_naming_them(setting: dict, messa
     X[::4, 0] = np.nan
     with pytest.raises(ValueError, match=message):
         TDMImputer(max_iter=1, init="mean", **setting).fit(X)
+
+
+def test_an_array_of_text_is_refused_naming_the_column_and_value() -> None:
+    """Bug: a NumPy array of text failed deep in scikit-learn ("could not convert string to
+    float: np.str_('a')"), naming no column. The refusal names the column and the value and
+    says a DataFrame takes text columns; an object array of numbers and None is imputed."""
+    text = np.array([["1", "a"], ["2", "b"], ["3", "nan"], ["4", "c"], ["5", "d"]])
+    with pytest.raises(ValueError, match=r"column 1 of the array holds 'a'.*Pass a DataFrame"):
+        TDMImputer(max_iter=3).fit(text)
+    numbers = np.array([[1.0, None], [2, 3], [3, 4], [4, 5], [5, 6.0]], dtype=object)
+    out = TDMImputer(max_iter=3, init="mean", random_state=0).fit_transform(numbers)
+    assert np.isfinite(out.astype(float)).all() and out[1:, 1].tolist() == [3, 4, 5, 6.0]
