@@ -177,11 +177,11 @@ def fitted_bounds(
     integer column that hold no integer are refused."""
     names = [encoding.columns[j].name for j in encoding.numeric]
     if isinstance(bounds, Mapping):
-        categorical = [c.name for c in encoding.columns if c.name in bounds and c.name not in names]
-        if categorical:
+        labelled = [c for c in encoding.columns if c.name in bounds and c.name not in names]
+        if labelled:
             raise ValueError(
-                f"{owner}: bounds names column {categorical[0]!r}, which is categorical; "
-                "bounds apply to numeric columns only."
+                f"{owner}: bounds names column {labelled[0].name!r}, which is "
+                f"{labelled[0].kind}; bounds apply to numeric columns only."
             )
     low, high = column_bounds(bounds, margin, names, values[:, : len(names)], owner)
     for k, j in enumerate(encoding.numeric):

@@ -221,6 +221,7 @@ def test_an_array_for_an_imputer_fitted_on_a_frame_is_refused_with_the_library_s
     [
         ({"nope": (0, 1)}, "bounds names column 'nope'"),
         ({"text": (0, 1)}, "'text', which is categorical"),
+        ({"flag": (0, 1)}, "'flag', which is boolean"),
         ({"f64": (2, 1)}, "is not an interval"),
         ({"f64": 3}, "must be a pair"),
         ({"f64": (np.inf, np.inf)}, r"bounds\['f64'\] = \(inf, inf\) holds no number"),
