@@ -80,15 +80,17 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
 
 
 def _check_numbers(X: Any, owner: str) -> None:
-    """Refuse a 2-D NumPy array of text or objects with a cell that is not a number, naming
-    its column: an array is read as numbers, a DataFrame's text columns as labels."""
+    """Refuse a 2-D NumPy array of text or objects with a text cell that is not a number,
+    naming its column: an array is read as numbers, a DataFrame's text columns as labels."""
     if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "USO"):
         return
     for j in range(X.shape[1]):
         for value in X[:, j]:
+            if not isinstance(value, str | bytes):
+                continue  # a number, None or another object: scikit-learn's own checks apply
             try:
-                float(value if value is not None else "nan")
-            except (TypeError, ValueError):
+                float(value)
+            except ValueError:
                 raise ValueError(
                     f"{owner}: column {j} of the array holds {str(value)!r}, which is not a "
                     "number; an array is read as numbers. Pass a DataFrame to impute text "
