@@ -516,11 +516,11 @@ def _run_impute(args: argparse.Namespace) -> int:
     from deployments.trigger import run_reports
     from flows.impute_table import impute_table
     from flows.steps import DRY_RUN
-    from tasks.imputer_settings import imputer_settings, settings_from_env
+    from tasks.imputer_settings import environment_settings, imputer_settings
 
     settings = _settings(args)
     # checked here too, so that a bad setting is refused before Prefect starts
-    imputer_settings(settings_from_env(), _imputer(args), subject="The imputer settings")
+    imputer_settings(environment_settings(), _imputer(args), subject="The imputer settings")
     limit_torch_threads(settings.torch_threads)
     result = impute_table(
         source_table=args.table,

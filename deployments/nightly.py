@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from deployments.specs import DeploymentSpec
 from schemas.warehouse import WarehouseConfigError, load_warehouse_config
 from tasks.errors import PipelineError, PipelineInputError
-from tasks.imputer_settings import imputer_settings, settings_from_env
+from tasks.imputer_settings import environment_settings, imputer_settings
 
 __all__ = [
     "CONFIG_PARAMETER",
@@ -238,11 +238,13 @@ def _check_config(config: str, cwd: Path, *, given: bool) -> None:
     """Refuse, at start rather than at night, a config that cannot be read or validated, or
     whose imputer settings (on top of the TDM_* ones) the library refuses."""
     try:
+        env = environment_settings()
+    except PipelineInputError as error:  # the environment's fault, not the config's
+        raise PipelineError(str(error)) from None
+    try:
         for entry in load_warehouse_config(cwd / config).tables:
             imputer_settings(
-                settings_from_env(),
-                entry.imputer,
-                subject=f'The imputer settings of table "{entry.table}"',
+                env, entry.imputer, subject=f'The imputer settings of table "{entry.table}"'
             )
     except (WarehouseConfigError, PipelineInputError) as error:
         hint = (

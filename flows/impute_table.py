@@ -29,7 +29,7 @@ from flows.steps import (
 from tasks.draws import Fill
 from tasks.errors import PipelineInputError
 from tasks.impute import impute_task_for
-from tasks.imputer_settings import imputer_settings, settings_from_env
+from tasks.imputer_settings import environment_settings, imputer_settings
 from tasks.results import ImputeTableResult
 from tasks.validate import TableRequest
 
@@ -131,7 +131,7 @@ def impute_table(
         db = str(db_path if db_path is not None else settings.db_path)
         tag_flow_run(run_tags([source_table], db))
         params = imputer_settings(  # the given settings on top of the TDM_* ones, checked first
-            settings_from_env(),
+            environment_settings(),
             imputer,
             subject=f'The imputer settings for table "{source_table}"',
         )

@@ -34,7 +34,7 @@ from flows.steps import (
 from schemas.warehouse import WarehouseConfig, WarehouseConfigError, load_warehouse_config
 from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tasks.impute import impute_task_for
-from tasks.imputer_settings import imputer_settings, settings_from_env
+from tasks.imputer_settings import environment_settings, imputer_settings
 from tasks.results import ImputeTableResult
 from tasks.targets import check_warehouse_targets
 from tasks.validate import TableRequest
@@ -135,6 +135,17 @@ def _impute_warehouse(
     prepared: dict[str, PreparedTable] = {}
     large: list[TableRequest] = []  # imputed in partitions, one at a time, after the rest
     increments: dict[str, IncrementalRequest] = {}  # incremental runs, one at a time, last
+    # Every entry's imputer settings are checked before any table, as `tdm serve` checks them:
+    # a config refused as a whole writes nothing.
+    env = environment_settings()
+    params = {
+        entry.table: imputer_settings(
+            env,
+            entry.imputer,
+            subject=f'Warehouse config {config}: imputer settings of table "{entry.table}"',
+        )
+        for entry in spec.tables
+    }
     for entry in spec.tables:
         request = TableRequest(
             entry.table,
@@ -149,13 +160,8 @@ def _impute_warehouse(
             ),
         )
         try:
-            params = imputer_settings(
-                settings_from_env(),
-                entry.imputer,
-                subject=f'Warehouse config: imputer settings of table "{entry.table}"',
-            )
             options[entry.table] = ImputeOptions.from_settings(
-                settings, params, started, fill=entry.fill, draws=entry.draws
+                settings, params[entry.table], started, fill=entry.fill, draws=entry.draws
             )
             if entry.incremental:
                 increments[entry.table] = IncrementalRequest(entry.watermark)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+import duckdb
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -178,6 +179,20 @@ class PipelineSettings(BaseSettings):
     )
 
     _draws = field_validator("draws")(check_draws)
+
+    @field_validator("duckdb_memory_limit")
+    @classmethod
+    def _memory_limit(cls, value: str | None) -> str | None:
+        """A limit DuckDB reads (checked now, not when a table first needs partitions)."""
+        if value is not None:
+            with duckdb.connect() as con:
+                try:
+                    con.execute(f"SET memory_limit = '{value.replace(chr(39), chr(39) * 2)}'")
+                except duckdb.Error:
+                    raise ValueError(
+                        f"{value!r} is not a DuckDB memory limit (a number and a unit: 256MB, 4GB)"
+                    ) from None
+        return value
 
     notify_url: str | None = Field(
         default=None,

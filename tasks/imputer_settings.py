@@ -18,6 +18,7 @@ from tasks.errors import PipelineInputError
 __all__ = [
     "ENV_PREFIX",
     "PIPELINE_SET",
+    "environment_settings",
     "imputer_device",
     "imputer_settings",
     "parse_setting",
@@ -81,6 +82,17 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any
         if variable in environ:
             found[name] = parse_setting(environ[variable])
     return found
+
+
+def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`settings_from_env`, validated on their own, so that a bad value is refused naming its
+    variable rather than the settings it is merged with."""
+    found = settings_from_env(environ)
+    for name, value in found.items():
+        imputer_settings(
+            {name: value}, subject=f"The imputer settings of {ENV_PREFIX}{name.upper()}"
+        )
+    return imputer_settings(found, subject="The imputer settings of the TDM_* variables")
 
 
 def imputer_settings(*layers: Mapping[str, Any] | None, subject: str) -> dict[str, Any]:

@@ -194,6 +194,16 @@ def test_imputer_settings_the_library_refuses_are_refused_before_serving(
         with_settings(read_deployment_specs(), ServeSettings(warehouse_config=path), cwd=REPO)
 
 
+def test_a_bad_imputer_variable_is_named_not_blamed_on_the_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bug: TDM_MAX_ITER=abc stopped `tdm serve` saying it "cannot use its warehouse config"."""
+    monkeypatch.setenv("TDM_MAX_ITER", "abc")
+    with pytest.raises(PipelineError, match="settings of TDM_MAX_ITER are invalid") as refused:
+        with_settings(read_deployment_specs(), ServeSettings(), cwd=REPO)
+    assert "warehouse config" not in str(refused.value)
+
+
 def test_shipped_config_from_elsewhere_says_to_pass_config(tmp_path: Path) -> None:
     """From a folder without deployments/warehouse.yaml and no --config: refused, saying how."""
     with pytest.raises(PipelineError, match=r"--config FILE \(or TDM_WAREHOUSE_CONFIG\)"):

@@ -174,16 +174,28 @@ def test_a_bad_config_is_a_clear_error_naming_the_file(
     assert "Value error" not in str(failed.value)
 
 
-def test_a_bad_imputer_override_fails_that_table_only(
+def test_bad_imputer_settings_refuse_the_config_before_any_table(
     tmp_path: Path, three_tables: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Bug: an entry's imputer override the library refuses failed that table only, after the
+    others were written, while `tdm serve` refused the same file at start; and a bad TDM_*
+    imputer variable was blamed on every entry of the config. Both are refused before any
+    table is read, naming the file, table and setting, or the variable; nothing is written."""
     monkeypatch.setenv("TDM_MAX_ITER", "5")
-    entries = "  - table: north\n    imputer: {max_iter: -1}\n  - table: east\n"
-    with refused(WarehouseRunError, match=r"1 of 2 tables failed.*\[north\].*max_iter"):
-        impute_warehouse(str(write_config(tmp_path / "w.yaml", three_tables, entries)))
-    assert set(read(three_tables, "SELECT source_table FROM tdm_lineage")["source_table"]) == {
-        "east"
-    }
+    entries = "  - table: east\n  - table: north\n    imputer: {max_iter: -1}\n"
+    config = write_config(tmp_path / "w.yaml", three_tables, entries)
+    with refused(
+        PipelineInputError, match=rf'{config}: imputer settings of table "north".*max_iter'
+    ):
+        impute_warehouse(str(config))
+    monkeypatch.setenv("TDM_MAX_ITER", "abc")
+    config = write_config(tmp_path / "ok.yaml", three_tables, "  - table: east\n")
+    with refused(
+        PipelineInputError, match=r"settings of TDM_MAX_ITER are invalid.*got max_iter='abc'"
+    ):
+        impute_warehouse(str(config))
+    with duckdb.connect(str(three_tables), read_only=True) as con:
+        assert {row[0] for row in con.execute("SHOW TABLES").fetchall()} == set(TABLES)
 
 
 def test_gpu_annotation_asks_dask_for_a_gpu_resource_only_when_set() -> None:
