@@ -416,8 +416,8 @@ def _chosen_columns(
     if unknown:
         noun = "column does" if len(unknown) == 1 else "columns do"
         raise PipelineInputError(
-            f'The {noun} not exist in table "{table.qualified}": {_names(unknown)}. '
-            f"Its columns are: {_names(c.name for c in table.columns)}."
+            f'The {noun} not exist in table "{table.qualified}": {_names(unknown)} '
+            f"({setting('columns')}). Its columns are: {_names(c.name for c in table.columns)}."
         )
     resolved = [c for c in map(table.column, columns) if c is not None]
     generated = [c for c in resolved if c.generated is not None]

@@ -55,7 +55,7 @@ def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
         (
             "SELECT i * 1.0 AS x FROM range(10) r(i)",
             {"columns": ["x", "nope"]},
-            r'column does not exist in table "t": "nope"',
+            r'column does not exist in table "t": "nope" \(the columns parameter, --columns flag',
         ),
         (
             "SELECT i * 1.0 AS x, DATE '2024-01-01' + i::INTEGER AS day FROM range(10) r(i)",
