@@ -189,6 +189,8 @@ def connect(db_path: str | Path, *, read_only: bool) -> Iterator[duckdb.DuckDBPy
     path = Path(db_path)
     if not path.is_file():
         where = "is a directory, not a DuckDB file" if path.is_dir() else "does not exist"
+        if not path.is_absolute():
+            where += f" (relative to the working folder, {str(Path.cwd())!r})"
         raise PipelineInputError(
             f"Database file '{path}' {where}. Give the path of an existing DuckDB file "
             f"({setting('db_path')}); `tdm demo` creates one to try."

@@ -109,3 +109,17 @@ def test_bad_input_is_refused_by_the_checks_before_the_fit(
         assert not path.exists()
     else:
         assert take_snapshot(path) == before
+
+
+def test_a_missing_relative_database_file_says_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: a config's relative db_path, run from another folder, was "'wh.duckdb' does not
+    exist" with no word of where it was looked for; an absolute path needs none."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PipelineInputError, match="relative to the working folder") as refused:
+        load_table.fn("wh.duckdb", "t", None)
+    assert repr(str(tmp_path)) in str(refused.value)
+    with pytest.raises(PipelineInputError) as absolute:
+        load_table.fn(str(tmp_path / "wh.duckdb"), "t", None)
+    assert "working folder" not in str(absolute.value)
