@@ -15,6 +15,7 @@ __all__ = [
     "add_replace_target_flag",
     "add_torch_threads_flag",
     "limit_torch_threads",
+    "parse_count",
     "parse_draws",
     "parse_port",
     "parse_positive",
@@ -47,6 +48,11 @@ def split_required_names(text: str) -> list[str]:
 def parse_positive(text: str) -> int:
     """A positive whole number; anything else is a usage error."""
     return _positive(text, int, "whole number")
+
+
+def parse_count(text: str) -> int:
+    """A whole number, 0 or more; anything else is a usage error."""
+    return _parsed(text, int, lambda n: n >= 0, "a whole number, 0 or more")
 
 
 def parse_draws(text: str) -> int:

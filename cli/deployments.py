@@ -19,6 +19,7 @@ from cli.arguments import (
     add_key_flag,
     add_replace_target_flag,
     add_torch_threads_flag,
+    parse_count,
     parse_port,
     parse_positive,
     parse_seconds,
@@ -110,9 +111,9 @@ def add_deployment_commands(subparsers: argparse._SubParsersAction) -> None:
     add_incremental_flags(run)
     run.add_argument(
         "--max-iter",
-        type=parse_positive,
-        help="training iterations (the run's other imputer settings stay the serving "
-        "process's TDM_* values) [its TDM_MAX_ITER]",
+        type=parse_count,
+        help="training iterations, 0: the start alone (the run's other imputer settings stay "
+        "the serving process's TDM_* values) [its TDM_MAX_ITER]",
     )
     run.add_argument("--seed", type=int, help="random seed [its TDM_SEED]")
     add_draw_flags(run, whose="its ")
