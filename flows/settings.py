@@ -184,10 +184,10 @@ class PipelineSettings(BaseSettings):
     @classmethod
     def _memory_limit(cls, value: str | None) -> str | None:
         """A limit DuckDB reads (checked now, not when a table first needs partitions)."""
-        if value is not None:
+        if value:  # empty: unset, as the writer takes it
             with duckdb.connect() as con:
                 try:
-                    con.execute(f"SET memory_limit = '{value.replace(chr(39), chr(39) * 2)}'")
+                    con.execute("SET memory_limit = ?", [value])  # as the writer sets it
                 except duckdb.Error:
                     raise ValueError(
                         f"{value!r} is not a DuckDB memory limit (a number and a unit: 256MB, 4GB)"

@@ -240,9 +240,8 @@ def _duplicated_keys(con: duckdb.DuckDBPyConnection, src: str, key: str, name: s
     counted = (
         f"SELECT {key} AS k FROM {src} WHERE {key} IS NOT NULL GROUP BY ALL HAVING count(*) > 1"
     )
-    n, shown = con.execute(f"SELECT count(*), list(k ORDER BY k)[1:5] FROM ({counted})").fetchall()[
-        0
-    ]
+    query = f"SELECT count(*), list(k ORDER BY k)[1:5] FROM ({counted})"
+    n, shown = con.execute(query).fetchall()[0]
     more = ", ..." if n > len(shown) else ""
     return (
         f'the key column "{name}" is not unique ({n} duplicated value{"s" * (n != 1)}, e.g. '

@@ -168,15 +168,11 @@ def check_quality(
         for name in numeric
     }
     value_bounds = {name: (b.low, b.high) for name, b in plan.bounds.items() if name in numeric}
+    stds = whole.stds if whole is not None else {}
     spreads = {
         name: spread
         for name in numeric
-        if (
-            spread := spread_range(
-                original[name], spread_threshold, None if whole is None else whole.stds[name]
-            )
-        )
-        is not None
+        if (spread := spread_range(original[name], spread_threshold, stds.get(name))) is not None
     }
     checks = [
         *_run_expectations(

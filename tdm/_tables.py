@@ -84,6 +84,11 @@ def _check_numbers(X: Any, owner: str) -> None:
     naming its column: an array is read as numbers, a DataFrame's text columns as labels."""
     if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "USO"):
         return
+    try:
+        X.astype(np.float64)
+        return
+    except (TypeError, ValueError):
+        pass  # find the cell below
     for j in range(X.shape[1]):
         for value in X[:, j]:
             if not isinstance(value, str | bytes):
