@@ -31,6 +31,7 @@ __all__ = [
     "nightly_database",
     "nightly_spec",
     "served_environment",
+    "tables_not_found",
     "with_settings",
 ]
 
@@ -176,6 +177,25 @@ def nightly_database(
     from flows.settings import PipelineSettings
 
     return str(PipelineSettings.model_fields["db_path"].default), "the default"
+
+
+def tables_not_found(
+    specs: list[DeploymentSpec], database: str, *, cwd: Path | None = None
+) -> list[str] | None:
+    """The tables of the nightly config that the DuckDB file `database` has no base table for
+    now, in config order; None when that cannot be told (no such file yet, or it cannot be
+    opened read-only now: locked or not DuckDB)."""
+    from tasks.warehouse.tables import connect, find_table
+
+    base = cwd or Path.cwd()
+    config = load_warehouse_config(base / str(nightly_spec(specs).parameters[CONFIG_PARAMETER]))
+    if not (base / database).is_file():
+        return None
+    try:
+        with connect(base / database, read_only=True) as con:
+            return [entry.table for entry in config.tables if find_table(con, entry.table) is None]
+    except PipelineError:  # locked, or not a DuckDB file: the run will say so
+        return None
 
 
 def served_environment(

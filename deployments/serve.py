@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from deployments.files import PREFECT_FILE
 from deployments.nightly import (
+    CONFIG_PARAMETER,
     ServeSettings,
     next_run,
     nightly_database,
     nightly_spec,
     served_environment,
+    tables_not_found,
     with_settings,
 )
 from deployments.server import (
@@ -180,7 +182,8 @@ def serve_here(
                     "PREFECT_API_URL to let `tdm serve` start one."
                 )
             gpu = ensure_tag_limit(GPU_TAG, gpu_slots)
-            _print_banner(url, gpu, specs, database, started_server=started_server)
+            absent = tables_not_found(specs, database[0])
+            _print_banner(url, gpu, specs, database, absent, started_server=started_server)
             serving = True
             serve_deployments(specs, limit=limit)
     finally:
@@ -241,6 +244,7 @@ def _print_banner(
     gpu: TagLimit,
     specs: list[DeploymentSpec],
     database: tuple[str, str],
+    absent: list[str] | None = None,
     *,
     started_server: bool,
 ) -> None:
@@ -254,6 +258,13 @@ def _print_banner(
         if Path(db).is_file()
         else "; it does not exist yet: the run fails unless it is created by then"
     )
+    if absent:
+        names = ", ".join(f'"{table}"' for table in absent)
+        those = "that table fails" if len(absent) == 1 else "those tables fail"
+        missing += (
+            f".\n  Not in {db} now: {names}, listed in {nightly.parameters[CONFIG_PARAMETER]}: "
+            f"{those} unless created by then"
+        )
     how = "created" if gpu.created else "changed" if gpu.changed else "already set"
     env = "" if url == api_url_for(DEFAULT_PORT) else f"PREFECT_API_URL={url} "
     threads = os.environ.get("TDM_TORCH_THREADS", "")

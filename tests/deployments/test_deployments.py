@@ -174,6 +174,15 @@ def test_serve_says_when_a_nightly_database_is_missing(
     _print_banner("http://127.0.0.1:4200/api", gpu, specs, (missing, "x"), started_server=True)
     line = f"on {missing} (x); it does not exist yet: the run fails unless it is created by then."
     assert line in capsys.readouterr().out
+    there = tmp_path / "shop.duckdb"
+    duckdb.connect(str(there)).close()
+    absent = ["salse", "stock"]
+    _print_banner(
+        "http://127.0.0.1:4200/api", gpu, specs, (str(there), "x"), absent, started_server=True
+    )
+    config = nightly_spec(specs).parameters["config"]
+    line = f'Not in {there} now: "salse", "stock", listed in {config}: those tables fail unless'
+    assert line in capsys.readouterr().out
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import pytest
 import yaml
 
@@ -23,6 +24,7 @@ from deployments.nightly import (
     nightly_database,
     nightly_spec,
     served_environment,
+    tables_not_found,
     with_settings,
 )
 from deployments.server import server_environment
@@ -124,6 +126,37 @@ def test_nightly_database_is_the_one_its_run_opens(config: Path, tmp_path: Path)
         update={"parameters": {**nightly.parameters, "db_path": "param.duckdb"}}
     )
     assert nightly_database([with_parameter], given)[0] == "param.duckdb"
+
+
+def test_tables_the_database_lacks_are_named_before_night(tmp_path: Path) -> None:
+    """`tdm serve` names the config's tables its DuckDB file has no base table for (a view or a
+    typo does not count), in config order; with no file, or one locked for writing by another
+    process, it cannot tell."""
+    (tmp_path / "tables.yaml").write_text(
+        "tables:\n  - {table: salse}\n  - {table: sales}\n  - {table: Stock}\n"
+        "  - {table: report}\n  - {table: crm.leads}\n"
+    )
+    own = ServeSettings(warehouse_config=Path("tables.yaml"))
+    specs = with_settings(read_deployment_specs(), own, cwd=tmp_path)
+    assert tables_not_found(specs, "shop.duckdb", cwd=tmp_path) is None
+    with duckdb.connect(str(tmp_path / "shop.duckdb")) as con:
+        con.execute("CREATE TABLE sales(x DOUBLE); CREATE TABLE stock(x DOUBLE)")
+        con.execute("CREATE VIEW report AS SELECT * FROM sales; CREATE SCHEMA crm")
+        con.execute("CREATE TABLE crm.leads(x DOUBLE)")
+    assert tables_not_found(specs, "shop.duckdb", cwd=tmp_path) == ["salse", "report"]
+    code = (
+        "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+        "time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "shop.duckdb")], stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        assert tables_not_found(specs, "shop.duckdb", cwd=tmp_path) is None
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_next_run_is_the_schedules_next_date_even_inside_an_event_loop() -> None:
