@@ -39,7 +39,7 @@ from tdm._optimise import (
     run_steps,
 )
 from tdm._persistence import load_imputer, save_imputer
-from tdm._starts import fit_start
+from tdm._starts import fit_start, settle_many_labels
 from tdm._tables import (
     BoundsParam,
     bounds_arrays,
@@ -487,8 +487,26 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         )
         self.init_, self.start_scores_ = start.init, start.scores
         bounded = self._bounded_cells(device, dtype)
+        many = self.encoding_.many_label_cells(train_mask)
+        started = start.values
+        if many.any():  # their cells keep the start's labels
+            started = settle_many_labels(
+                start.init,
+                train_Z if started is None else started,
+                train_mask,
+                self.encoding_,
+                rng,
+                config.n_jobs,
+            )
+            train_Z = np.where(many, started, train_Z)
         cells = MissingCells.build(
-            train_Z, train_mask, self.encoding_, bounded, rng, config.init_noise, start=start.values
+            train_Z,
+            train_mask & ~many,
+            self.encoding_,
+            bounded,
+            rng,
+            config.init_noise,
+            start=None if start.values is None else started,
         )
         # Complete data still trains the network (``transform`` then has a learned geometry).
         groups: list[dict[str, Any]] = []

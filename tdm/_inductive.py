@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 
 from tdm._cells import MissingCells
 from tdm._optimise import RMSprop, RowSampler, default_transform_iter
-from tdm._starts import context_start
+from tdm._starts import context_start, settle_many_labels
 from tdm._validation import resolve_device, resolve_dtype
 from tdm.transport import TransportTerms
 
@@ -50,6 +50,19 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
             est.encoding_,
             est._config.n_jobs,
         )
+    many = est.encoding_.many_label_cells(sub_mask)
+    if many.any():  # their cells keep the start's labels (after the mean start: the commonest)
+        if start is None:
+            fitted = np.asarray(est.X_fit_, dtype=np.float64)
+            known = np.zeros(fitted.shape, dtype=bool)
+            stacked = np.vstack([fitted, Z])
+            mode = settle_many_labels(
+                "mean", stacked, np.vstack([known, sub_mask]), est.encoding_, rng, None
+            )
+            Z = np.where(many, mode[len(fitted) :], Z)
+        else:
+            Z = np.where(many, start, Z)
+        sub_mask = sub_mask & ~many
     n_new, n_fit = len(rows_missing), est.X_fit_.shape[0]
     B = min(est.batch_size_, n_fit // 2)
     k = min(n_new, max(1, B // 2))  # new rows per batch; the rest of the batch is fitted rows

@@ -9,6 +9,9 @@ of a regular simplex (every two labels at distance sqrt(2), as one-hot vectors a
 ``MAX_EMBEDDING_DIM`` dimensions when there are more labels. An observed label is its vertex; a
 missing cell is a point of the simplex, a softmax-weighted mix of the vertices over logits that
 are optimised with the rest (:mod:`tdm._cells`), and is decoded to the label of largest weight.
+A column of more labels than that keeps its start's labels, not optimised
+(:func:`tdm._starts.settle_many_labels`): among projected points the label of largest weight
+follows their geometry more than the row.
 The points are fixed, not learned: a learned embedding could collapse the labels and make the
 transport cost zero for nothing. Numeric columns come first in that space, then one block per
 categorical column, in column order.
@@ -109,6 +112,12 @@ class ColumnCoding:
         """Coordinates of the column in the optimised space."""
         return 1 if self.embedding is None else int(self.embedding.shape[1])
 
+    @property
+    def many_labels(self) -> bool:
+        """Whether its labels outnumber its coordinates plus one: their points are projected,
+        not a simplex's vertices (:func:`label_embedding`)."""
+        return self.embedding is not None and self.embedding.shape[0] > self.width + 1
+
 
 def _observed_labels(series: pd.Series, kind: str) -> np.ndarray:
     observed = series[series.notna()]
@@ -150,6 +159,14 @@ class TableEncoding:
         for j, (a, b) in zip(self.categorical, self.blocks, strict=True):
             groups.extend([j] * (b - a))
         self.groups = np.asarray(groups, dtype=np.int64)
+
+    def many_label_cells(self, mask: np.ndarray) -> np.ndarray:
+        """The cells of ``mask`` (the optimised space) in the blocks of columns of many labels
+        (:attr:`ColumnCoding.many_labels`)."""
+        coordinates = np.zeros(self.width, dtype=bool)
+        for j, (a, b) in zip(self.categorical, self.blocks, strict=True):
+            coordinates[a:b] = self.columns[j].many_labels
+        return mask & coordinates
 
     @property
     def mixed(self) -> bool:

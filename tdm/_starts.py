@@ -56,6 +56,7 @@ __all__ = [
     "make_ice",
     "make_missforest",
     "model_features",
+    "settle_many_labels",
     "start_fill",
 ]
 
@@ -298,6 +299,41 @@ def _from_label_table(table: np.ndarray, encoding: TableEncoding) -> np.ndarray:
         for i, j in enumerate(encoding.categorical)
     ]
     return np.column_stack([table[:, :p], *points]) if points else table[:, :p].copy()
+
+
+def settle_many_labels(
+    init: str,
+    values: np.ndarray,
+    mask: np.ndarray,
+    encoding: TableEncoding,
+    rng: np.random.Generator,
+    n_jobs: int | None,
+) -> np.ndarray:
+    """``values`` (the ``init`` start's completion of the ``mask`` cells, or NaN there for the
+    mean start) with each missing cell of a column of many labels at its label's point: the
+    label of the column's model (:func:`label_model`) on the other columns as started, or, after
+    the mean start, the column's commonest label. The trees start's own guesses are such labels
+    already. Such cells are not optimised: among more labels than coordinates, the label of
+    largest weight of a cell's mix follows the geometry of the projected points (the labels
+    nearest their centre) more than the row."""
+    many = encoding.many_label_cells(mask)
+    if init == "trees" or not many.any():
+        return values
+    known = np.where(mask & ~many, np.nan if init == "mean" else values, values)
+    table, _, missing = label_table(np.where(many, 0.0, known), many, encoding)
+    for k in range(len(encoding.numeric), table.shape[1]):
+        rows = missing[:, k]
+        if not rows.any():
+            continue
+        target = table[:, k]
+        if init == "mean" or np.unique(target[~rows]).size < 2:
+            guesses = np.full(rows.sum(), _most_frequent(target[~rows]))
+        else:
+            others = np.delete(table, k, axis=1)
+            fitted = fitted_rows(~rows, rng)
+            guesses = label_model(others[fitted], target[fitted], rng, n_jobs).predict(others[rows])
+        table[rows, k] = guesses
+    return np.where(many, _from_label_table(np.nan_to_num(table), encoding), values)
 
 
 def _most_frequent(codes: np.ndarray) -> float:
@@ -563,5 +599,7 @@ def context_start(
     stacked = np.vstack([np.asarray(context, dtype=np.float64), Z])
     known = np.zeros(context.shape, dtype=bool)
     seed = int(rng.integers(2**31 - 1))
-    filled = start_fill(init, stacked, np.vstack([known, mask]), seed, encoding, n_jobs)
+    stacked_mask = np.vstack([known, mask])
+    filled = start_fill(init, stacked, stacked_mask, seed, encoding, n_jobs)
+    filled = settle_many_labels(init, filled, stacked_mask, encoding, rng, n_jobs)
     return filled[context.shape[0] :]

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tdm import OTImputer, TDMImputer
-from tdm._mixed import MAX_EMBEDDING_DIM, label_embedding
+from tdm._mixed import MAX_EMBEDDING_DIM, TableEncoding, label_embedding
 
 FAST = {"max_iter": 40, "batch_size": 32, "init": "mean"}  # the default start: test_starts
 
@@ -249,6 +249,45 @@ def test_categorical_imputation_beats_the_mode_and_numeric_beats_the_mean() -> N
     missing = holes["f64"].isna()
     error = np.abs(out["f64"][missing] - full["f64"][missing]).mean()
     assert error < 0.8 * np.abs(holes["f64"].mean() - full["f64"][missing]).mean()
+
+
+def _many_labels(n_labels: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """A label column of `n_labels` labels, consecutive bins of a numeric column (plus noise),
+    a quarter of its cells removed; and two numeric columns."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(800, 2))
+    bins = np.floor((z[:, 0] + rng.normal(scale=0.3, size=800) + 2.5) / 5 * n_labels)
+    codes = np.clip(bins, 0, n_labels - 1).astype(int)
+    full = pd.DataFrame(
+        {"x": z[:, 0], "y": z[:, 1], "label": np.array([f"L{c:03d}" for c in codes], dtype=object)}
+    )
+    missing = rng.random(800) < 0.25
+    holes = full.copy()
+    holes.loc[missing, "label"] = None
+    return full, holes, missing
+
+
+@pytest.mark.parametrize("init", ["auto", "ice", "mean"])
+def test_a_column_of_more_labels_than_coordinates_keeps_its_start_s_labels(init: str) -> None:
+    """Bug: among more labels than the column has coordinates (their points projected), cells
+    were decoded to the labels nearest the points' centre: 12 labels following a numeric
+    column were imputed right 6-9% of the time (the mode: 18%), one rare label taking most
+    cells. They now keep their start's label (the classifier's; the mean start: the mode), in
+    `fit_transform` and in `transform` of new rows."""
+    full, holes, missing = _many_labels(12, seed=0)
+    assert TableEncoding.from_frame(holes, "t").columns[2].many_labels
+    imputer = TDMImputer(init=init, max_iter=40, random_state=0)
+    out = imputer.fit_transform(holes.iloc[:600])
+    new = imputer.transform(holes.iloc[600:])
+    mode = holes["label"].mode()[0]
+    for got, rows in ((out, slice(0, 600)), (new, slice(600, 800))):
+        cells = missing[rows]
+        right = (got["label"][cells] == full["label"].iloc[rows][cells]).mean()
+        by_mode = (full["label"].iloc[rows][cells] == mode).mean()
+        if init == "mean":
+            assert (got["label"][cells] == mode).all()
+        else:
+            assert right > 2 * by_mode
 
 
 def test_transform_of_new_rows_and_unseen_labels() -> None:
