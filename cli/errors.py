@@ -109,8 +109,9 @@ class ErrorLog:
 
 
 def configure_warnings(*, quiet: bool = False) -> Callable[[], None]:
-    """The command's own warning display: each warning (category and text) once per run, or
-    none at all when `quiet`.
+    """The command's own warning display: each warning (category and text) once per run, as
+    one line `warning: <text>` on stderr (not Python's source file, line and code), or none at
+    all when `quiet`.
 
     A warning raised at each of a run's tables or partitions is shown once. A "once" filter
     cannot do this (Python forgets what it showed whenever a filter changes, as imports and
@@ -130,7 +131,7 @@ def configure_warnings(*, quiet: bool = False) -> Callable[[], None]:
         key = (category.__qualname__, str(message))
         if not quiet and key not in shown:
             shown.add(key)
-            show(message, category, filename, lineno, file, line)
+            print(f"warning: {message}", file=file or sys.stderr, flush=True)
 
     warnings.showwarning = show_once
 

@@ -118,10 +118,15 @@ def probe_errors(
     for k, pool in enumerate(pools):
         if not pool.size and mask[:, k].any():
             name = encoding.columns[encoding.numeric[k]].name
+            observed = int((~mask[:, k]).sum())
+            why = (
+                "sample more rows at once"
+                if observed > 1
+                else f"it has {'one observed value' if observed else 'no observed value'} here"
+            )
             warnings.warn(
                 f"{est._owner()}.sample: no observed cell of column {name!r} could be hidden to "
-                "measure its error, so its draws are its point imputation; sample more rows "
-                "at once.",
+                f"measure its error, so its draws are its point imputation ({why}).",
                 stacklevel=3,
             )
     fitted = encoding.decode_labels(est.X_fit_)

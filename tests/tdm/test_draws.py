@@ -220,7 +220,7 @@ def test_a_few_new_rows_warn_and_unseen_labels_stay_as_they_are() -> None:
     frame.loc[rng.random(n) < 0.2, "label"] = None
     imputer = TDMImputer(**FAST, random_state=0).fit(frame)
     one = pd.DataFrame({"x": [0.3], "y": [np.nan], "label": [None]})
-    with pytest.warns(UserWarning, match="column 'y'"):
+    with pytest.warns(UserWarning, match=r"column 'y'.*\(it has no observed value here\)"):
         draws = imputer.sample(one, 30, random_state=0)
     point = imputer.transform(one)
     assert all(d["y"].iloc[0] == point["y"].iloc[0] for d in draws)
@@ -231,6 +231,18 @@ def test_a_few_new_rows_warn_and_unseen_labels_stay_as_they_are() -> None:
     for draw in imputer.sample(unseen, 3, random_state=0):
         assert draw.loc[0, "label"] == "never seen"
         assert draw["label"][unseen["label"].notna()].equals(unseen["label"].dropna())
+
+
+def test_a_column_of_one_observed_value_is_warned_of_as_such() -> None:
+    """The warning's advice fits its case: a column observed once in the fitted table cannot
+    lend a cell to hide (sampling more rows at once would not help)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=60), "b": rng.normal(size=60)})
+    frame.loc[1:, "b"] = np.nan
+    frame.loc[::4, "a"] = np.nan
+    imputer = TDMImputer(**FAST, random_state=0).fit(frame)
+    with pytest.warns(UserWarning, match=r"column 'b'.*\(it has one observed value here\)"):
+        imputer.sample(frame, 2, random_state=0)
 
 
 def test_a_label_column_of_one_label_is_drawn_with_it() -> None:
