@@ -245,10 +245,11 @@ def written_by_pipeline(con: duckdb.DuckDBPyConnection, target: str) -> bool:
     marker = "target_marker" if lineage.column("target_marker") is not None else "NULL"
     key = parse_table_name(target).key
     rows = con.execute(f"SELECT DISTINCT target_table, {marker} FROM {LINEAGE_TABLE}").fetchall()
-    markers = [found for name, found in rows if name and parse_table_name(name).key == key]
-    if not markers:
+    named = [found for name, found in rows if name and parse_table_name(name).key == key]
+    if not named:
         return False
-    return all(found is None for found in markers) or table_comment(con, target) in markers
+    markers = {found for found in named if found is not None}
+    return not markers or table_comment(con, target) in markers
 
 
 @warehouse_task("check-target")

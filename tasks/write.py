@@ -345,11 +345,13 @@ class TableWriter:
 
     def _mark(self, plan: ImputationPlan, run_id: str, *, created: bool) -> str | None:
         """The target's marker (`target_marker`): set on a table this write created, kept on
-        one it appended to; a source updated in place is left without."""
+        one it appended to (set there too if it has none: a target written before markers);
+        a source updated in place is left without."""
         if plan.replace_source:
             return None
-        if not created:
-            return table_comment(self.con, plan.target_table)
+        kept = None if created else table_comment(self.con, plan.target_table)
+        if kept is not None:
+            return kept
         marker = target_marker(run_id)
         quoted = marker.replace("'", "''")
         self.con.execute(f"COMMENT ON TABLE {quote_table(plan.target_table)} IS '{quoted}'")

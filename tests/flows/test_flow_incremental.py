@@ -155,6 +155,26 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
     assert len(_query(warehouse, "SELECT * FROM readings_imputed")) == 101  # its row, not ours
 
 
+def test_an_append_marks_a_target_written_before_markers(warehouse: Path) -> None:
+    """Bug (upgrade): appending never marked a target that a release before markers wrote, so
+    a table made later at its name would be taken for the pipeline's for good. The night that
+    appends marks it, and its lineage row records the marker."""
+    _run(warehouse)
+    with duckdb.connect(str(warehouse)) as con:  # as a release before markers left it
+        con.execute("UPDATE tdm_lineage SET target_marker = NULL")
+        con.execute("COMMENT ON TABLE readings_imputed IS NULL")
+    _append_rows(warehouse, 81, 5, seed=5)
+    night = _run(warehouse)
+    assert night.status == "appended"
+    comment = _query(
+        warehouse, "SELECT comment FROM duckdb_tables() WHERE table_name = 'readings_imputed'"
+    )["comment"][0]
+    marker = _query(
+        warehouse, f"SELECT target_marker FROM tdm_lineage WHERE run_id = '{night.run_id}'"
+    )["target_marker"][0]
+    assert comment and comment == marker
+
+
 def test_drift_refits_a_new_version_and_keeps_the_old_imputations(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

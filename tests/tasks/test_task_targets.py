@@ -192,6 +192,30 @@ def test_replace_target_replaces_and_own_targets_are_rewritten(
         assert con.execute("SELECT count(*) FROM other").fetchall()[0][0] == 80
 
 
+def test_a_table_made_at_a_target_written_before_markers_is_refused_once_marked(
+    warehouse: Path, take_snapshot: Callable, one_torch_thread: None
+) -> None:
+    """Bug (upgrade): a target written by a release before markers (its lineage rows carry
+    none) was rewritten, and marked, by this one; the user then dropped it and made a table of
+    their own at its name, which the next run replaced without a word (a lineage row without
+    a marker matched any table without a comment). A target of such lineage only is still
+    taken for the pipeline's."""
+    _run(warehouse, "readings")
+    with duckdb.connect(str(warehouse)) as con:  # as a release before markers left it
+        con.execute("UPDATE tdm_lineage SET target_marker = NULL")
+        con.execute("COMMENT ON TABLE readings_imputed IS NULL")
+    assert _run(warehouse, "readings").replaced_existing  # still the pipeline's: rewritten
+    with duckdb.connect(str(warehouse)) as con:
+        query = "SELECT comment FROM duckdb_tables() WHERE table_name = 'readings_imputed'"
+        assert con.execute(query).fetchone()[0] is not None
+        con.execute("DROP TABLE readings_imputed")
+        con.execute("CREATE TABLE readings_imputed AS SELECT 'my own data' AS note")
+    before = take_snapshot(warehouse)
+    with pytest.raises(PipelineInputError, match=r'"readings_imputed" already exists'):
+        _run(warehouse, "readings")
+    assert take_snapshot(warehouse) == before
+
+
 def test_a_table_in_another_schema_is_imputed_into_that_schema(
     warehouse: Path, one_torch_thread: None
 ) -> None:
