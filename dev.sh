@@ -18,7 +18,8 @@ setup() {
 import sys
 sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PY
-    want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+    # the version too: an editable install records it in its metadata when installed
+    want=$(cat pyproject.toml constraints.txt tdm/_version.py | sha256sum | cut -c1-16)
     if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
         return 0
     fi

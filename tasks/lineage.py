@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+import tdm
 from schemas.lineage import LineageSchema
 from tasks.load import SourceTable
 from tasks.quality import QualityReport
@@ -59,9 +60,13 @@ def current_run(started_at: datetime | None = None) -> RunInfo:
 
 
 def package_versions() -> dict[str, str]:
-    """Versions of Python and of the packages that shape the result."""
-    versions = {"python": platform.python_version()}
+    """Versions of Python and of the packages that shape the result; tdm-impute's is the
+    library's own (`tdm.__version__`): an editable install's metadata keeps the version it was
+    installed at."""
+    versions = {"python": platform.python_version(), "tdm-impute": tdm.__version__}
     for name in _PACKAGES:
+        if name in versions:
+            continue
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

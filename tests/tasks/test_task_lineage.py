@@ -113,11 +113,24 @@ def test_a_copied_run_records_no_fit_and_the_requested_hyperparameters() -> None
 def test_package_versions_name_python_and_every_package_that_shapes_a_result(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Installed packages give their version; a missing one says `not installed`."""
-    import tasks.lineage
+    """Installed packages give their version; a missing one says `not installed`. The
+    library's is its own: bug, an editable install's metadata kept the version it was
+    installed at (a checkout pulled since recorded 0.15.6 while running 0.19.0)."""
+    from importlib import metadata
 
-    monkeypatch.setattr(tasks.lineage, "_PACKAGES", ("numpy", "no-such-package-tdm"))
+    import tasks.lineage
+    import tdm
+
+    monkeypatch.setattr(tasks.lineage, "_PACKAGES", ("tdm-impute", "numpy", "no-such-package-tdm"))
+
+    def installed(name: str) -> str:
+        if name == "no-such-package-tdm":
+            raise metadata.PackageNotFoundError(name)
+        return {"numpy": np.__version__, "tdm-impute": "0.15.6"}[name]
+
+    monkeypatch.setattr(metadata, "version", installed)
     versions = package_versions()
-    assert set(versions) == {"python", "numpy", "no-such-package-tdm"}
+    assert set(versions) == {"python", "tdm-impute", "numpy", "no-such-package-tdm"}
+    assert versions["tdm-impute"] == tdm.__version__
     assert versions["numpy"] == np.__version__
     assert versions["no-such-package-tdm"] == "not installed"
