@@ -447,6 +447,15 @@ def load_model(
             f"The stored {info.label} imputes columns {changed} as another kind than their "
             "type is now."
         )
+    from tdm._persistence import FORMAT_VERSION
+    from tdm._version import __version__
+
+    if info.format_version != FORMAT_VERSION:
+        raise StoredModelError(
+            f"The stored {info.label} was saved in format {info.format_version} by tdm "
+            f"{info.tdm_version}; this release (tdm {__version__}) reads format "
+            f"{FORMAT_VERSION} only."
+        )
     blob = _model_file(con, info, folder)
     if hashlib.sha256(blob).hexdigest() != info.model_sha256:
         raise StoredModelError(
@@ -459,6 +468,10 @@ def load_model(
             imputer = TDMImputer.load(path, device=device)
         except Exception as error:  # any unreadable file: reported, then refit
             detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+            # The library names the scratch copy, and says what its user should do: the
+            # pipeline refits by itself.
+            detail = detail.removeprefix(f"{path}: ")
+            detail = detail.removesuffix(" Refit the imputer and save it again.")
             raise StoredModelError(
                 f"The stored {info.label} (saved by tdm {info.tdm_version}) cannot be read: "
                 f"{detail}"

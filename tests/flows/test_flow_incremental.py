@@ -261,7 +261,12 @@ def test_an_unusable_stored_model_is_reported_and_refitted(
     how to write the target anew, before any fit (bug: the dry run said the night would append,
     and the night refused only after fitting)."""
     _run(warehouse)
-    expected = {"truncated": "corrupt", "other-format": "format", "other-columns": "columns"}
+    expected = {
+        "truncated": "corrupt",
+        "other-format": "cannot be read: saved in format 1 (by tdm 0.1); tdm",
+        "recorded-format": "was saved in format 6 by tdm 0.12.0; this release (tdm",
+        "other-columns": "columns",
+    }
     for night, (damage, reason) in enumerate(expected.items()):
         with duckdb.connect(str(warehouse)) as con:
             if damage == "truncated":
@@ -279,19 +284,22 @@ def test_an_unusable_stored_model_is_reported_and_refitted(
                     "UPDATE tdm_models SET model = ?, model_sha256 = ?",
                     [blob, hashlib.sha256(blob).hexdigest()],
                 )
+            elif damage == "recorded-format":  # as a release of format 6 recorded it
+                con.execute("UPDATE tdm_models SET format_version = 6, tdm_version = '0.12.0'")
             else:
                 con.execute("""UPDATE tdm_models SET columns = '["temperature"]'""")
         first = 81 + 10 * night
         _append_rows(warehouse, first, 10, seed=8 + night)
         result = _run(warehouse)
         assert reason in result.refit_reason, damage
+        assert "/model.pt" not in result.refit_reason and "Refit the" not in result.refit_reason
         assert result.model_version == 2 + night and result.rows_new == 10
         added = _query(warehouse, f"SELECT * FROM readings_imputed WHERE id >= {first}")
         assert len(added) == 10 and not added[NUMERIC].isna().any().any()
 
     with duckdb.connect(str(warehouse)) as con:
         con.execute("ALTER TABLE readings ALTER visits TYPE VARCHAR")
-    _append_rows(warehouse, 111, 10, seed=11)
+    _append_rows(warehouse, 121, 10, seed=11)
     for dry_run in (True, False):
         caplog.clear()
         state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=1,
