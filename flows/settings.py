@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -13,9 +16,19 @@ from schemas.expectations import LABEL_SHARE_THRESHOLD, RANGE_FACTOR, SPREAD_THR
 from schemas.warehouse import check_draws
 from tasks.draws import Fill
 from tasks.errors import PipelineInputError, problem
+from tasks.imputer_settings import ENV_PREFIX, setting_names
 from tasks.warehouse.names import DEFAULT_TARGET_SUFFIX
 
-__all__ = ["PipelineSettings"]
+__all__ = ["OTHER_VARIABLES", "PipelineSettings", "check_known_variables"]
+
+OTHER_VARIABLES = {
+    "TDM_WAREHOUSE_CONFIG": "tdm serve's and tdm warehouse's config",
+    "TDM_SCHEDULE_CRON": "tdm serve's schedule",
+    "TDM_SCHEDULE_TIMEZONE": "tdm serve's schedule",
+    "TDM_ALLOW_CUDA": "dev.sh",
+    "TDM_DATASETS_DIR": "the benchmark's datasets",
+}
+"""The `TDM_*` variables read elsewhere than the run's and the imputer's settings."""
 
 
 class PipelineSettings(BaseSettings):
@@ -33,13 +46,15 @@ class PipelineSettings(BaseSettings):
         """The settings the `TDM_*` variables give; an invalid one raises `PipelineInputError`
         naming the variable, its value and what it must be."""
         try:
-            return cls()
+            settings = cls()
         except ValidationError as error:
             problems = "; ".join(
                 f"TDM_{str(e['loc'][0]).upper()}={e['input']!r}: {problem(e)}"
                 for e in error.errors()
             )
             raise PipelineInputError(f"Invalid environment variable: {problems}.") from None
+        check_known_variables(os.environ)
+        return settings
 
     db_path: Path = Field(
         default=Path("warehouse.duckdb"), description="The DuckDB warehouse file."
@@ -198,4 +213,28 @@ class PipelineSettings(BaseSettings):
         default=None,
         description="Webhook that gets a JSON POST (flow run, tables, reason, UI link) when an "
         "impute-table or impute-warehouse run fails or crashes (unset: no notification).",
+    )
+
+
+def check_known_variables(environ: Mapping[str, str]) -> None:
+    """Refuse `TDM_*` variables that name no setting (a typo, or a setting of an earlier
+    release), each named with the closest known one: else they would be ignored, and the run
+    would go on without what they were meant to set."""
+    known = {
+        f"{ENV_PREFIX}{name.upper()}" for name in (*PipelineSettings.model_fields, *setting_names())
+    }
+    known.update(OTHER_VARIABLES)
+    unknown = sorted(name for name in environ if name.startswith(ENV_PREFIX) and name not in known)
+    if not unknown:
+        return
+    named = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        named.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    many = len(unknown) > 1
+    raise PipelineInputError(
+        f"Unknown environment variable{'s' * many} {', '.join(named)}: no setting of this "
+        f"release reads {'them' if many else 'it'} (a setting an earlier release read may now "
+        f"be the library's own), so the run would go on without {'them' if many else 'it'}. "
+        f"Unset {'them' if many else 'it'}, or use a setting's own name (`tdm impute --help`)."
     )

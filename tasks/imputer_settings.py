@@ -110,6 +110,13 @@ def imputer_settings(*layers: Mapping[str, Any] | None, subject: str) -> dict[st
             f"{subject} are invalid: the pipeline sets {', '.join(ours)} itself, not as an "
             f"imputer setting ({why})."
         )
+    known = setting_names()
+    unknown = sorted(set(merged) - set(known))
+    if unknown:  # every one named, and only the settings a run may set offered
+        raise PipelineInputError(
+            f"{subject} are invalid: unknown setting{'s' * (len(unknown) > 1)} "
+            f"{', '.join(map(repr, unknown))}; the settings are {', '.join(known)}."
+        )
     try:
         TDMImputer.from_settings(merged)
     except (TypeError, ValueError) as error:

@@ -346,8 +346,8 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         unknown = sorted(set(settings) - set(known))
         if unknown:
             raise InvalidParameterError(
-                f"{cls.__name__}: unknown setting {unknown[0]!r}; the settings are "
-                f"{', '.join(known)}"
+                f"{cls.__name__}: unknown setting{'s' * (len(unknown) > 1)} "
+                f"{', '.join(map(repr, unknown))}; the settings are {', '.join(known)}"
             )
         imputer = cls(**settings)
         validate_params(cls.__name__, settings, cls._PARAMETER_CONSTRAINTS)

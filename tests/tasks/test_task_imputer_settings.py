@@ -6,6 +6,7 @@ import pytest
 
 from tasks.errors import PipelineInputError
 from tasks.imputer_settings import (
+    PIPELINE_SET,
     imputer_device,
     imputer_settings,
     parse_setting,
@@ -79,3 +80,15 @@ def test_a_bad_setting_names_the_subject_and_the_setting(
     message = str(raised.value)
     assert message.startswith('The imputer settings for table "t" are invalid: ')
     assert named in message and message.endswith(".")
+
+
+def test_every_unknown_setting_is_named_with_only_those_a_run_may_set() -> None:
+    """Bug (upgrade): an old config's `{epsilon: 0.1, clamp: 5}` was refused naming `clamp`
+    alone (the next run then refused `epsilon`), and the settings listed included those the
+    pipeline sets itself and refuses."""
+    with pytest.raises(PipelineInputError) as raised:
+        imputer_settings({"epsilon": 0.1, "clamp": 5, "max_iter": 5}, subject="Settings")
+    message = str(raised.value)
+    assert message.startswith("Settings are invalid: unknown settings 'clamp', 'epsilon'; ")
+    assert "max_iter" in message
+    assert not any(name in message for name in PIPELINE_SET)
