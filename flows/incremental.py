@@ -68,6 +68,7 @@ from tasks.warehouse.models import (
 )
 from tasks.warehouse.tables import connect
 from tasks.write import TableWriter, WriteMode
+from tdm._version import __version__ as tdm_version
 
 __all__ = ["IncrementalRequest", "describe_increment", "impute_apart", "impute_incremental"]
 
@@ -147,6 +148,17 @@ def impute_incremental(
                     folder=folder,
                 )
                 model = _Model(imputer, scaling, latest.version)
+                if latest.tdm_version != tdm_version:
+                    logger.info(
+                        "Table %r: the stored model (version %d) was fitted by tdm %s; this is "
+                        "tdm %s, whose imputation of new rows may differ from what %s gave "
+                        "(docs/decisions.md says what changed). --refit fits a new model.",
+                        plan.source_table,
+                        latest.version,
+                        latest.tdm_version,
+                        tdm_version,
+                        latest.tdm_version,
+                    )
             except StoredModelError as error:
                 reason = f"{error} A new model is fitted."
         new = read_new_rows(con, profile, incremental.watermark)

@@ -175,6 +175,24 @@ def test_an_append_marks_a_target_written_before_markers(warehouse: Path) -> Non
     assert comment and comment == marker
 
 
+def test_a_model_stored_by_another_release_is_said_to_be(
+    warehouse: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bug (upgrade): a model stored by 0.15.2 imputed new rows otherwise under 0.18 (its
+    `transform` changed) while each night said only that the stored model imputed them. A
+    night with a model of another release says which, and how to fit a new one."""
+    import tdm
+
+    _run(warehouse)
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("UPDATE tdm_models SET tdm_version = '0.15.2'")
+    _append_rows(warehouse, 81, 5, seed=5)
+    caplog.clear()
+    assert _run(warehouse).refit_reason is None  # still used
+    said = f"was fitted by tdm 0.15.2; this is tdm {tdm.__version__}, whose imputation of new"
+    assert said in caplog.text and "--refit fits a new model" in caplog.text
+
+
 def test_drift_refits_a_new_version_and_keeps_the_old_imputations(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
