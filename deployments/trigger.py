@@ -212,7 +212,27 @@ class _Watch:
     def follow(
         self, *, wait: bool, timeout: float | None, pickup_timeout: float, poll: float
     ) -> tuple[FlowRun, bool]:
-        """Poll until the run ends (or, without `wait`, is taken up); (last run, timed out)."""
+        """Poll until the run ends (or, without `wait`, is taken up); (last run, timed out).
+
+        A server that stops answering meanwhile is a `PipelineError` saying that the run's
+        outcome is unknown and where to find it."""
+        import httpx
+
+        try:
+            return self._follow(
+                wait=wait, timeout=timeout, pickup_timeout=pickup_timeout, poll=poll
+            )
+        except httpx.TransportError as error:
+            raise PipelineError(
+                f"The Prefect server stopped answering ({type(error).__name__}) while run "
+                f"{self.run.name!r} was going (was `tdm serve` stopped?), so its outcome is not "
+                f"known here. Once the server is back, its page says: {self.run.url}; a run that "
+                f"wrote has a row in tdm_lineage with run_id '{self.run.id}'."
+            ) from None
+
+    def _follow(
+        self, *, wait: bool, timeout: float | None, pickup_timeout: float, poll: float
+    ) -> tuple[FlowRun, bool]:
         started = time.monotonic()
         polled_at = started  # when the deployment was last seen polled (as good as now)
         taken = queued = False
