@@ -329,20 +329,30 @@ def warehouse(tmp_path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def read_only_mount(where: Path, fill: Callable[[Path], None]) -> Iterator[Path]:
-    """`where` as a tmpfs that `fill` writes to and that is then remounted read-only: a place no
-    user, root included, can write to (skips the test without root and mount)."""
+def small_mount(where: Path, size: str = "8m") -> Iterator[Path]:
+    """`where` as a tmpfs of `size` bytes (`64k`, `8m`): a disk that fills up (skips the test
+    without root and mount)."""
     if sys.platform != "linux" or os.geteuid() != 0:
-        pytest.skip("mounting a read-only file system needs root on Linux")
+        pytest.skip("mounting a file system needs root on Linux")
     where.mkdir(parents=True, exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)]).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)]
+    ).returncode:
         pytest.skip("mount is not permitted here")
     try:
-        fill(where)
-        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)])
+
+
+@contextlib.contextmanager
+def read_only_mount(where: Path, fill: Callable[[Path], None]) -> Iterator[Path]:
+    """`where` as a tmpfs that `fill` writes to and that is then remounted read-only: a place no
+    user, root included, can write to (skips the test without root and mount)."""
+    with small_mount(where):
+        fill(where)
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+        yield where
 
 
 @pytest.fixture

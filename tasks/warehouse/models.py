@@ -27,7 +27,7 @@ import numpy as np
 
 from schemas.lineage import LINEAGE_TABLE
 from schemas.models import MODELS_COLUMNS, MODELS_DDL, MODELS_MIGRATIONS, MODELS_TABLE
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineError, PipelineInputError
 from tasks.scaling import Scaling
 from tasks.warehouse.access import check_folder_writable
 from tasks.warehouse.names import parse_table_name
@@ -224,11 +224,20 @@ def insert_model(
     _migrate(con)
     version = next_model_version(con, model.target_table)
     written = None if folder is None else folder.file(model.target_table, version)
-    if written is not None:
-        written.parent.mkdir(parents=True, exist_ok=True)
+    if written is not None and folder is not None:
         partial = written.with_suffix(".partial")
-        partial.write_bytes(model.model)
-        os.replace(partial, written)  # a file is whole or absent, never half written
+        try:
+            written.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_bytes(model.model)
+            os.replace(partial, written)  # a file is whole or absent, never half written
+        except OSError as error:  # a full or failing disk: nothing of the model is left
+            partial.unlink(missing_ok=True)
+            raise PipelineError(
+                f"The model folder '{folder.root}' (TDM_MODEL_DIR) could not take version "
+                f'{version} of the model of "{model.target_table}": '
+                f"{error.strerror or type(error).__name__}; nothing was written. Free space "
+                "there, or set TDM_MODEL_DIR to another folder."
+            ) from None
     con.execute(
         f"INSERT INTO {MODELS_TABLE} (source_table, target_table, version, created_at, run_id, "
         "tdm_version, format_version, columns, key_column, watermark_column, settings, seed, "

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 
+import duckdb
 import numpy as np
+import pytest
 
+from tasks.errors import PipelineError
 from tasks.scaling import Scaling
-from tasks.warehouse.models import scaling_from_json, scaling_to_json
+from tasks.warehouse.models import (
+    ModelFolder,
+    NewModel,
+    insert_model,
+    scaling_from_json,
+    scaling_to_json,
+)
 from tdm.scaling import ColumnScaling
+from tests.conftest import small_mount
 
 
 def test_scaling_survives_json_with_open_bounds() -> None:
@@ -26,3 +38,38 @@ def test_scaling_survives_json_with_open_bounds() -> None:
     np.testing.assert_array_equal(back.statistics.mean, scaling.statistics.mean)
     np.testing.assert_array_equal(back.statistics.scale, scaling.statistics.scale)
     assert dict(back.bounds) == {"a": (-np.inf, 4.0), "b": (0.0, np.inf)}
+
+
+def test_a_full_model_folder_is_a_clear_error_that_leaves_no_file(tmp_path: Path) -> None:
+    """Bug: a full TDM_MODEL_DIR ended an incremental run in "unexpected error: OSError: No
+    space left on device ... This is a bug", naming neither the folder nor the table, and left a
+    `.partial` file on the full disk. The error names both and what to do; no file is left and
+    no row is added."""
+    scaling = Scaling(("x",), ColumnScaling(mean=np.array([1.0]), scale=np.array([2.0])))
+    model = NewModel(
+        source_table="sales",
+        target_table="sales_imputed",
+        run_id="run-1",
+        created_at=datetime(2026, 1, 2, tzinfo=UTC),
+        columns=("x",),
+        key_column="id",
+        watermark_column=None,
+        settings={},
+        seed=0,
+        source_hash="abc",
+        fit_rows=10,
+        profile={},
+        scaling=scaling,
+        model=bytes(200_000),
+    )
+    db = tmp_path / "w.duckdb"
+    with small_mount(tmp_path / "models", "64k") as where, duckdb.connect(str(db)) as con:
+        folder = ModelFolder.beside(db, where)
+        with pytest.raises(PipelineError) as raised:
+            insert_model(con, model, folder)
+        assert str(raised.value).startswith(
+            f"The model folder '{where}' (TDM_MODEL_DIR) could not take version 1 of the model "
+            'of "sales_imputed": No space left on device; nothing was written.'
+        )
+        assert not [p for p in where.rglob("*") if p.is_file()]
+        assert con.execute("SELECT count(*) FROM tdm_models").fetchone() == (0,)
