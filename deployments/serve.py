@@ -291,7 +291,8 @@ def _retries() -> str:
         return "a failed run is not retried (PREFECT_FLOWS_DEFAULT_RETRIES=0)."
     delay = os.environ.get("PREFECT_FLOWS_DEFAULT_RETRY_DELAY_SECONDS") or "0"
     return (
-        f"a run that fails because its warehouse file is locked is retried up to {retries} "
+        "a run that fails because its warehouse file is locked, or was written to meanwhile, is "
+        f"retried up to {retries} "
         f"time{'s' if retries > 1 else ''}, {delay} s apart (PREFECT_FLOWS_DEFAULT_RETRIES); any "
         "other failure (bad input, a failed check) would fail again and is not retried."
     )

@@ -52,7 +52,8 @@ class QualityCheckError(PipelineError):
 
 
 class WarehouseBusyError(PipelineError):
-    """The DuckDB file is locked by another process; retrying later may succeed."""
+    """Another process holds the DuckDB file (locked) or wrote to what a run read meanwhile;
+    retrying later may succeed (the run-level retries run the flow again)."""
 
 
 def setting(name: str) -> str:
