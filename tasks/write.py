@@ -163,7 +163,7 @@ class TableWriter:
         if isinstance(error, duckdb.Error):
             raise PipelineError(
                 f"Writing to '{self.db_path}' failed, and the warehouse was left as it was: "
-                f"{str(error).splitlines()[0]}"
+                f"{str(error).splitlines()[0]}{_disk_hint(error, self.db_path)}"
             ) from None
 
     @contextlib.contextmanager
@@ -440,9 +440,20 @@ def transaction(con: duckdb.DuckDBPyConnection, target: str, db_path: str) -> It
         if isinstance(error, duckdb.Error):
             raise PipelineError(
                 f"Writing table \"{target}\" to '{db_path}' failed, and the warehouse was left "
-                f"as it was: {str(error).splitlines()[0]}"
+                f"as it was: {str(error).splitlines()[0]}{_disk_hint(error, db_path)}"
             ) from None
         raise
+
+
+def _disk_hint(error: BaseException, db_path: str) -> str:
+    """What to do about a full disk, when `error` says the disk is full; else nothing."""
+    if "no space left" not in str(error).lower():
+        return ""
+    folder = Path(db_path).resolve().parent
+    return (
+        f". Free space in '{folder}' (the file grows there, with its .wal and a partitioned "
+        "run's .tdm-staging-* folder) and run again"
+    )
 
 
 def _insert_rows(

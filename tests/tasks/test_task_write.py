@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -15,6 +16,7 @@ import tasks.write
 from tasks.errors import PipelineError, QualityCheckError, WarehouseBusyError
 from tasks.warehouse.constraints import target_definition
 from tasks.write import write_back
+from tests.conftest import small_mount
 from tests.tables import file_hash, table_body
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -83,6 +85,32 @@ def test_failure_inside_the_transaction_leaves_the_warehouse_untouched(
     with pytest.raises(RuntimeError, match="injected failure"):
         write_back.fn(source, plan, imputed, lineage)
     assert take_snapshot(warehouse) == before
+
+
+def test_a_full_disk_leaves_the_warehouse_as_it_was_and_says_what_to_do(
+    warehouse: Path,
+    tmp_path: Path,
+    steps_before_write: Callable[..., tuple],
+    take_snapshot: Callable[[Path], dict],
+) -> None:
+    """A write that does not fit on the disk is rolled back, and its error says where to free
+    space (bug: DuckDB's "No space left on device" alone)."""
+    with small_mount(tmp_path / "small", "8m") as where:
+        db = where / "w.duckdb"
+        db.write_bytes(warehouse.read_bytes())
+        source, plan, imputed, lineage = steps_before_write(db)
+        with contextlib.suppress(OSError), (where / "filler").open("wb") as filler:
+            while True:  # the disk full, but for a few bytes
+                filler.write(bytes(64 * 1024))
+                filler.flush()
+        before = take_snapshot(db)
+        with pytest.raises(PipelineError) as raised:
+            write_back.fn(source, plan, imputed, lineage)
+        message = str(raised.value)
+        assert "failed, and the warehouse was left as it was" in message
+        assert f"No space left on device. Free space in '{where}'" in message
+        (where / "filler").unlink()
+        assert take_snapshot(db) == before
 
 
 def test_a_source_changed_since_loading_is_not_overwritten(
