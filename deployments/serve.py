@@ -51,6 +51,7 @@ __all__ = [
     "build_deployments",
     "drop_replaced_schedules",
     "ensure_tag_limit",
+    "leftover_runs",
     "load_flow",
     "serve_deployments",
     "serve_here",
@@ -184,12 +185,53 @@ def serve_here(
             gpu = ensure_tag_limit(GPU_TAG, gpu_slots)
             absent = tables_not_found(specs, database[0])
             _print_banner(url, gpu, specs, database, absent, started_server=started_server)
+            for line in leftover_runs(specs):
+                print(line, flush=True)
             serving = True
             serve_deployments(specs, limit=limit)
     finally:
         if serving:
             server = " and stopped its Prefect server" if started_server else ""
             print(f"tdm serve: stopped serving the deployments{server}.", flush=True)
+
+
+def leftover_runs(specs: list[DeploymentSpec]) -> list[str]:
+    """A line for each run of the served deployments that the server still has as going
+    (pending, running, cancelling) before this process serves them: one an earlier `tdm serve`
+    started and left when it stopped without ending it (killed, or its machine stopped). Such a
+    run's process may still be going, or have ended without a word; the server cannot tell."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    going = [StateType.PENDING, StateType.RUNNING, StateType.CANCELLING]
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=going))
+            ),
+            deployment_filter=DeploymentFilter(
+                name=DeploymentFilterName(any_=[spec.name for spec in specs])
+            ),
+        )
+    lines = []
+    for run in runs:
+        since = run.start_time or run.expected_start_time
+        when = f" since {since:%Y-%m-%d %H:%M} UTC" if since is not None else ""
+        lines.append(
+            f"Left going by an earlier tdm serve: run {run.name!r} ({run.id}), "
+            f"{run.state_name or 'in no state'}{when}. Its process may still be going, or have "
+            "stopped with that tdm serve; a run writes in one transaction, so the warehouse has "
+            f"all of it (a row in tdm_lineage with run_id '{run.id}') or none of it. Cancel it "
+            "in the UI once you know."
+        )
+    return lines
 
 
 def drop_replaced_schedules(deployments: list[RunnerDeployment]) -> None:

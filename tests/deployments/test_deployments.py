@@ -34,6 +34,7 @@ from deployments.serve import (
     _print_banner,
     build_deployments,
     drop_replaced_schedules,
+    leftover_runs,
     load_flow,
     serve_here,
 )
@@ -204,6 +205,28 @@ def test_a_changed_schedule_replaces_the_one_served_before() -> None:
 
     assert served_at("0 1 * * *") == ["every day at 01:00 (Europe/Berlin)"]
     assert served_at("30 3 * * *") == ["every day at 03:30 (Europe/Berlin)"]
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_runs_an_earlier_serve_left_going_are_named_at_start() -> None:
+    """Bug: after `tdm serve` was killed mid-run, its run stayed Running in the UI for good and
+    the next `tdm serve` said nothing of it. At start, each run of the served deployments the
+    server still has as going is named, with where to find whether it wrote."""
+    from prefect import get_client
+    from prefect.states import Completed, Running
+
+    specs = with_settings(read_deployment_specs(), ServeSettings(), cwd=REPO)
+    spec = nightly_spec(specs).model_copy(update={"name": "left-going", "schedules": []})
+    (deployment,) = build_deployments(specs=[spec])
+    deployment_id = deployment.apply()  # type: ignore[union-attr]
+    with get_client(sync_client=True) as client:
+        run = client.create_flow_run_from_deployment(deployment_id)
+        client.set_flow_run_state(run.id, Running(), force=True)
+        (line,) = leftover_runs([spec])
+        assert line.startswith(f"Left going by an earlier tdm serve: run {run.name!r} ({run.id}), ")
+        assert f"a row in tdm_lineage with run_id '{run.id}'" in line
+        client.set_flow_run_state(run.id, Completed(), force=True)
+    assert leftover_runs([spec]) == []
 
 
 # End to end: `tdm serve` in a subprocess with its own server, runs triggered from outside.
