@@ -362,9 +362,11 @@ def describe_dry_run(result: ImputeTableResult) -> str:
 
 def plan_for_rows(plan: ImputationPlan, frame: pd.DataFrame) -> ImputationPlan:
     """`plan` for the rows of `frame` only (a partition, a sample, the new rows): their count
-    and missing cells."""
+    and missing cells (the NULLs of the columns not imputed are counted for the whole table
+    only: kept when `frame` holds all its rows)."""
     missing = {c: int(frame[c].isna().sum()) for c in plan.columns}
-    return replace(plan, n_rows=len(frame), missing=missing)
+    untyped = plan.untyped_nulls if len(frame) == plan.n_rows else {}
+    return replace(plan, n_rows=len(frame), missing=missing, untyped_nulls=untyped)
 
 
 def log_plan(plan: ImputationPlan) -> None:

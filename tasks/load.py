@@ -44,6 +44,7 @@ class SourceTable:
     fingerprint: Fingerprint
     frame: pd.DataFrame
     nan_cells: Mapping[str, int] = field(default_factory=dict)
+    untyped_nulls: Mapping[str, int] = field(default_factory=dict)
 
 
 def _missing_table_message(con: duckdb.DuckDBPyConnection, db_path: str | Path, table: str) -> str:
@@ -88,13 +89,20 @@ def load_table(
             else:
                 frame = pd.DataFrame(index=pd.RangeIndex(fingerprint.rows))
             nan_cells = count_nan(con, info, wanted)
+            untyped = [c.name for c in info.columns if c.kind is None and c is not key_info]
+            untyped_nulls = count_nulls(con, info, untyped)
         except duckdb.Error as error:
             raise PipelineInputError(
                 f"Table \"{info.qualified}\" in '{db_path}' could not be read: "
                 f"{str(error).splitlines()[0]}"
             ) from None
     return SourceTable(
-        db_path=str(db_path), table=info, fingerprint=fingerprint, frame=frame, nan_cells=nan_cells
+        db_path=str(db_path),
+        table=info,
+        fingerprint=fingerprint,
+        frame=frame,
+        nan_cells=nan_cells,
+        untyped_nulls=untyped_nulls,
     )
 
 
@@ -109,3 +117,14 @@ def count_nan(
     counts = ", ".join(f"count(*) FILTER (WHERE isnan({quote_identifier(n)}))" for n in floats)
     row = con.execute(f"SELECT {counts} FROM {info.sql}").fetchall()[0]
     return {name: int(n) for name, n in zip(floats, row, strict=True) if n}
+
+
+def count_nulls(
+    con: duckdb.DuckDBPyConnection, info: TableInfo, names: Sequence[str]
+) -> dict[str, int]:
+    """The NULLs of each column among `names` that has some, in table order."""
+    if not names:
+        return {}
+    counts = ", ".join(f"count(*) FILTER (WHERE {quote_identifier(n)} IS NULL)" for n in names)
+    row = con.execute(f"SELECT {counts} FROM {info.sql}").fetchall()[0]
+    return {name: int(n) for name, n in zip(names, row, strict=True) if n}

@@ -87,6 +87,8 @@ class ImputationPlan:
     the range of each numeric column's imputed values (`tasks.bounds`), `labels` the labels observed
     in each boolean or categorical column (its imputed cells take one of them). `left_out`: the
     label columns with a NULL that the default columns leave out (`resolve_columns`).
+    `untyped_nulls`: the NULLs of each column of a type the pipeline does not impute (DATE,
+    TIMESTAMP, BLOB, ...; the key aside) that has some: they stay NULL.
     """
 
     source_table: str
@@ -103,6 +105,7 @@ class ImputationPlan:
     pass_through: tuple[str, ...] = ()
     ignored_checks: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()
+    untyped_nulls: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def n_missing(self) -> int:
@@ -171,6 +174,7 @@ def validate_input(
         pass_through=passed,
         ignored_checks=found.ignored_checks,
         left_out=left_out,
+        untyped_nulls=source.untyped_nulls,
     )
 
 
@@ -227,6 +231,13 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
         )
     if plan.pass_through:
         lines.append(f"Passed through with their NULLs: {_names(plan.pass_through)}")
+    if plan.untyped_nulls:
+        counts = ", ".join(
+            f'"{name}" ({n} NULL{"s" * (n != 1)})' for name, n in plan.untyped_nulls.items()
+        )
+        lines.append(
+            f"Left with their NULLs, as the pipeline imputes no column of their type: {counts}"
+        )
     if plan.left_out:
         lines.append(
             f"Left out with their NULLs, as identifiers or free text (most of their labels are "

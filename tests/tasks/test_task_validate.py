@@ -416,3 +416,28 @@ def test_identifiers_are_passed_through_unless_named(tmp_path: Path) -> None:
     plan = _validate(path)
     assert plan.columns == ("x", "y")
     assert _validate(path, columns=["ref", "x"]).columns == ("ref", "x")
+
+
+def test_nulls_of_a_type_not_imputed_are_counted_and_logged(tmp_path: Path) -> None:
+    """Bug: DATE and TIMESTAMP columns kept their NULLs without a word (only operator.md said
+    such types pass through). The plan counts them, the whole table's as one fit or in
+    partitions, and the run's log says they stay NULL; the key and complete ones are not named."""
+    from tasks.partitions import profile_table
+
+    db = _table(
+        tmp_path,
+        "SELECT i AS id, CASE WHEN i % 4 = 0 THEN NULL ELSE i * 1.0 END AS x, "
+        "CASE WHEN i % 3 = 0 THEN NULL ELSE DATE '2020-01-01' + i::INTEGER END AS day, "
+        "CASE WHEN i % 5 = 0 THEN NULL ELSE TIMESTAMP '2020-01-01 10:00:00' END AS seen, "
+        "DATE '2021-01-01' AS complete FROM range(30) r(i)",
+    )
+    plan = _validate(db, key="id")
+    assert plan.untyped_nulls == {"day": 10, "seen": 6}
+    with duckdb.connect(str(db), read_only=True) as con:
+        request = TableRequest("t", key="id")
+        profiled = profile_table(con, str(db), request, target_suffix="_imputed", partition_rows=10)
+    assert profiled.plan.untyped_nulls == plan.untyped_nulls
+    assert plan_notes(plan)[-1] == (
+        'Left with their NULLs, as the pipeline imputes no column of their type: "day" (10 NULLs), '
+        '"seen" (6 NULLs)'
+    )
