@@ -138,7 +138,7 @@ def serve_here(
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     from flows.notify import check_notify_url
-    from flows.settings import PipelineSettings
+    from flows.settings import PipelineSettings, check_known_variables
     from tasks.impute import GPU_TAG
 
     # A bad prefect.yaml, config, schedule, database path or notification URL fails before a
@@ -159,6 +159,7 @@ def serve_here(
     database = nightly_database(specs, given)
     threads = pipeline.torch_threads if torch_threads is None else torch_threads
     run_env = served_environment(specs, torch_threads=threads, db_path=db_path, environ=os.environ)
+    check_known_variables({**os.environ, **run_env})  # prefect.yaml's: every run gets them
     port = port or default_port()
     prefect_settings = get_current_settings()
     url = prefect_settings.api.url
@@ -211,25 +212,29 @@ def leftover_runs(specs: list[DeploymentSpec]) -> list[str]:
     from prefect.client.schemas.objects import StateType
 
     going = [StateType.PENDING, StateType.RUNNING, StateType.CANCELLING]
-    with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(
-                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=going))
-            ),
-            deployment_filter=DeploymentFilter(
-                name=DeploymentFilterName(any_=[spec.name for spec in specs])
-            ),
-        )
+    try:
+        with get_client(sync_client=True) as client:
+            runs = client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=going))
+                ),
+                deployment_filter=DeploymentFilter(
+                    name=DeploymentFilterName(any_=[spec.name for spec in specs])
+                ),
+            )
+    except Exception:  # best effort: serving matters more than this report
+        return []
     lines = []
     for run in runs:
         since = run.start_time or run.expected_start_time
         when = f" since {since:%Y-%m-%d %H:%M} UTC" if since is not None else ""
         lines.append(
-            f"Left going by an earlier tdm serve: run {run.name!r} ({run.id}), "
-            f"{run.state_name or 'in no state'}{when}. Its process may still be going, or have "
-            "stopped with that tdm serve; a run writes in one transaction, so the warehouse has "
-            f"all of it (a row in tdm_lineage with run_id '{run.id}') or none of it. Cancel it "
-            "in the UI once you know."
+            f"Going before this tdm serve started: run {run.name!r} ({run.id}), "
+            f"{run.state_name or 'in no state'}{when}. Unless another runner or worker serves "
+            "it, an earlier tdm serve left it when it stopped: its process may still be going, "
+            "or have stopped with it. Each table is written whole or not at all: those with a "
+            f"row of run_id '{run.id}' in tdm_lineage were written. Cancel it in the UI once "
+            "you know."
         )
     return lines
 

@@ -47,7 +47,8 @@ def notify_failure(flow: Any, flow_run: Any, state: Any) -> None:
 
     logger = flow_run_logger(flow_run, flow)
     try:
-        url = PipelineSettings.from_env().notify_url
+        # An unknown TDM_* variable fails the run, which is to be notified all the same.
+        url = PipelineSettings.from_env(check_unknown=False).notify_url
     except Exception as error:  # a bad TDM_* value already failed the run; say why no POST
         logger.warning("No failure notification: the settings are invalid (%s)", error)
         return

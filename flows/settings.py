@@ -42,9 +42,10 @@ class PipelineSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TDM_", frozen=True, extra="ignore")
 
     @classmethod
-    def from_env(cls) -> PipelineSettings:
+    def from_env(cls, *, check_unknown: bool = True) -> PipelineSettings:
         """The settings the `TDM_*` variables give; an invalid one raises `PipelineInputError`
-        naming the variable, its value and what it must be."""
+        naming the variable, its value and what it must be, and so does a variable that names no
+        setting (`check_known_variables`), unless not `check_unknown`."""
         try:
             settings = cls()
         except ValidationError as error:
@@ -53,7 +54,8 @@ class PipelineSettings(BaseSettings):
                 for e in error.errors()
             )
             raise PipelineInputError(f"Invalid environment variable: {problems}.") from None
-        check_known_variables(os.environ)
+        if check_unknown:
+            check_known_variables(os.environ)
         return settings
 
     db_path: Path = Field(
@@ -224,17 +226,21 @@ def check_known_variables(environ: Mapping[str, str]) -> None:
         f"{ENV_PREFIX}{name.upper()}" for name in (*PipelineSettings.model_fields, *setting_names())
     }
     known.update(OTHER_VARIABLES)
-    unknown = sorted(name for name in environ if name.startswith(ENV_PREFIX) and name not in known)
+    unknown = sorted(
+        name
+        for name in environ
+        if name.upper().startswith(ENV_PREFIX) and name.upper() not in known
+    )  # pydantic-settings reads any letter case
     if not unknown:
         return
     named = []
     for name in unknown:
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        close = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.8)
         named.append(f"{name} (did you mean {close[0]}?)" if close else name)
     many = len(unknown) > 1
     raise PipelineInputError(
         f"Unknown environment variable{'s' * many} {', '.join(named)}: no setting of this "
-        f"release reads {'them' if many else 'it'} (a setting an earlier release read may now "
-        f"be the library's own), so the run would go on without {'them' if many else 'it'}. "
+        f"release reads {'them' if many else 'it'} (some settings of earlier releases are now "
+        f"fixed by the library), so the run would go on without {'them' if many else 'it'}. "
         f"Unset {'them' if many else 'it'}, or use a setting's own name (`tdm impute --help`)."
     )

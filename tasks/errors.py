@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 __all__ = [
+    "ChangedMeanwhileError",
     "PipelineError",
     "PipelineInputError",
     "QualityCheckError",
@@ -54,6 +55,11 @@ class QualityCheckError(PipelineError):
 class WarehouseBusyError(PipelineError):
     """Another process holds the DuckDB file (locked) or wrote to what a run read meanwhile;
     retrying later may succeed (the run-level retries run the flow again)."""
+
+
+class ChangedMeanwhileError(WarehouseBusyError):
+    """Another process wrote to what a run read (its source, its model store) while it
+    imputed: only the whole run, reading again, may succeed; not a step retried on what it read."""
 
 
 def setting(name: str) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.errors import WarehouseBusyError
+from tasks.errors import ChangedMeanwhileError, WarehouseBusyError
 
 __all__ = ["RETRIES", "RETRY_DELAY_SECONDS", "retry_when_busy", "warehouse_task"]
 
@@ -16,8 +16,10 @@ RETRY_DELAY_SECONDS = 5.0
 
 
 def retry_when_busy(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect `retry_condition_fn`: retry a failed run only if another process held the lock."""
-    return isinstance(getattr(state, "data", None), WarehouseBusyError)
+    """Prefect `retry_condition_fn`: retry a failed run only if another process held the lock
+    (not if it changed what the task read: the same arguments would fail the same way)."""
+    error = getattr(state, "data", None)
+    return isinstance(error, WarehouseBusyError) and not isinstance(error, ChangedMeanwhileError)
 
 
 def warehouse_task(name: str) -> Any:

@@ -45,7 +45,12 @@ from schemas.lineage import (
     RECORD_MIGRATIONS,
     ImputedCellsSchema,
 )
-from tasks.errors import PipelineError, QualityCheckError, WarehouseBusyError
+from tasks.errors import (
+    ChangedMeanwhileError,
+    PipelineError,
+    QualityCheckError,
+    WarehouseBusyError,
+)
 from tasks.frames import missing_mask
 from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
@@ -365,7 +370,7 @@ class TableWriter:
         if stored != lineage.model.version:
             for written in files:
                 written.unlink(missing_ok=True)
-            raise WarehouseBusyError(  # another run's work: a later attempt may succeed
+            raise ChangedMeanwhileError(  # another run's work: a later run may succeed
                 f'Another run stored a model of table "{lineage.plan.target_table}" meanwhile; '
                 "nothing was written. Run again."
             )
@@ -581,7 +586,7 @@ def _check_source_unchanged(con: duckdb.DuckDBPyConnection, source: SourceTable)
     """Refuse to write if the source's columns or contents differ from what was read."""
     table = find_table(con, source.table.qualified)
     if table != source.table or fingerprint_table(con, table) != source.fingerprint:
-        raise WarehouseBusyError(  # another process's write: a later attempt may succeed
+        raise ChangedMeanwhileError(  # another process's write: a later run may succeed
             f'Table "{source.table.qualified}" changed while it was being imputed (its columns or '
             "contents differ from what was read), so nothing was written. Run again."
         )

@@ -118,12 +118,8 @@ def probe_errors(
     for k, pool in enumerate(pools):
         if not pool.size and mask[:, k].any():
             name = encoding.columns[encoding.numeric[k]].name
-            observed = int((~mask[:, k]).sum())
-            why = (
-                "sample more rows at once"
-                if observed > 1
-                else f"it has {'one observed value' if observed else 'no observed value'} here"
-            )
+            alone = refits and int((~mask[:, k]).sum()) == 1  # the fitted table has one
+            why = "it has one observed value" if alone else "sample more rows at once"
             warnings.warn(
                 f"{est._owner()}.sample: no observed cell of column {name!r} could be hidden to "
                 f"measure its error, so its draws are its point imputation ({why}).",

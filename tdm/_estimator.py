@@ -215,8 +215,10 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         models fitted on the rows of ``X`` beside up to 10,000 fitted rows). After such a model
         start that is the imputation, unless ``transform_max_iter`` asks for steps; after the
         mean start the cells are optimised with the fitted network kept fixed, so that the
-        mapped rows of ``X``, mixed with fitted rows, match other fitted rows in transport cost.
-        Called on the very data passed to ``fit``, it returns ``fit``'s imputation.
+        mapped rows of ``X``, mixed with fitted rows, match other fitted rows in transport cost
+        (but the cells of a label column of more than 9 labels, which keep their start's label,
+        the commonest after the mean start, as in ``fit``). Called on the very data passed to
+        ``fit``, it returns ``fit``'s imputation.
 
         The rows of ``X`` are imputed together (the start's models are fitted on them, and the
         steps draw them in random batches), so a row's imputed cells depend on the other rows

@@ -11,6 +11,8 @@ the table, the version and the problem, which the run reports before it refits.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -231,12 +233,15 @@ def insert_model(
             partial.write_bytes(model.model)
             os.replace(partial, written)  # a file is whole or absent, never half written
         except OSError as error:  # a full or failing disk: nothing of the model is left
-            partial.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
+            full = error.errno == errno.ENOSPC
             raise PipelineError(
                 f"The model folder '{folder.root}' (TDM_MODEL_DIR) could not take version "
                 f'{version} of the model of "{model.target_table}": '
-                f"{error.strerror or type(error).__name__}; nothing was written. Free space "
-                "there, or set TDM_MODEL_DIR to another folder."
+                f"{error.strerror or type(error).__name__}; nothing was written. "
+                f"{'Free space there' if full else 'Mend the folder'}, or set TDM_MODEL_DIR to "
+                "another folder."
             ) from None
     con.execute(
         f"INSERT INTO {MODELS_TABLE} (source_table, target_table, version, created_at, run_id, "

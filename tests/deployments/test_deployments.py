@@ -223,8 +223,10 @@ def test_runs_an_earlier_serve_left_going_are_named_at_start() -> None:
         run = client.create_flow_run_from_deployment(deployment_id)
         client.set_flow_run_state(run.id, Running(), force=True)
         (line,) = leftover_runs([spec])
-        assert line.startswith(f"Left going by an earlier tdm serve: run {run.name!r} ({run.id}), ")
-        assert f"a row in tdm_lineage with run_id '{run.id}'" in line
+        assert line.startswith(
+            f"Going before this tdm serve started: run {run.name!r} ({run.id}), "
+        )
+        assert f"row of run_id '{run.id}' in tdm_lineage were written" in line
         client.set_flow_run_state(run.id, Completed(), force=True)
     assert leftover_runs([spec]) == []
 

@@ -289,6 +289,22 @@ def test_deployments_that_disagree_on_a_variable_are_refused(tmp_path: Path) -> 
         served_environment(read_deployment_specs(path), torch_threads=1, environ={})
 
 
+def test_an_unknown_variable_in_prefect_yaml_is_refused_before_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prefect.yaml's run variables reach every run served: a typo there is refused by `tdm
+    serve` at start, as one in its own environment is (before, the runs failed at night)."""
+    from deployments.serve import serve_here
+
+    raw = yaml.safe_load(PREFECT_FILE.read_text())
+    raw["deployments"][0]["work_pool"]["job_variables"]["env"]["TDM_MAX_ITERS"] = "5"
+    path = tmp_path / "prefect.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(REPO)  # the shipped config's relative path
+    with pytest.raises(PipelineError, match=r"Unknown environment variable TDM_MAX_ITERS"):
+        serve_here(path=path, port=1)  # refused before any server starts
+
+
 def test_a_run_process_takes_its_torch_threads_from_omp_num_threads() -> None:
     """The mechanism behind the served runs' thread count: torch in a fresh process started with
     the served environment uses that many threads: one, where torch's default is one per core."""

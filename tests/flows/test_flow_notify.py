@@ -159,6 +159,19 @@ def test_a_crash_is_notified_and_an_error_status_is_a_warning(
     assert any("was not delivered" in r.getMessage() for r in caplog.records)
 
 
+def test_a_run_refused_for_an_unknown_variable_is_notified(
+    warehouse: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An environment left with a setting of an earlier release fails the run, and its
+    webhook is told (bug: the hook read the settings with the same check, and posted nothing)."""
+    monkeypatch.setenv("TDM_NOTIFY_URL", receiver.url + "/hook")
+    monkeypatch.setenv("TDM_EPSILON", "0.1")
+    state = impute_table("readings", db_path=warehouse, return_state=True)
+    assert state.is_failed() and "Unknown environment variable TDM_EPSILON" in state.message
+    assert len(receiver.bodies) == 1
+    assert receiver.bodies[0]["reason"].startswith("Unknown environment variable TDM_EPSILON")
+
+
 def test_no_setting_no_request(receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TDM_NOTIFY_URL", raising=False)
     run = FlowRun(id=uuid4(), flow_id=uuid4(), name="impute-sales")

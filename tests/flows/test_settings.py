@@ -33,4 +33,5 @@ def test_every_setting_and_every_variable_read_elsewhere_is_known() -> None:
     known = {f"TDM_{name.upper()}": "1" for name in PipelineSettings.model_fields}
     known.update(dict.fromkeys(OTHER_VARIABLES, "1"))
     known.update({"TDM_MAX_ITER": "5", "TDM_NETWORK_LR": "0.01", "TDMX": "1", "HOME": "/"})
+    known["TDM_Seed"] = "7"  # read in any letter case, as pydantic-settings reads it
     check_known_variables(known)

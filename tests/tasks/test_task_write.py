@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 import tasks.write
 from tasks.errors import PipelineError, QualityCheckError, WarehouseBusyError
+from tasks.retry import retry_when_busy
 from tasks.warehouse.constraints import target_definition
 from tasks.write import write_back
 from tests.conftest import small_mount
@@ -125,9 +127,13 @@ def test_a_source_changed_since_loading_is_not_overwritten(
     with duckdb.connect(str(warehouse)) as con:
         con.execute("UPDATE readings SET price = price + 1 WHERE id = 1")
     before = take_snapshot(warehouse)
-    with pytest.raises(WarehouseBusyError, match='Table "readings" changed while'):
+    with pytest.raises(WarehouseBusyError, match='Table "readings" changed while') as raised:
         write_back.fn(source, plan, imputed, lineage)
     assert take_snapshot(warehouse) == before
+    # Not retried as a step (it would meet the same change), only as a whole run.
+    changed = SimpleNamespace(data=raised.value)
+    locked = SimpleNamespace(data=WarehouseBusyError("locked"))
+    assert not retry_when_busy(None, None, changed) and retry_when_busy(None, None, locked)
 
 
 def test_target_definition_is_the_source_s_statement_but_its_foreign_keys() -> None:

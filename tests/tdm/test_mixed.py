@@ -267,7 +267,7 @@ def _many_labels(n_labels: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, 
     return full, holes, missing
 
 
-@pytest.mark.parametrize("init", ["auto", "ice", "mean"])
+@pytest.mark.parametrize("init", ["auto", "ice", "trees", "mean"])
 def test_a_column_of_more_labels_than_coordinates_keeps_its_start_s_labels(init: str) -> None:
     """Bug: among more labels than the column has coordinates (their points projected), cells
     were decoded to the labels nearest the points' centre: 12 labels following a numeric
