@@ -530,6 +530,8 @@ def choose_start(
         name: start_fill(name, Z, hidden, seed, encoding, n_jobs, models)
         for name in ("ice", "trees")
     }
+    # Scored as each start is used: a column of many labels keeps a classifier's labels.
+    filled["ice"] = settle_many_labels("ice", filled["ice"], hidden, encoding, rng, n_jobs)
     scores = {name: float(np.abs(f[probe] - Z[probe]).mean()) for name, f in filled.items()}
     choice = "trees" if scores["trees"] < TREES_MARGIN * scores["ice"] else "ice"
     models.planned = models.done + chosen[choice]
