@@ -51,6 +51,7 @@ __all__ = [
     "build_deployments",
     "drop_replaced_schedules",
     "ensure_tag_limit",
+    "ensure_unresponsive_rule",
     "leftover_runs",
     "load_flow",
     "serve_deployments",
@@ -106,6 +107,7 @@ def serve_deployments(specs: list[DeploymentSpec], *, limit: int | None = None) 
 
     deployments = build_deployments(specs=specs)
     drop_replaced_schedules(deployments)
+    ensure_unresponsive_rule([d.apply() for d in deployments])  # type: ignore[union-attr]
     with warnings.catch_warnings():
         # Prefect's runner calls its async stop() without awaiting it on SIGTERM; the shutdown
         # (pausing the schedules) happens anyway when the runner's context exits.
@@ -256,6 +258,83 @@ def drop_replaced_schedules(deployments: list[RunnerDeployment]) -> None:
             for schedule in found.schedules:
                 if schedule.slug not in slugs:
                     client.delete_deployment_schedule(found.id, schedule.id)
+
+
+UNRESPONSIVE_RULE = "tdm serve: runs without heartbeats are crashed"
+"""The name of the automation `ensure_unresponsive_rule` keeps on the server."""
+
+CRASHED_MESSAGE = (
+    "No heartbeat from this run's process for {minutes:g} min: it stopped (tdm serve killed, or "
+    "its machine stopped). Each table is written whole or not at all: those with a row of this "
+    "run's id in tdm_lineage were written. Run it again."
+)
+
+
+def ensure_unresponsive_rule(deployment_ids: list[Any]) -> bool:
+    """Keep on the server an automation that marks a run of these deployments Crashed once
+    its process has sent no heartbeat for three heartbeat periods (Prefect's own way to find
+    runs whose process died: runs stay Running otherwise, for good). Runs of other deployments
+    are left alone; an earlier rule of that name is replaced. Nothing is done when heartbeats
+    are off (`PREFECT_FLOWS_HEARTBEAT_FREQUENCY` unset). Returns whether a rule is in place."""
+    from datetime import timedelta
+
+    from prefect import get_client
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+    from prefect.events.schemas.events import ResourceSpecification
+    from prefect.settings import get_current_settings
+
+    frequency = get_current_settings().flows.heartbeat_frequency
+    with get_client(sync_client=True) as client:
+        earlier = client.read_automations_by_name(UNRESPONSIVE_RULE)
+        if not frequency or not deployment_ids:
+            for automation in earlier:
+                client.delete_automation(automation.id)
+            return False
+        within = timedelta(seconds=3 * frequency)
+        rule = AutomationCore(
+            name=UNRESPONSIVE_RULE,
+            description="Marks a run of the deployments tdm serve serves Crashed when its process "
+            "stops sending heartbeats (tdm serve killed, its machine stopped).",
+            trigger=EventTrigger(
+                after={"prefect.flow-run.heartbeat"},
+                expect={"prefect.flow-run.*"},
+                match=ResourceSpecification({"prefect.resource.id": "prefect.flow-run.*"}),
+                match_related=ResourceSpecification(
+                    {
+                        "prefect.resource.role": "deployment",
+                        "prefect.resource.id": [f"prefect.deployment.{i}" for i in deployment_ids],
+                    }
+                ),
+                for_each={"prefect.resource.id"},
+                posture=Posture.Proactive,
+                threshold=1,
+                within=within,
+            ),
+            actions=[
+                ChangeFlowRunState(
+                    state=StateType.CRASHED,
+                    message=CRASHED_MESSAGE.format(minutes=within.total_seconds() / 60),
+                )
+            ],
+        )
+        # An identical rule is kept, not made anew: it holds the heartbeats it has seen, by
+        # which it finds the runs an earlier tdm serve left.
+        wanted = rule.model_dump(mode="json", exclude={"description"})
+        kept = [a for a in earlier if _same_rule(a, wanted)][:1]
+        for automation in earlier:
+            if automation not in kept:
+                client.delete_automation(automation.id)
+        if not kept:
+            client.create_automation(rule)
+    return True
+
+
+def _same_rule(automation: Any, wanted: dict[str, Any]) -> bool:
+    """Whether a stored automation has the trigger and actions of `wanted` (a dumped rule)."""
+    stored = automation.model_dump(mode="json")
+    return all(stored.get(key) == wanted[key] for key in ("trigger", "actions", "enabled"))
 
 
 @dataclass(frozen=True)

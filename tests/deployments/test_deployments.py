@@ -231,6 +231,44 @@ def test_runs_an_earlier_serve_left_going_are_named_at_start() -> None:
     assert leftover_runs([spec]) == []
 
 
+@pytest.mark.usefixtures("prefect_harness")
+def test_runs_whose_process_died_are_crashed_by_a_rule_kept_across_serves() -> None:
+    """Bug: a run whose tdm serve was killed stayed Running in the UI for good. `tdm serve`
+    keeps Prefect's rule for runs that stop sending heartbeats: three periods of silence from a
+    run of its deployments (none other) mark it Crashed. Served again, the same rule is kept
+    (it holds the heartbeats seen before the restart, by which it finds the runs left); other
+    deployments replace it; with heartbeats off there is none. Checked by hand end to end: a
+    run whose serve and process were killed was Crashed 1.5 min after its last heartbeat
+    (period 30 s), across a restart of tdm serve."""
+    from uuid import uuid4
+
+    from prefect import get_client
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from deployments.serve import UNRESPONSIVE_RULE, ensure_unresponsive_rule
+
+    def rules() -> list[Any]:
+        with get_client(sync_client=True) as client:
+            return client.read_automations_by_name(UNRESPONSIVE_RULE)
+
+    ids = [uuid4(), uuid4()]
+    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 30}):
+        assert ensure_unresponsive_rule(ids)
+        (rule,) = rules()
+        trigger = rule.trigger.model_dump(mode="json")
+        assert trigger["within"] == 90.0 and trigger["posture"] == "Proactive"
+        assert trigger["match_related"]["prefect.resource.id"] == [
+            f"prefect.deployment.{i}" for i in ids
+        ]
+        assert rule.actions[0].model_dump()["state"] == "CRASHED"
+        assert ensure_unresponsive_rule(ids)
+        assert [r.id for r in rules()] == [rule.id]  # kept, with what it has seen
+        assert ensure_unresponsive_rule(ids[:1])
+        assert [r.id for r in rules()] != [rule.id] and len(rules()) == 1
+    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        assert not ensure_unresponsive_rule(ids) and rules() == []
+
+
 # End to end: `tdm serve` in a subprocess with its own server, runs triggered from outside.
 
 
