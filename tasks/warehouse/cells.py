@@ -186,7 +186,8 @@ def write_checks(filled: Sequence[FilledColumn], n_observed: int) -> list[CheckO
         if column.kind == INTEGER:
             how = "rounded to the nearest integer"
         elif decimal is not None:
-            how = f"rounded to {decimal.group(2)} decimal places"
+            places = int(decimal.group(2))
+            how = f"rounded to {places} decimal place{'s' * (places != 1)}"
         else:
             how = f"rounded to the nearest {column.sql_type}"
         notes.append(f'"{column.name}" kept its type {column.sql_type}: imputed cells {how}')

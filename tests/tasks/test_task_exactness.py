@@ -351,3 +351,13 @@ def test_numbers_near_the_largest_double_are_checked_without_overflow(tmp_path: 
     assert spread is not None and np.isclose(spread.observed, unit.std() * 1e306)
     assert np.isclose(row["mean before"], unit.mean() * 1e306) and np.isfinite(row["std after"])
     assert np.isclose(profile["a"]["std"], unit.std(ddof=0) * 1e306)
+
+
+def test_the_rounding_note_counts_decimal_places() -> None:
+    """The lineage's note of rounded cells says "1 decimal place" (bug: "1 decimal places")."""
+    from tasks.warehouse.cells import FilledColumn, write_checks
+
+    filled = [FilledColumn("price", "DECIMAL(2,1)", 0), FilledColumn("rate", "DECIMAL(9,4)", 1)]
+    notes = {c.name: c.detail for c in write_checks(filled, 3)}["imputed_cell_types"]
+    assert '"price" kept its type DECIMAL(2,1): imputed cells rounded to 1 decimal place;' in notes
+    assert '"rate" kept its type DECIMAL(9,4): imputed cells rounded to 4 decimal places' in notes
