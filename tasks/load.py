@@ -23,7 +23,7 @@ from tasks.warehouse.tables import (
     list_tables,
 )
 
-__all__ = ["NAN_TYPES", "SourceTable", "count_nan", "load_table"]
+__all__ = ["NAN_TYPES", "SourceTable", "count_nan", "count_nulls", "load_table", "untyped_columns"]
 
 NAN_TYPES = ("FLOAT", "DOUBLE")
 """The column types that can hold NaN, a value in DuckDB (not NULL, not missing)."""
@@ -89,8 +89,8 @@ def load_table(
             else:
                 frame = pd.DataFrame(index=pd.RangeIndex(fingerprint.rows))
             nan_cells = count_nan(con, info, wanted)
-            untyped = [c.name for c in info.columns if c.kind is None and c is not key_info]
-            untyped_nulls = count_nulls(con, info, untyped)
+            key_name = key_info.name if key_info is not None else None
+            untyped_nulls = count_nulls(con, info, untyped_columns(info, key_name))
         except duckdb.Error as error:
             raise PipelineInputError(
                 f"Table \"{info.qualified}\" in '{db_path}' could not be read: "
@@ -117,6 +117,12 @@ def count_nan(
     counts = ", ".join(f"count(*) FILTER (WHERE isnan({quote_identifier(n)}))" for n in floats)
     row = con.execute(f"SELECT {counts} FROM {info.sql}").fetchall()[0]
     return {name: int(n) for name, n in zip(floats, row, strict=True) if n}
+
+
+def untyped_columns(info: TableInfo, key: str | None) -> list[str]:
+    """The columns of a type the pipeline does not impute (DATE, TIMESTAMP, BLOB, ...), the key
+    aside, in table order."""
+    return [c.name for c in info.columns if c.kind is None and c.name != key]
 
 
 def count_nulls(

@@ -20,7 +20,7 @@ from schemas.input import MAX_LABELS, MIN_ROWS, LabelCount
 from tasks.bounds import table_bounds
 from tasks.errors import PipelineInputError, setting
 from tasks.frames import observed_labels
-from tasks.load import SourceTable, _missing_table_message
+from tasks.load import SourceTable, _missing_table_message, count_nulls, untyped_columns
 from tasks.quality import ObservedCells
 from tasks.retry import warehouse_task
 from tasks.validate import (
@@ -133,10 +133,6 @@ def profile_table(
     for name in labelled:
         cell = quote_identifier(name)
         stats.append(f"count({cell}), 0, count(DISTINCT {cell}), 0, 0")
-    untyped = [c.name for c in info.columns if c.kind is None and c.name != key_name]
-    stats.extend(
-        f"count(*) FILTER (WHERE {quote_identifier(n)} IS NULL), 0, 0, 0, 0" for n in untyped
-    )
     key = f"{quote_identifier(key_name)}::VARCHAR" if key_name else ""  # as rows are found
     key_sql = f", count({key}), count(DISTINCT {key})" if key_name else ""
     row = con.execute(
@@ -166,10 +162,6 @@ def profile_table(
             labels[name], shares[name] = _labels(con, src, name)
         else:
             observed_range[name] = (float(low or 0.0), float(high or 0.0))
-    offset = 3 + 5 * (len(numeric) + len(labelled))
-    untyped_nulls = {
-        name: int(row[offset + 5 * j]) for j, name in enumerate(untyped) if row[offset + 5 * j]
-    }
     if key_name:
         non_null, distinct = row[-2], row[-1]
         if non_null < n_rows:
@@ -202,7 +194,7 @@ def profile_table(
         pass_through=passed,
         left_out=left_out,
         ignored_checks=found.ignored_checks,
-        untyped_nulls=untyped_nulls,
+        untyped_nulls=count_nulls(con, info, untyped_columns(info, key_name)),
     )
     moments = _moments(con, src, numeric, observed_range)
     return TableProfile(
