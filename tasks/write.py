@@ -35,6 +35,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_logger
 
 from schemas.lineage import (
@@ -56,7 +58,6 @@ from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
 from tasks.quality import CheckOutcome
 from tasks.results import CellDraws, WriteResult
-from tasks.retry import warehouse_task
 from tasks.targets import check_same_columns, check_target_table, table_comment, target_marker
 from tasks.validate import ImputationPlan
 from tasks.warehouse.access import check_writable
@@ -91,8 +92,9 @@ __all__ = ["TableWriter", "WriteMode", "check_write", "insert_lineage", "write_b
 _STAGE = "tdm_stage"
 
 REOPEN_WAIT_SECONDS = 120.0
-"""How long a partitioned run that has started waits for another process's lock to pass when it
-opens the warehouse again (each try `REOPEN_POLL_SECONDS` apart), rather than lose its work."""
+"""How long a run that has fitted waits for another process's lock to pass when it opens the
+warehouse to write (or, partitioned, to read the next partition; each try `REOPEN_POLL_SECONDS`
+apart), rather than lose its work."""
 REOPEN_POLL_SECONDS = 5.0
 
 
@@ -105,7 +107,7 @@ class WriteMode(StrEnum):
     PARTITIONED = "partitioned"
 
 
-@warehouse_task("write-back")
+@task(name="write-back", cache_policy=NO_CACHE)  # waits for a lock itself (TableWriter)
 def write_back(
     source: SourceTable, plan: ImputationPlan, imputed: pd.DataFrame, lineage: LineageRecord
 ) -> WriteResult:
@@ -120,11 +122,13 @@ def write_back(
 class TableWriter:
     """Writes one table in `mode`, committing it all in one transaction (`commit`).
 
-    A context manager: it checks the file can be written, opens it and, for `PARTITIONED`,
-    creates the staging file, which it always removes; `PARTITIONED` opens the warehouse
-    read-only until `commit`, and `released()` closes it for a while. `folder` is where
-    an `APPEND` stores model files (None: in `tdm_models`); `replace` makes an `APPEND` write
-    the target anew; `memory_limit` is DuckDB's while a partitioned table is written.
+    A context manager: it checks the file can be written, opens it (waiting up to
+    `REOPEN_WAIT_SECONDS` while another process holds it, but for `PARTITIONED`'s first read)
+    and, for `PARTITIONED`, creates the staging file, which it always removes; `PARTITIONED`
+    opens the warehouse read-only until `commit`, and `released()` closes it for a while.
+    `folder` is where an `APPEND` stores model files (None: in `tdm_models`); `replace` makes an
+    `APPEND` write the target anew; `memory_limit` is DuckDB's while a partitioned table is
+    written.
     """
 
     def __init__(
@@ -157,7 +161,9 @@ class TableWriter:
             if self.mode == WriteMode.PARTITIONED:
                 # stale folders of killed runs are removed first
                 self._stage_dir = make_stage_dir(Path(self.db_path).resolve().parent)
-            self._open()
+                self._open()
+            else:  # a fit is done: wait for another process's lock rather than lose it
+                self._open_waiting()
         except BaseException:
             self._close()
             raise

@@ -249,3 +249,24 @@ def test_a_partitioned_writer_waits_for_a_lock_to_pass_when_it_opens_again(
         monkeypatch.setattr(write_module, "REOPEN_WAIT_SECONDS", 0.5)
         with pytest.raises(WarehouseBusyError, match="writing to it"), writer.released():
             hold_lock(warehouse, read_only=False)
+
+
+def test_a_fitted_table_s_write_back_waits_for_a_lock_to_pass(
+    warehouse: Path,
+    hold_lock: Callable[..., subprocess.Popen[str]],
+    steps_before_write: Callable[..., tuple],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bug: a whole table's write-back gave up after two retries 5 s apart, losing its fit to a
+    lock of ten seconds (another job's write); a partitioned run waited 2 minutes. Every write
+    now waits as long, and a lock that outlasts the wait is the lock error."""
+    source, plan, imputed, lineage = steps_before_write(warehouse, max_iter=5)
+    monkeypatch.setattr(write_module, "REOPEN_POLL_SECONDS", 0.2)
+    holder = hold_lock(warehouse, read_only=False, seconds=1.0)
+    written = write_back.fn(source, plan, imputed, lineage)
+    assert holder.poll() is not None  # it had to wait for the holder to end
+    assert written.rows == len(source.frame)
+    monkeypatch.setattr(write_module, "REOPEN_WAIT_SECONDS", 0.5)
+    hold_lock(warehouse, read_only=False)
+    with pytest.raises(WarehouseBusyError, match="writing to it"):
+        write_back.fn(source, plan, imputed, lineage)
