@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Mapping
@@ -11,16 +10,16 @@ from uuid import UUID
 
 import numpy as np
 import pandas as pd
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
-from prefect.exceptions import MissingContextError
 
 from tasks.artifacts import artifact_key
 from tasks.draws import Fill, draw_imputation
 from tasks.errors import PipelineError, PipelineInputError
 from tasks.imputer_settings import imputer_device
+from tasks.logs import step_logger
 from tasks.results import FittedModel, ImputationOutcome, Imputed
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ class PrefectProgress:
         self._losses: list[float] = []
         self._artifact: UUID | None = None
         self._stepping = False
-        self._logger = _logger()
+        self._logger = step_logger(__name__)
         if TaskRunContext.get() is not None:
             artifact = create_progress_artifact(
                 progress=0.0,
@@ -270,20 +269,13 @@ def _draw(
     log first: the draws refit the model to measure its errors, which takes about a fit."""
     if draws >= 2 or fill == "draw":
         made = f"{draws} draws" if draws >= 2 else "one draw"
-        _logger().info(
+        step_logger(__name__).info(
             "Drawing %s of the imputed cells of %r: refitting on hidden observed cells to "
             "measure the imputation's errors",
             made,
             table,
         )
     return draw_imputation(imputer, frame, filled, n_draws=draws, fill=fill, seed=seed)
-
-
-def _logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
-    try:
-        return get_run_logger()
-    except MissingContextError:
-        return logging.getLogger(__name__)
 
 
 def uses_gpu(device: str) -> bool:

@@ -37,7 +37,6 @@ import numpy as np
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from prefect.logging import get_logger
 
 from schemas.lineage import (
     IMPUTED_CELLS_DDL,
@@ -56,6 +55,7 @@ from tasks.errors import (
 from tasks.frames import missing_mask
 from tasks.lineage import LineageRecord
 from tasks.load import SourceTable
+from tasks.logs import step_logger
 from tasks.quality import CheckOutcome
 from tasks.results import CellDraws, WriteResult
 from tasks.targets import check_same_columns, check_target_table, table_comment, target_marker
@@ -418,7 +418,7 @@ class TableWriter:
             except WarehouseBusyError as busy:
                 if time.monotonic() + REOPEN_POLL_SECONDS > deadline:
                     raise
-                get_logger("tdm.write").warning("%s Waiting %g s.", busy, REOPEN_POLL_SECONDS)
+                step_logger(__name__).warning("%s Waiting %g s.", busy, REOPEN_POLL_SECONDS)
                 time.sleep(REOPEN_POLL_SECONDS)
 
     def _close_connection(self) -> None:
@@ -602,7 +602,7 @@ def _log_type_notes(table: str, checks: list[CheckOutcome]) -> None:
     """Log, once per write, which columns' imputed cells were rounded to their type."""
     for check in checks:
         if check.name == "imputed_cell_types":
-            get_logger("tdm.write").info("%s: %s", table, check.detail)
+            step_logger(__name__).info("%s: %s", table, check.detail)
 
 
 def _record_cells(

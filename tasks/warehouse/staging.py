@@ -6,13 +6,14 @@ SIGKILL, a power loss) is removed by the next partitioned run on that warehouse.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import socket
 import tempfile
 import time
 from pathlib import Path
+
+from tasks.logs import step_logger
 
 __all__ = ["STAGE_PREFIX", "make_stage_dir", "remove_stale_stages"]
 
@@ -21,8 +22,6 @@ _OWNER_FILE = "owner"
 _UNCLAIMED_GRACE_SECONDS = 3600.0
 """A staging folder with no owner file (its run was killed while creating it) is stale after
 this."""
-
-logger = logging.getLogger(__name__)
 
 
 def make_stage_dir(where: Path) -> str:
@@ -44,7 +43,7 @@ def remove_stale_stages(where: Path) -> list[Path]:
             continue
         shutil.rmtree(folder, ignore_errors=True)
         if folder.exists():
-            logger.warning(
+            step_logger(__name__).warning(
                 "Staging folder %s was left by a run that is gone, and could not be removed: "
                 "delete it by hand.",
                 folder,
@@ -52,7 +51,7 @@ def remove_stale_stages(where: Path) -> list[Path]:
         else:
             removed.append(folder)
     if removed:
-        logger.warning(
+        step_logger(__name__).warning(
             "Removed %d staging folder(s) left by runs that were killed: %s",
             len(removed),
             ", ".join(str(f) for f in removed),

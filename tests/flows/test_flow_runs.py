@@ -5,6 +5,7 @@ Prefect API as the UI shows them."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,6 +19,7 @@ import pytest
 import tasks.write
 from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse
+from tasks.warehouse.staging import STAGE_PREFIX
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
 
@@ -93,6 +95,28 @@ def test_warehouse_runs_are_named_after_the_config_and_tagged_with_each_table(
         for step in ("load-table", "impute", "write-back"):
             assert {f"table:{table}", "warehouse:sales.duckdb"} <= names[f"{step}-{table}"]
     assert "table:south" not in names["impute-north"]
+
+
+def test_every_line_a_step_writes_reaches_the_run_s_log(
+    tmp_path: Path, make_readings: Callable[..., pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: the write's note of a column that kept its type and the warning that a killed
+    run's staging folder was removed went to the terminal only, not to the run's log (the UI,
+    `tdm run`)."""
+    db = tmp_path / "warehouse.duckdb"
+    make_readings(db, table="readings", n_rows=120, seed=1)
+    stale = tmp_path / f"{STAGE_PREFIX}killed"
+    stale.mkdir()
+    (stale / "owner").write_text(f"{2**22 + 1}\n{socket.gethostname()}\n")  # no such PID
+    monkeypatch.setenv("TDM_MAX_FIT_ROWS", "60")  # partitioned: the stale folder is removed
+    monkeypatch.setenv("TDM_PARTITION_ROWS", "60")
+
+    state = impute_table("readings", db_path=str(db), key="id", imputer=FAST, return_state=True)
+
+    assert state.is_completed() and not stale.exists()
+    messages = [log.message for log in run_logs(state.state_details.flow_run_id)]
+    assert [m for m in messages if '"visits" kept its type INTEGER' in m], messages
+    assert [m for m in messages if "staging folder" in m and "killed" in m], messages
 
 
 def test_a_foreseen_failure_is_the_state_message_and_logs_no_traceback(warehouse: Path) -> None:
