@@ -34,7 +34,13 @@ from tasks.quality import check_quality
 from tasks.results import ImputationOutcome, ImputeTableResult, WriteResult
 from tasks.scaling import Standardised, inverse_scale, inverse_scale_draws, standardise
 from tasks.targets import check_target_writable
-from tasks.validate import ImputationPlan, TableRequest, plan_notes, validate_input
+from tasks.validate import (
+    ImputationPlan,
+    TableRequest,
+    not_imputed_notes,
+    plan_notes,
+    validate_input,
+)
 from tasks.warehouse.access import check_writable
 from tasks.write import check_write, write_back
 
@@ -245,6 +251,7 @@ def table_result(
         rows=written.rows,
         cells_imputed=dict(plan.missing),
         could_be_not_null=written.could_be_not_null,
+        not_imputed=tuple(not_imputed_notes(plan)),
         **_fit_fields(outcome, seconds),
         **model_fields(lineage),
     )
@@ -315,6 +322,7 @@ def dry_run_result(
         status=DRY_RUN,
         rows=plan.n_rows,
         cells_imputed=dict(plan.missing),
+        not_imputed=tuple(not_imputed_notes(plan)),
         **_fit_fields(outcome, seconds),
     )
 

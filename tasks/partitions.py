@@ -115,10 +115,11 @@ def profile_table(
     passed = resolve_pass_through(info, request.pass_through)
     target_name = _resolve_target(info.qualified, request.target_table, False, target_suffix)
     src = info.sql
-    counts, n_all = _label_counts(con, info)
+    counts, empty, n_all = _label_counts(con, info)
     mark = info.column(request.watermark) if request.watermark else None
     unchosen = passed if mark is None or request.columns else (*passed, mark.name)
-    chosen, left_out = resolve_columns(info, request.columns, key_name, unchosen, counts, n_all)
+    choice = resolve_columns(info, request.columns, key_name, unchosen, counts, n_all, empty)
+    chosen = choice.chosen
     kinds = column_kinds(info, chosen)
     labelled = [name for name in chosen if kinds[name] in LABELLED]
     numeric = [name for name in chosen if name not in labelled]
@@ -192,7 +193,8 @@ def profile_table(
         bounds=found.columns,
         labels=labels,
         pass_through=passed,
-        left_out=left_out,
+        left_out=choice.left_out,
+        unobserved=choice.unobserved,
         ignored_checks=found.ignored_checks,
         untyped_nulls=count_nulls(con, info, untyped_columns(info, key_name)),
     )
@@ -214,14 +216,18 @@ def profile_table(
     )
 
 
-def _label_counts(con: duckdb.DuckDBPyConnection, info: TableInfo) -> tuple[LabelCounts, int]:
-    """The `LabelCount` of each boolean, text and enum column, and the table's rows: one scan
-    for every column's labels and observed cells, and a grouping for the labels held once only
-    where they decide (a column with a NULL and more than two labels)."""
+def _label_counts(
+    con: duckdb.DuckDBPyConnection, info: TableInfo
+) -> tuple[LabelCounts, list[str], int]:
+    """The `LabelCount` of each boolean, text and enum column, the numeric and label columns
+    whose every cell is NULL, and the table's rows: one scan for every column's labels and
+    observed cells, and a grouping for the labels held once only where they decide (a column
+    with a NULL and more than two labels)."""
     names = [c.name for c in info.columns if c.kind in LABELLED]
+    numbers = [c.name for c in info.columns if c.is_numeric]
     counts = "".join(
         f", count(DISTINCT {quote_identifier(n)}), count({quote_identifier(n)})" for n in names
-    )
+    ) + "".join(f", count({quote_identifier(n)})" for n in numbers)
     row = con.execute(f"SELECT count(*){counts} FROM {info.sql}").fetchall()[0]
     n_rows, found = int(row[0]), {}
     for j, name in enumerate(names):
@@ -232,7 +238,10 @@ def _label_counts(con: duckdb.DuckDBPyConnection, info: TableInfo) -> tuple[Labe
             held = f"SELECT count(*) AS n FROM {info.sql} WHERE {cell} IS NOT NULL GROUP BY {cell}"
             once = con.execute(f"SELECT count(*) FROM ({held}) WHERE n = 1").fetchall()[0][0]
         found[name] = LabelCount(labels, observed, int(once))
-    return found, n_rows
+    empty = [name for name, count in found.items() if not count.observed]
+    observed = row[1 + 2 * len(names) :]
+    empty += [name for name, count in zip(numbers, observed, strict=True) if not count]
+    return found, empty if n_rows >= MIN_ROWS else [], n_rows  # else: refused for its rows
 
 
 def _duplicated_keys(con: duckdb.DuckDBPyConnection, src: str, key: str, name: str) -> str:

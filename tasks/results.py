@@ -110,7 +110,9 @@ class ImputeTableResult:
     the rows it imputed and kept, why it fitted a model (None: the stored one was used), each
     column's drift (`tasks.drift.DriftReport.to_dict`; None: nothing to compare with) and
     whether it appended to the target (False: the target was written anew). `could_be_not_null`:
-    the imputed columns the source declares nullable that hold no NULL now (`WriteResult`)."""
+    the imputed columns the source declares nullable that hold no NULL now (`WriteResult`);
+    `not_imputed`: sentences naming the columns left as they are, NULLs included, and why
+    (`tasks.validate.not_imputed_notes`)."""
 
     run_id: str
     db_path: str
@@ -132,3 +134,4 @@ class ImputeTableResult:
     drift: dict[str, Any] | None = None
     appended: bool | None = None
     could_be_not_null: tuple[str, ...] = ()
+    not_imputed: tuple[str, ...] = ()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pandas as pd
 import pandera.errors
@@ -36,6 +37,7 @@ from tasks.warehouse.names import (
 from tasks.warehouse.tables import FLOAT, LABELLED, TableInfo
 
 __all__ = [
+    "ColumnChoice",
     "ImputationPlan",
     "LabelCounts",
     "TableRequest",
@@ -44,6 +46,7 @@ __all__ = [
     "nan_problems",
     "never_imputed",
     "no_observed_value",
+    "not_imputed_notes",
     "plan_notes",
     "resolve_columns",
     "resolve_pass_through",
@@ -88,7 +91,9 @@ class ImputationPlan:
     in each boolean or categorical column (its imputed cells take one of them). `left_out`: the
     label columns with a NULL that the default columns leave out (`resolve_columns`).
     `untyped_nulls`: the NULLs of each column of a type the pipeline does not impute (DATE,
-    TIMESTAMP, BLOB, ...; the key aside) that has some: they stay NULL.
+    TIMESTAMP, BLOB, ...; the key aside) that has some: they stay NULL. `unobserved`: the
+    columns the default columns leave out because every cell is NULL (nothing to learn them
+    from): they stay NULL.
     """
 
     source_table: str
@@ -106,6 +111,7 @@ class ImputationPlan:
     ignored_checks: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()
     untyped_nulls: Mapping[str, int] = field(default_factory=dict)
+    unobserved: tuple[str, ...] = ()
 
     @property
     def n_missing(self) -> int:
@@ -150,7 +156,16 @@ def validate_input(
         for c in table.columns
         if c.kind in LABELLED and c.name in frame
     }
-    chosen, left_out = resolve_columns(table, columns, key_name, passed, counts, len(frame))
+    empty = [  # none in a table too small to impute: that is its refusal
+        c.name
+        for c in table.columns
+        if len(frame) >= MIN_ROWS
+        and c.name in frame
+        and frame[c.name].isna().all()
+        and not source.nan_cells.get(c.name)
+    ]
+    choice = resolve_columns(table, columns, key_name, passed, counts, len(frame), empty)
+    chosen = choice.chosen
     if not nan_as_missing and (problems := nan_problems(source.nan_cells, chosen)):
         raise PipelineInputError(f'Table "{table.qualified}" cannot be imputed: {problems}')
     kinds = column_kinds(table, chosen)
@@ -173,8 +188,9 @@ def validate_input(
         labels={name: observed_labels(values[name]) for name in labelled},
         pass_through=passed,
         ignored_checks=found.ignored_checks,
-        left_out=left_out,
+        left_out=choice.left_out,
         untyped_nulls=source.untyped_nulls,
+        unobserved=choice.unobserved,
     )
 
 
@@ -210,8 +226,8 @@ def nan_problems(nan_cells: Mapping[str, int], columns: Sequence[str]) -> str:
 
 def plan_notes(plan: ImputationPlan) -> list[str]:
     """Lines for the run's log: each imputed column's kind and bounds or labels, the complete
-    label columns (inputs only), the columns passed through, and the CHECK constraints not
-    used for bounds."""
+    label columns (inputs only), the columns left as they are (`not_imputed_notes`), and the
+    CHECK constraints not used for bounds."""
     notes = []
     for name in plan.columns:
         if not plan.missing.get(name):
@@ -229,6 +245,21 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
             "Complete label columns, inputs of the imputation (nothing to impute): "
             + _names(complete)
         )
+    lines += not_imputed_notes(plan)
+    lines += [
+        f'CHECK {check} of "{plan.source_table}" is not a simple bound (column compared with '
+        "a number, BETWEEN), so it is not used for bounds; an imputed value that breaks it is "
+        "refused when written, since the target keeps it"
+        for check in plan.ignored_checks
+    ]
+    return lines
+
+
+def not_imputed_notes(plan: ImputationPlan) -> list[str]:
+    """Sentences naming the columns the run leaves as they are, NULLs included, and why: passed
+    through, of a type the pipeline does not impute, identifiers or free text, every cell NULL
+    (for the run's log and its report)."""
+    lines = []
     if plan.pass_through:
         lines.append(f"Passed through with their NULLs: {_names(plan.pass_through)}")
     if plan.untyped_nulls:
@@ -245,12 +276,11 @@ def plan_notes(plan: ImputationPlan) -> list[str]:
             f"{_names(plan.left_out)}. Name them in the columns to impute them "
             f"({setting('columns')})."
         )
-    lines += [
-        f'CHECK {check} of "{plan.source_table}" is not a simple bound (column compared with '
-        "a number, BETWEEN), so it is not used for bounds; an imputed value that breaks it is "
-        "refused when written, since the target keeps it"
-        for check in plan.ignored_checks
-    ]
+    if plan.unobserved:
+        lines.append(
+            f"Left with their NULLs, as every cell is NULL (no value to learn them from): "
+            f"{_names(plan.unobserved)}"
+        )
     return lines
 
 
@@ -356,6 +386,15 @@ def label_count(series: pd.Series) -> LabelCount:
     return LabelCount(len(held), int(held.sum()), int((held == 1).sum()))
 
 
+class ColumnChoice(NamedTuple):
+    """The columns to impute (`chosen`), and those the default columns leave with their NULLs:
+    identifiers or free text (`left_out`), columns whose every cell is NULL (`unobserved`)."""
+
+    chosen: list[str]
+    left_out: tuple[str, ...]
+    unobserved: tuple[str, ...]
+
+
 def resolve_columns(
     table: TableInfo,
     columns: Sequence[str] | None,
@@ -363,18 +402,21 @@ def resolve_columns(
     pass_through: Sequence[str],
     counts: LabelCounts,
     n_rows: int,
-) -> tuple[list[str], tuple[str, ...]]:
+    empty: Collection[str] = (),
+) -> ColumnChoice:
     """The stored names of the columns to impute: `columns`, or by default every numeric column and
     the text, enum and boolean columns `LabelCount.imputed_by_default` takes by their `counts` over
-    the `n_rows` rows, but the key, the `pass_through`, the generated columns and the identifiers (a
-    column that is a PRIMARY KEY or UNIQUE on its own: passed through unless named); at most
-    `MAX_COLUMNS` of them. And the label columns with a NULL the default leaves out as
-    `LabelCount.mostly_distinct` (none when the columns are named)."""
+    the `n_rows` rows, but the key, the `pass_through`, the generated columns, the identifiers (a
+    column that is a PRIMARY KEY or UNIQUE on its own: passed through unless named) and the
+    columns `empty` of any observed cell; at most `MAX_COLUMNS` of them. And the label columns
+    with a NULL the default leaves out as `LabelCount.mostly_distinct`, and the empty ones it
+    leaves out (none when the columns are named: a named empty column is refused)."""
 
     def by_default(name: str) -> bool:
         return name in counts and counts[name].imputed_by_default(n_rows)
 
-    chosen = _chosen_columns(table, columns, key, pass_through, by_default)
+    default = columns is None
+    chosen = _chosen_columns(table, columns, key, pass_through, by_default, set(empty))
     if len(chosen) > MAX_COLUMNS:
         raise PipelineInputError(
             f'Table "{table.qualified}" has {len(chosen):,} columns to impute; one run imputes '
@@ -382,16 +424,24 @@ def resolve_columns(
             f"diverge). Choose the columns ({setting('columns')}), pass the others through "
             f"({setting('pass_through')}), or split the table."
         )
+    candidates = [
+        c
+        for c in table.columns
+        if default and c.name not in (key, *pass_through, *table.identifiers)
+    ]
     left_out = tuple(
         c.name
-        for c in table.columns
-        if columns is None
-        and c.name in counts
-        and c.name not in (key, *pass_through, *table.identifiers)
+        for c in candidates
+        if c.name in counts
         and 0 < counts[c.name].observed < n_rows
         and counts[c.name].mostly_distinct
     )
-    return chosen, left_out
+    unobserved = tuple(
+        c.name
+        for c in candidates
+        if c.name in empty and (c.is_numeric or c.name in counts) and c.generated is None
+    )
+    return ColumnChoice(chosen, left_out, unobserved)
 
 
 def _chosen_columns(
@@ -400,6 +450,7 @@ def _chosen_columns(
     key: str | None,
     pass_through: Sequence[str],
     by_default: Callable[[str], bool],
+    empty: Collection[str],
 ) -> list[str]:
     if columns is None:
         chosen = [
@@ -408,13 +459,15 @@ def _chosen_columns(
             if c.name != key
             and c.name not in pass_through
             and c.name not in table.identifiers
+            and c.name not in empty
             and (c.is_numeric or (c.kind is not None and by_default(c.name)))
         ]
         if not chosen:
             raise PipelineInputError(
-                f'Table "{table.qualified}" has no column to impute: no numeric column, and no '
-                "text, enum or boolean column with a NULL or with few labels, that is not the "
-                f"key or passed through (columns: {_describe(table)})."
+                f'Table "{table.qualified}" has no column to impute: no numeric column with an '
+                "observed value, and no text, enum or boolean column with a NULL or with few "
+                "labels, that is not the key or passed through (columns: "
+                f"{_describe(table)})."
             )
         return chosen
     if not columns:

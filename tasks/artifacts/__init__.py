@@ -80,8 +80,8 @@ def run_report_markdown(
     outcome: ImputationOutcome | None,
 ) -> str:
     """The markdown report: the verdict, any failed check and warning, the checks by kind, each
-    column's cells and sane range, the columns that could be declared NOT NULL, the fit, the
-    lineage and the time split."""
+    column's cells and sane range, the columns left as they are (NULLs included), the columns
+    that could be declared NOT NULL, the fit, the lineage and the time split."""
     failed, warned = quality.failures, quality.warnings
     verdict = "passed" if not failed else "FAILED"
     source, target = code_span(result.source_table), code_span(result.target_table)
@@ -118,6 +118,9 @@ def run_report_markdown(
             "imputed cells take labels observed in it.",
         ]
     lines += ["", *_columns_table(result, quality)]
+    if result.not_imputed:
+        lines += ["", "## Not imputed", ""]
+        lines += [f"- {note}" for note in result.not_imputed]
     if result.could_be_not_null:
         lines += ["", _not_null_note(result)]
     lines += [*_model_section(result), "", "## Run", ""]

@@ -42,8 +42,8 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict[str, Any], str]] = {
         _db_with(_GOOD), {"columns": ["x", "day"]}, r'has "day" \(DATE\) among the chosen',
     ),
     "no-observed-value": (
-        _db_with("SELECT i * 1.0 AS x, NULL::DOUBLE AS gone FROM range(9) r(i)"), {},
-        r'column "gone" has no observed value',
+        _db_with("SELECT i * 1.0 AS x, NULL::DOUBLE AS gone FROM range(9) r(i)"),
+        {"columns": ["x", "gone"]}, r'column "gone" has no observed value',
     ),
     "inf": (
         _db_with("SELECT CASE WHEN i = 2 THEN 'inf'::DOUBLE WHEN i = 3 THEN NULL ELSE i END AS x "

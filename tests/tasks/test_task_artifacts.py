@@ -512,3 +512,24 @@ def test_a_failed_run_names_the_table_and_the_reason_in_its_state_message(
     assert f'Table "{table}"' in message, message
     assert re.search(reason, message), message
     assert message == str(state.result(raise_on_failure=False))  # the reason, and only it
+
+
+@pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
+def test_columns_left_with_their_nulls_are_named_in_the_report(warehouse: Path) -> None:
+    """Bug: by default an all-NULL text column was skipped without a word while an all-NULL
+    number refused the whole table, and the report, saying "no nulls", named neither. Both
+    are now left with their NULLs by default, named in the log and the report (named in the
+    columns, such a column is refused)."""
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("ALTER TABLE readings ADD COLUMN note VARCHAR")
+        con.execute("ALTER TABLE readings ADD COLUMN discount DOUBLE")
+    state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, return_state=True)
+    assert state.is_completed(), state.message
+    report = _artifacts_of(state.state_details.flow_run_id)["tdm-report-readings"].data
+    left = 'Left with their NULLs, as every cell is NULL (no value to learn them from): "note", '
+    assert f"## Not imputed\n\n- {left}" in report
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        nulls = con.execute(
+            "SELECT count(note), count(discount), count(*) FROM readings_imputed"
+        ).fetchall()
+    assert nulls == [(0, 0, 80)]

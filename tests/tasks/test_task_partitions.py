@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tasks.errors import PipelineInputError
+from tasks.load import load_table
 from tasks.partitions import (
     TableProfile,
     count_rows,
@@ -19,15 +20,20 @@ from tasks.partitions import (
     read_partition,
     read_sample,
 )
-from tasks.validate import TableRequest
+from tasks.validate import TableRequest, plan_notes, validate_input
 
 NUMERIC = ("temperature", "pressure", "humidity", "visits", "price")
 # the complete text and boolean columns (three and two labels) inform the fit
 COLUMNS = ("temperature", "pressure", "humidity", "visits", "site", "ok", "price")
 
 
-def _profile(con: duckdb.DuckDBPyConnection, db: Path, partition_rows: int = 50) -> TableProfile:
-    request = TableRequest("readings", key="id")
+def _profile(
+    con: duckdb.DuckDBPyConnection,
+    db: Path,
+    partition_rows: int = 50,
+    columns: tuple[str, ...] | None = None,
+) -> TableProfile:
+    request = TableRequest("readings", key="id", columns=columns)
     return profile_table(
         con, str(db), request, target_suffix="_imputed", partition_rows=partition_rows
     )
@@ -156,7 +162,7 @@ def test_bad_values_anywhere_in_the_table_are_named(readings: Path, sql: str, me
     with duckdb.connect(str(readings)) as con:
         con.execute(sql)
         with pytest.raises(PipelineInputError, match=message):
-            _profile(con, readings)
+            _profile(con, readings, columns=tuple(COLUMNS))  # named: an empty one is refused
 
 
 @pytest.mark.parametrize("rows", [0, 3])
@@ -171,3 +177,16 @@ def test_a_table_of_too_few_rows_is_refused_for_its_rows(readings: Path, rows: i
         f'Table "readings" cannot be imputed: it has {rows} rows, and imputation needs at '
         "least 4. Nothing was written."
     )
+
+
+def test_columns_whose_every_cell_is_null_are_left_out_by_default(readings: Path) -> None:
+    """Profiled in SQL as a whole-table run validates: an all-NULL number or text column is
+    left with its NULLs (named in the plan's notes), not imputed, not refused."""
+    with duckdb.connect(str(readings)) as con:
+        con.execute("UPDATE readings SET humidity = NULL")
+        con.execute("ALTER TABLE readings ADD COLUMN note VARCHAR")
+        plan = _profile(con, readings).plan
+    whole = validate_input.fn(load_table.fn(str(readings), "readings", "id"), key="id")
+    assert plan.unobserved == whole.unobserved == ("humidity", "note")
+    assert plan.columns == whole.columns and "humidity" not in plan.columns
+    assert '"humidity", "note"' in plan_notes(plan)[-1]
