@@ -157,7 +157,7 @@ def impute_table(
         )
         return _impute_table(db, request, options, increment, settings, dry_run)
 
-    return run_guarded(body)
+    return run_guarded(body, f'Table "{source_table}"')
 
 
 def _impute_table(

@@ -100,7 +100,10 @@ def impute_warehouse(
         dry_run: Fit and check every table as a run would, then stop: nothing is written (the
             file is opened read-only) and the result says what a run would write.
     """
-    return run_guarded(lambda: _impute_warehouse(config, db_path, replace_target, dry_run))
+    return run_guarded(
+        lambda: _impute_warehouse(config, db_path, replace_target, dry_run),
+        f'The warehouse run of "{config}"',
+    )
 
 
 def warehouse_db(db_path: str | None, spec: WarehouseConfig, settings: PipelineSettings) -> str:

@@ -153,16 +153,24 @@ _ENGINE_EXIT = "Engine execution"
 executes (a served or deployed run) ends in a raised error: for a Failed state too."""
 
 
+_REPORTED = "_tdm_reported"
+"""Set on an unforeseen error `run_guarded` has logged with its traceback."""
+
+
 class _LeaveOutForeseenTracebacks(logging.Filter):
     """Drops the traceback of a foreseen error from a run's log record, and marks the record;
-    drops the engine's closing record of a foreseen error, which repeats the Failed state."""
+    drops the engine's closing record of a foreseen error, which repeats the Failed state, and
+    of an unforeseen one `run_guarded` logged with its traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if not isinstance(error, PipelineError):
-            return True
-        if str(record.msg).startswith(_ENGINE_EXIT):
+        foreseen = isinstance(error, PipelineError)
+        if str(record.msg).startswith(_ENGINE_EXIT) and (
+            foreseen or getattr(error, _REPORTED, False)
+        ):
             return False
+        if not foreseen:
+            return True
         record.exc_info, record.exc_text = None, None
         setattr(record, OUTCOME, True)
         return True
@@ -179,10 +187,12 @@ def leave_out_foreseen_tracebacks() -> None:
         logging.getLogger(name).addFilter(_FILTER)  # once: a filter already there is not added
 
 
-def run_guarded(body: Callable[[], R]) -> R | Any:
+def run_guarded(body: Callable[[], R], subject: str) -> R | Any:
     """Run a flow's `body` as the imputation flows fail: a foreseen error (`PipelineError`)
     becomes the Failed state `fail_run` gives, without its traceback in the logs; any other
-    error ends the run's retries (another attempt would fail the same way) and is raised."""
+    error ends the run's retries (another attempt would fail the same way) and becomes a Failed
+    state whose message names `subject` (`Table "sales"`) and the error, logged once with its
+    traceback (calling the flow raises it)."""
     leave_out_foreseen_tracebacks()
     try:
         return body()
@@ -191,4 +201,10 @@ def run_guarded(body: Callable[[], R]) -> R | Any:
     except Exception as error:
         end_retries()
         release_frames(error)
-        raise
+        reason = (
+            f"{subject} failed with an unexpected error, {type(error).__name__}: {error}. "
+            "Its traceback is in this run's log."
+        )
+        get_run_logger().error("%s", reason, exc_info=error, extra={OUTCOME: True})
+        setattr(error, _REPORTED, True)
+        return Failed(message=reason, data=error)
