@@ -8,10 +8,11 @@ so is a run still going when the caller's time limit passes.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -318,9 +319,19 @@ class _Watch:
 
     def _cancel(self, reason: str) -> None:
         """Cancel the run: one not started goes to Cancelled, a running one is stopped by its
-        runner (Cancelling, then Cancelled)."""
+        runner (Cancelling, then Cancelled). The reason is logged on the run first: the server
+        keeps no message of the Cancelling state once the run is Cancelled."""
+        from prefect.client.schemas.actions import LogCreate
         from prefect.client.schemas.objects import State, StateType
 
+        record = LogCreate(
+            name="tdm.run",
+            level=logging.WARNING,
+            message=f"Cancelled: {reason}.",
+            timestamp=datetime.now(UTC),
+            flow_run_id=self.run.id,
+        )
+        self.client.create_logs([record])
         self.client.set_flow_run_state(
             self.run.id, State(type=StateType.CANCELLING, message=reason)
         )

@@ -580,6 +580,8 @@ def test_run_past_its_timeout_is_cancelled(served: Served) -> None:
             assert time.monotonic() < deadline, "the cancelled run still holds the warehouse"
             time.sleep(1)
     assert ("slow",) not in tables
+    logs = _run_logs(served, run_id)  # bug: the UI said only "cancelled successfully"
+    assert "Cancelled: tdm run: --timeout 8 s passed." in logs, logs
 
 
 @pytest.mark.e2e
@@ -614,6 +616,7 @@ def test_a_run_nothing_serves_is_cancelled(served: Served) -> None:
             on_created=created.append,
         )  # fmt: skip
     assert _run_state(served, str(created[0].id)) == "CANCELLED"
+    assert "Cancelled: nothing serves its deployment." in _run_logs(served, str(created[0].id))
 
 
 @pytest.mark.e2e
