@@ -14,6 +14,7 @@ values unless `rewrite_on_refit`, which replaces the target whole.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -137,6 +138,7 @@ def impute_incremental(
         latest = latest_model(con, plan.target_table)
         reason = _refit_reason(exists, latest, incremental, settings)
         model: _Model | None = None
+        unplanned = False  # a refit the settings did not plan (a warning, not a note)
         if reason is None and latest is not None:
             try:
                 imputer, scaling = load_model(
@@ -160,12 +162,12 @@ def impute_incremental(
                         latest.tdm_version,
                     )
             except StoredModelError as error:
-                reason = f"{error} A new model is fitted."
+                reason, unplanned = f"{error} A new model is fitted.", True
         new = read_new_rows(con, profile, incremental.watermark)
         drift = _drift(latest, new, plan.kinds, settings) if latest and exists else None
         if model is not None and drift is not None and drift.exceeded:
             if settings.on_drift == "refit":
-                reason, model = drift.reason(), None
+                reason, model, unplanned = drift.reason(), None, True
             else:
                 logger.warning(
                     "Table %r: %s; imputing with the stored model (TDM_ON_DRIFT=warn)",
@@ -210,7 +212,8 @@ def impute_incremental(
                 folder.file(plan.target_table, version).parent,
                 what=f"The model folder '{folder.root}' (TDM_MODEL_DIR)",
             )
-        logger.warning("Table %r: fitting a model (%s)", plan.source_table, reason)
+        level = logging.WARNING if unplanned else logging.INFO
+        logger.log(level, "Table %r: fitting a model (%s)", plan.source_table, reason)
         with clock.timing("fit"):
             model = _fit(
                 fit_rows,
