@@ -163,6 +163,10 @@ def test_imputed_label_shares_far_from_the_observed_ones_warn_without_failing(
     imputed.loc[missing, "s"] = ["a", "b"] * 3 + ["a"]
     shares = check_quality.fn(source, plan, imputed).checks[-1]
     assert shares.passed and shares.detail.startswith("largest distance 0.")
+    assert shares.detail.endswith(  # bug: "0.59 ..., threshold 0.3" read as a contradiction
+        "; within chance for 3 imputed cells (labels drawn at random with the observed shares "
+        "reach 0.59)"
+    )
 
 
 def test_many_labels_collapsed_onto_one_warn_though_chance_alone_is_large() -> None:
