@@ -13,10 +13,12 @@ from flows.notify import notify_failure
 from flows.partitioned import count_rows_to_partition
 from flows.runners import started_runner
 from flows.runs import (
+    DRY_RUN_TAG,
     OUTCOME,
     for_table,
     run_guarded,
     run_tags,
+    table_run_name,
     tag_flow_run,
 )
 from flows.settings import PipelineSettings
@@ -38,7 +40,7 @@ __all__ = ["ImputeTableResult", "impute_table"]
 
 @flow(
     name="impute-table",
-    flow_run_name="impute-{source_table}",
+    flow_run_name=table_run_name,
     on_failure=[notify_failure],
     on_crashed=[notify_failure],
 )
@@ -129,7 +131,7 @@ def impute_table(
         # inside: an invalid TDM_* value fails the run, with its message, as any input error
         settings = PipelineSettings.from_env()
         db = str(db_path if db_path is not None else settings.db_path)
-        tag_flow_run(run_tags([source_table], db))
+        tag_flow_run([*run_tags([source_table], db), *[DRY_RUN_TAG] * dry_run])
         params = imputer_settings(  # the given settings on top of the TDM_* ones, checked first
             environment_settings(),
             imputer,

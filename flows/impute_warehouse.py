@@ -16,6 +16,7 @@ from flows.notify import notify_failure
 from flows.partitioned import count_rows_to_partition
 from flows.runners import describe_runner, gpu_annotation, started_runner
 from flows.runs import (
+    DRY_RUN_TAG,
     OUTCOME,
     for_table,
     run_guarded,
@@ -125,7 +126,7 @@ def _impute_warehouse(
         raise PipelineInputError(str(error)) from None
     db = warehouse_db(db_path, spec, settings)
     tables = [entry.table for entry in spec.tables]
-    tag_flow_run(run_tags(tables, db))
+    tag_flow_run([*run_tags(tables, db), *[DRY_RUN_TAG] * dry_run])
     check_targets = check_warehouse_targets.with_options(
         task_run_name="check-warehouse-targets", tags=run_tags(tables, db)
     )

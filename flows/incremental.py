@@ -44,7 +44,7 @@ from flows.steps import (
     plan_for_rows,
     table_result,
 )
-from tasks.artifacts import publish_run_report
+from tasks.artifacts import log_quality_warnings, publish_run_report
 from tasks.drift import DriftReport, measure_drift, profile_columns
 from tasks.errors import PipelineInputError, setting
 from tasks.impute import impute_partition
@@ -254,6 +254,7 @@ def impute_incremental(
         draws=draws,
     )
     if dry_run:
+        log_quality_warnings(plan.source_table, quality)  # as a run would, with its report
         result = replace(
             dry_run_result(db_path, part_plan, outcome, clock.seconds, replaces=rewrite),
             **model_fields(lineage),

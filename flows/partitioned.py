@@ -29,7 +29,7 @@ from flows.runners import gpu_annotation, runner_width
 from flows.runs import for_table
 from flows.settings import PipelineSettings
 from flows.steps import ImputeOptions, dry_run_result, log_plan, plan_for_rows, table_result
-from tasks.artifacts import publish_run_report
+from tasks.artifacts import log_quality_warnings, publish_run_report
 from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
 from tasks.imputer_settings import imputer_device
 from tasks.lineage import LineageRecord, current_run
@@ -204,7 +204,7 @@ def _dry_run(
     plan = profile.plan
     sample_plan = plan_for_rows(plan, sample.frame)
     imputed = unscale(fitted.outcome.frame, scaled.scaling, sample.frame)
-    _check(sample, sample_plan, imputed, options, profile)
+    log_quality_warnings(plan.source_table, _check(sample, sample_plan, imputed, options, profile))
     outcome = _with_partitioning(
         fitted.outcome, options, settings, len(sample.frame), len(profile.bounds)
     )

@@ -21,6 +21,7 @@ from prefect.states import Failed
 from tasks.errors import PipelineError, WarehouseBusyError, release_error, release_frames
 
 __all__ = [
+    "DRY_RUN_TAG",
     "OUTCOME",
     "TABLE_TAG",
     "WAREHOUSE_TAG",
@@ -31,6 +32,7 @@ __all__ = [
     "retried_when_busy",
     "run_guarded",
     "run_tags",
+    "table_run_name",
     "tag_flow_run",
     "warehouse_run_name",
 ]
@@ -69,12 +71,30 @@ def for_table(
     )
 
 
-def warehouse_run_name() -> str:
-    """The name of an `impute-warehouse` run: `warehouse-<its config's file name, no suffix>`."""
+DRY_RUN_TAG = "dry-run"
+"""The tag of a dry run, whose name ends in `-dry-run` too: it writes nothing."""
+
+
+def table_run_name() -> str:
+    """The name of an `impute-table` run: `impute-<table>`, `-dry-run` added for a dry run."""
     from prefect.runtime import flow_run
 
-    config = flow_run.parameters.get("config") or "config"
-    return f"warehouse-{Path(str(config)).stem}"
+    parameters = flow_run.parameters
+    return f"impute-{parameters.get('source_table')}" + _dry_run_suffix(parameters)
+
+
+def warehouse_run_name() -> str:
+    """The name of an `impute-warehouse` run: `warehouse-<its config's file name, no suffix>`,
+    `-dry-run` added for a dry run."""
+    from prefect.runtime import flow_run
+
+    parameters = flow_run.parameters
+    config = parameters.get("config") or "config"
+    return f"warehouse-{Path(str(config)).stem}" + _dry_run_suffix(parameters)
+
+
+def _dry_run_suffix(parameters: dict[str, Any]) -> str:
+    return "-dry-run" if parameters.get("dry_run") else ""
 
 
 def tag_flow_run(tags: Iterable[str]) -> None:

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from flows.runs import for_table
 from flows.settings import PipelineSettings
 from schemas.expectations import LABEL_SHARE_THRESHOLD, SPREAD_THRESHOLD
-from tasks.artifacts import publish_run_report
+from tasks.artifacts import log_quality_warnings, publish_run_report
 from tasks.draws import Fill
 from tasks.errors import PipelineInputError, problem
 from tasks.frames import as_value_frame
@@ -214,6 +214,7 @@ def finish_table(
         spread_threshold=options.spread_threshold,
     )
     if dry_run:  # what the write checks before it writes, on the file opened read-only
+        log_quality_warnings(table, quality)  # as a run would, with its report
         clock("check-write", check_write, source, plan, imputed)
         return dry_run_result(
             db_path, plan, outcome, clock.seconds, replaces=prepared.target_exists

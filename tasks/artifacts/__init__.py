@@ -37,6 +37,7 @@ __all__ = [
     "CHECK_KINDS",
     "artifact_key",
     "figure_markdown",
+    "log_quality_warnings",
     "publish_run_report",
     "run_report_markdown",
 ]
@@ -356,6 +357,14 @@ def figure_markdown(png: bytes, title: str, caption: str = "") -> str:
     return text + (f"\n\n{caption}" if caption else "")
 
 
+def log_quality_warnings(table: str, quality: QualityReport) -> None:
+    """Log each check of `quality` that warned, naming `table`, the check and its column."""
+    for check in quality.warnings:
+        kind, column = _kind(check)
+        where = f" of column {column!r}" if column is not None else ""
+        get_run_logger().warning("Table %r: %s%s: %s", table, kind, where, check.detail)
+
+
 def publish_run_report(
     result: ImputeTableResult,
     *,
@@ -368,10 +377,7 @@ def publish_run_report(
     if FlowRunContext.get() is None:
         return
     table = result.source_table
-    for check in quality.warnings:
-        kind, column = _kind(check)
-        where = f" of column {column!r}" if column is not None else ""
-        get_run_logger().warning("Table %r: %s%s: %s", table, kind, where, check.detail)
+    log_quality_warnings(table, quality)
     try:
         create_markdown_artifact(
             key=artifact_key("report", table),

@@ -119,6 +119,28 @@ def test_every_line_a_step_writes_reaches_the_run_s_log(
     assert [m for m in messages if "staging folder" in m and "killed" in m], messages
 
 
+def test_a_dry_run_is_named_and_tagged_as_one_and_warns_as_the_run_would(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: a dry run was named and tagged as the run that writes, and logged none of the
+    quality warnings the run gives."""
+    monkeypatch.setenv("TDM_SPREAD_THRESHOLD", "0.01")  # every imputed column's spread warns
+
+    def warnings(dry_run: bool) -> tuple[Any, list[str]]:
+        state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=0,
+                             dry_run=dry_run, return_state=True)  # fmt: skip
+        assert state.is_completed(), state.message
+        run_id = state.state_details.flow_run_id
+        found = [log.message for log in run_logs(run_id) if log.level == 30]
+        return flow_run(run_id), sorted(m for m in found if m.startswith("Table 'readings': "))
+
+    dry, warned = warnings(dry_run=True)
+    assert dry.name == "impute-readings-dry-run" and "dry-run" in dry.tags
+    real, warned_by_run = warnings(dry_run=False)
+    assert real.name == "impute-readings" and "dry-run" not in real.tags
+    assert warned == warned_by_run and [w for w in warned if "spread" in w], warned
+
+
 def test_a_foreseen_failure_is_the_state_message_and_logs_no_traceback(warehouse: Path) -> None:
     """Bug: the one-line reason was buried under ~120 lines of tracebacks in the run's logs."""
     state = impute_table(
