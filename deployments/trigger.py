@@ -58,6 +58,12 @@ record of another process may reach the API after newer ones (they are sent ever
 
 LOG_PAGE = 200  # records per read (the API's default limit)
 
+LOG_QUIET = 3.0
+"""Seconds without a new record after which a run that has ended is taken to have logged all:
+its failure hook logs after the final state, and records reach the API every 2 s."""
+LOG_SETTLE_MAX = 10.0
+"""At most this long after the final state, the run's last records are waited for."""
+
 REPORT_KEY_PREFIX = "tdm-report-"  # the run report artifacts the impute flows publish
 
 
@@ -243,7 +249,7 @@ class _Watch:
             self._report(flow_run.state)
             state = flow_run.state
             if state is not None and state.is_final():
-                self._read_logs()  # the last records may reach the API after the final state
+                self._settle_logs(poll)
                 return flow_run, False
             now = time.monotonic()
             waiting = state is None or state.is_scheduled()
@@ -308,6 +314,22 @@ class _Watch:
             if len(page) < LOG_PAGE:
                 return
             offset += LOG_PAGE
+
+    def _settle_logs(self, poll: float) -> None:
+        """Pass on the records an ended run logs after its final state (its failure hook's,
+        the last batch): read until none came for `LOG_QUIET` s, for `LOG_SETTLE_MAX` s at most."""
+        if self.on_log is None:
+            return
+        started = last_new = time.monotonic()
+        while True:
+            seen = len(self.logged)
+            self._read_logs()
+            now = time.monotonic()
+            if len(self.logged) > seen:
+                last_new = now
+            if now - last_new >= LOG_QUIET or now - started >= LOG_SETTLE_MAX:
+                return
+            time.sleep(max(poll, 0.5))
 
     def _polled_again(self) -> bool:
         """Whether a runner or worker polled the deployment since last checked."""
