@@ -610,8 +610,7 @@ def _run_warehouse(args: argparse.Namespace) -> int:
 def _print_warehouse(result: Any) -> None:
     """What a warehouse run wrote, a line per table (a paragraph each in a dry run), and its
     lineage run id; the tables that failed are counted, the error names them."""
-    from flows.incremental import describe_increment
-    from flows.steps import cells_per_column, describe_dry_run
+    from flows.steps import cells_per_column, describe_dry_run, describe_increment
 
     done = len(result.tables)
     tables = f"{done} table{'s' * (done != 1)}"
@@ -647,39 +646,14 @@ _NOTHING_MISSING = "no missing value in the columns to impute, copied unchanged"
 
 
 def _print_result(result: Any) -> None:
-    from flows.incremental import describe_increment
-    from flows.steps import DRY_RUN, cells_per_column, describe_dry_run
+    from flows.steps import DRY_RUN, describe_result
 
-    if result.status == DRY_RUN:
-        print(describe_dry_run(result))
-        return
-    cells = sum(result.cells_imputed.values())
-    replaced = " (it replaced the existing table of that name)" if result.replaced_existing else ""
-    if result.target_table == result.source_table:  # --replace-source: an UPDATE in place
-        replaced = " in place (only its missing cells were updated; its definition was kept)"
-    if result.status == "copied" and result.target_table == result.source_table:
+    print(describe_result(result))
+    if result.status != DRY_RUN:
         print(
-            f"Table {result.source_table!r} has no missing value in the columns to impute: "
-            "left it unchanged."
+            f"Lineage: run {result.run_id} in tdm_lineage; the imputed cells are listed in "
+            "tdm_imputed_cells."
         )
-    elif result.status == "copied":
-        print(
-            f"Table {result.source_table!r} has no missing value in the columns to impute: copied "
-            f"it unchanged to {result.target_table!r}{replaced}."
-        )
-    elif result.model_version is not None:
-        print(describe_increment(result))
-    else:
-        per_column = cells_per_column(result.cells_imputed)
-        print(
-            f"Wrote {result.target_table!r} to {result.db_path}{replaced}: {result.rows} rows, "
-            f"{cells} cells imputed ({per_column}); fit {result.fit_seconds:.1f} s on "
-            f"{result.device}, {result.n_iter} iterations, final loss {result.final_loss:.4g}."
-        )
-    print(
-        f"Lineage: run {result.run_id} in tdm_lineage; the imputed cells are listed in "
-        "tdm_imputed_cells."
-    )
 
 
 def _print_where_to_look(db_path: str, target: str, run_id: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -28,11 +29,12 @@ from flows.settings import PipelineSettings
 from flows.steps import (
     ImputeOptions,
     PreparedTable,
-    describe_dry_run,
+    describe_result,
     finish_table,
     prepare_table,
 )
 from schemas.warehouse import WarehouseConfig, WarehouseConfigError, load_warehouse_config
+from tasks.artifacts import publish_warehouse_report
 from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tasks.impute import impute_task_for
 from tasks.imputer_settings import environment_settings, imputer_settings
@@ -233,9 +235,11 @@ def _impute_warehouse(
     if busy and len(busy) == len(failures):  # only locks: the run-level retries may succeed
         raise next(iter(busy.values()))
     done = WarehouseResult(db, runner_name, results, dry_run, failed=tuple(failures))
-    if dry_run:
-        for table in results.values():
-            logger.info("%s", describe_dry_run(table), extra={OUTCOME: True})
+    for table in results.values():
+        if dry_run or table.model_version is None:  # an incremental run logged its own
+            logger.info("%s", describe_result(table), extra={OUTCOME: True})
+    if not dry_run:
+        publish_warehouse_report(Path(config).stem, db, results, failures)
     if failures:
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
         if dry_run:

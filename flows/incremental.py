@@ -38,6 +38,7 @@ from flows.steps import (
     Clock,
     ImputeOptions,
     describe_dry_run,
+    describe_increment,
     dry_run_result,
     log_plan,
     model_fields,
@@ -71,7 +72,7 @@ from tasks.warehouse.tables import connect
 from tasks.write import TableWriter, WriteMode
 from tdm._version import __version__ as tdm_version
 
-__all__ = ["IncrementalRequest", "describe_increment", "impute_apart", "impute_incremental"]
+__all__ = ["IncrementalRequest", "impute_apart", "impute_incremental"]
 
 
 @dataclass(frozen=True)
@@ -289,24 +290,6 @@ def impute_apart(
     if incremental is not None:
         return impute_incremental(db_path, request, options, incremental, **how)
     return impute_partitioned(db_path, request, options, **how)
-
-
-def describe_increment(result: ImputeTableResult) -> str:
-    """What an incremental run wrote: new rows, the model version, why it was fitted, and the
-    rows kept."""
-    cells = sum(result.cells_imputed.values())
-    how = f"fitted now: {result.refit_reason}" if result.refit_reason else "the stored one"
-    rows = f"{result.rows_new} {'new ' if result.appended else ''}row{'s' * (result.rows_new != 1)}"
-    kept = (
-        f"{result.rows_reused} rows imputed before kept as they were"
-        if result.appended
-        else "the target written from every source row"
-    )
-    return (
-        f"Wrote {result.target_table!r} to {result.db_path}: {rows} ({cells} "
-        f"cell{'s' * (cells != 1)}) imputed with model version {result.model_version} ({how}); "
-        f"{kept}."
-    )
 
 
 def _refit_reason(

@@ -52,6 +52,8 @@ __all__ = [
     "PreparedTable",
     "cells_per_column",
     "describe_dry_run",
+    "describe_increment",
+    "describe_result",
     "dry_run_result",
     "finish_table",
     "log_plan",
@@ -325,6 +327,53 @@ def dry_run_result(
         cells_imputed=dict(plan.missing),
         not_imputed=tuple(not_imputed_notes(plan)),
         **_fit_fields(outcome, seconds),
+    )
+
+
+def describe_increment(result: ImputeTableResult) -> str:
+    """What an incremental run wrote: new rows, the model version, why it was fitted, and the
+    rows kept."""
+    cells = sum(result.cells_imputed.values())
+    how = f"fitted now: {result.refit_reason}" if result.refit_reason else "the stored one"
+    rows = f"{result.rows_new} {'new ' if result.appended else ''}row{'s' * (result.rows_new != 1)}"
+    kept = (
+        f"{result.rows_reused} rows imputed before kept as they were"
+        if result.appended
+        else "the target written from every source row"
+    )
+    return (
+        f"Wrote {result.target_table!r} to {result.db_path}: {rows} ({cells} "
+        f"cell{'s' * (cells != 1)}) imputed with model version {result.model_version} ({how}); "
+        f"{kept}."
+    )
+
+
+def describe_result(result: ImputeTableResult) -> str:
+    """One paragraph: what a table's run wrote (`describe_dry_run` for a dry run's,
+    `describe_increment` for an incremental run's)."""
+    if result.status == DRY_RUN:
+        return describe_dry_run(result)
+    if result.model_version is not None:
+        return describe_increment(result)
+    replaced = " (it replaced the existing table of that name)" if result.replaced_existing else ""
+    if result.target_table == result.source_table:  # --replace-source: an UPDATE in place
+        replaced = " in place (only its missing cells were updated; its definition was kept)"
+    if result.status == "copied" and result.target_table == result.source_table:
+        return (
+            f"Table {result.source_table!r} has no missing value in the columns to impute: "
+            "left it unchanged."
+        )
+    if result.status == "copied":
+        return (
+            f"Table {result.source_table!r} has no missing value in the columns to impute: copied "
+            f"it unchanged to {result.target_table!r}{replaced}."
+        )
+    cells = sum(result.cells_imputed.values())
+    return (
+        f"Wrote {result.target_table!r} to {result.db_path}{replaced}: {result.rows} rows, "
+        f"{cells} cells imputed ({cells_per_column(result.cells_imputed)}); fit "
+        f"{result.fit_seconds:.1f} s on {result.device}, {result.n_iter} iterations, final loss "
+        f"{result.final_loss:.4g}."
     )
 
 

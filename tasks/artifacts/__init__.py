@@ -39,7 +39,9 @@ __all__ = [
     "figure_markdown",
     "log_quality_warnings",
     "publish_run_report",
+    "publish_warehouse_report",
     "run_report_markdown",
+    "warehouse_report_markdown",
 ]
 
 #: Short names of the checks a run makes, by the name of the check (before any `["column"]`).
@@ -355,6 +357,64 @@ def figure_markdown(png: bytes, title: str, caption: str = "") -> str:
     """Markdown showing a PNG figure inline (a data address: the UI renders it as an image)."""
     text = f"# {title}\n\n{png_image(png, title)}"
     return text + (f"\n\n{caption}" if caption else "")
+
+
+def warehouse_report_markdown(
+    name: str,
+    db_path: str,
+    results: Mapping[str, ImputeTableResult],
+    failures: Mapping[str, str],
+) -> str:
+    """The markdown summary of a warehouse run `name`: a row per table of the config (written,
+    or failed with its reason), its target, rows, cells imputed and seconds."""
+    done, total = len(results), len(results) + len(failures)
+    verdict = f"{done} of {total} tables written"
+    if failures:
+        verdict += f", {len(failures)} failed"
+    lines = [
+        f"# Warehouse run {code_span(name)}: {verdict}",
+        "",
+        f"Database {code_span(db_path)}; each table's own report is its `tdm-report-<table>` "
+        "artifact.",
+        "",
+        "| table | outcome | target | rows | cells imputed | seconds |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for table, result in results.items():
+        outcome = "copied (nothing missing)" if result.status == "copied" else "written"
+        cells = sum(result.cells_imputed.values())
+        lines.append(
+            f"| {code_span(table)} | {outcome} | {code_span(result.target_table)} | "
+            f"{result.rows:,} | {cells:,} | {sum(result.seconds.values()):.1f} |"
+        )
+    lines += [f"| {code_span(table)} | **failed** | | | | |" for table in failures]
+    if failures:
+        lines += ["", "## Failed", ""]
+        lines += [f"- {code_span(table)}: {reason}" for table, reason in failures.items()]
+    return "\n".join(lines)
+
+
+def publish_warehouse_report(
+    name: str,
+    db_path: str,
+    results: Mapping[str, ImputeTableResult],
+    failures: Mapping[str, str],
+) -> None:
+    """Publish `warehouse_report_markdown` as the artifact `tdm-warehouse-<name>` (a no-op
+    outside a flow run; a failure to publish is a warning)."""
+    if FlowRunContext.get() is None:
+        return
+    try:
+        create_markdown_artifact(
+            key=artifact_key("warehouse", name),
+            markdown=warehouse_report_markdown(name, db_path, results, failures),
+            description=f"Warehouse run {name}: {len(results)} tables written, "
+            f"{len(failures)} failed",
+        )
+    except Exception as error:  # the tables are committed: monitoring must not fail the run
+        get_run_logger().warning(
+            "Publishing the warehouse report failed: %s: %s", type(error).__name__, error
+        )
 
 
 def log_quality_warnings(table: str, quality: QualityReport) -> None:

@@ -141,6 +141,45 @@ def test_a_dry_run_is_named_and_tagged_as_one_and_warns_as_the_run_would(
     assert warned == warned_by_run and [w for w in warned if "spread" in w], warned
 
 
+def test_a_warehouse_run_logs_and_reports_what_each_table_did(
+    tmp_path: Path, make_readings: Callable[..., pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: a warehouse run's log never said what each table wrote, and its artifacts were the
+    tables' own in no order: a `tdm-warehouse-<config>` report lists each table's outcome."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterKey,
+        FlowRunFilter,
+        FlowRunFilterId,
+    )
+
+    db = tmp_path / "sales.duckdb"
+    for seed, table in enumerate(("north", "south")):
+        make_readings(db, table=table, n_rows=40, seed=seed)
+    config = tmp_path / "nightly.yaml"
+    config.write_text(f"db_path: {db}\ntables:\n  - table: north\n  - table: gone\n"
+                      "  - table: south\n")  # fmt: skip
+    monkeypatch.setenv("TDM_MAX_ITER", "5")
+
+    state = impute_warehouse(str(config), return_state=True)
+
+    assert state.is_failed() and state.message.startswith("1 of 3 tables failed")
+    run_id = state.state_details.flow_run_id
+    messages = [log.message for log in run_logs(run_id)]
+    for table in ("north", "south"):
+        assert [m for m in messages if m.startswith(f"Wrote '{table}_imputed' to ")], messages
+    with get_client(sync_client=True) as client:
+        (report,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["tdm-warehouse-nightly"])),
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id])),
+        )
+    report = report.data
+    assert report.startswith("# Warehouse run `nightly`: 2 of 3 tables written, 1 failed")
+    assert "| `north` | written | `north_imputed` | 40 |" in report
+    assert "| `gone` | **failed** |" in report and '- `gone`: Table "gone" does not exist' in report
+
+
 def test_a_foreseen_failure_is_the_state_message_and_logs_no_traceback(warehouse: Path) -> None:
     """Bug: the one-line reason was buried under ~120 lines of tracebacks in the run's logs."""
     state = impute_table(
