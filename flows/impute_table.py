@@ -141,6 +141,7 @@ def impute_table(
             settings,
             params,
             datetime.now(UTC),
+            source_table,
             seed=seed,
             range_factor=range_factor,
             fill=fill,

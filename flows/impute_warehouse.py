@@ -167,7 +167,12 @@ def _impute_warehouse(
         )
         try:
             options[entry.table] = ImputeOptions.from_settings(
-                settings, params[entry.table], started, fill=entry.fill, draws=entry.draws
+                settings,
+                params[entry.table],
+                started,
+                entry.table,
+                fill=entry.fill,
+                draws=entry.draws,
             )
             if entry.incremental:
                 increments[entry.table] = IncrementalRequest(entry.watermark)

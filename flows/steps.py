@@ -88,18 +88,24 @@ class ImputeOptions:
         settings: PipelineSettings,
         imputer: dict[str, Any],
         started: datetime,
+        table: str,
         **given: Any,
     ) -> ImputeOptions:
         """The options of `settings`, with the values `given` (None: the setting's) over them,
-        checked as the settings are (a bad value raises `PipelineInputError`)."""
+        checked as the settings are (a bad value raises `PipelineInputError` naming `table`,
+        the setting and the value)."""
         names = ("seed", "range_factor", "label_share_threshold", "spread_threshold")
         chosen = {name: getattr(settings, name) for name in (*names, "fill", "draws")}
         chosen |= {name: value for name, value in given.items() if value is not None}
         try:
             checked = PipelineSettings.model_validate(chosen)
         except ValidationError as error:
-            problems = "; ".join(f"{e['loc'][0]}: {problem(e)}" for e in error.errors())
-            raise PipelineInputError(f"Invalid run settings: {problems}.") from None
+            problems = "; ".join(
+                f"{e['loc'][0]} {e['input']!r}: {problem(e)}" for e in error.errors()
+            )
+            raise PipelineInputError(
+                f'Invalid run settings for table "{table}": {problems}.'
+            ) from None
         return cls(
             imputer=imputer,
             started=started,

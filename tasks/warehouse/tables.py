@@ -231,7 +231,7 @@ def register_frame(
 
 
 def _first_line(error: BaseException) -> str:
-    return str(error).strip().splitlines()[0].rstrip(".") if str(error).strip() else repr(error)
+    return str(error).strip().splitlines()[0].rstrip(".!") if str(error).strip() else repr(error)
 
 
 def _lookup(

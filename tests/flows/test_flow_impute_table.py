@@ -353,3 +353,15 @@ def test_a_generated_column_is_computed_not_imputed(
     assert _query(warehouse, wrong.format("parts"))["n"][0] == 0
     impute_table("gen", db_path=warehouse, key="id", replace_source=True, imputer=FAST)
     assert _query(warehouse, wrong.format("gen"))["n"][0] == 0
+
+
+def test_a_bad_run_setting_is_refused_naming_the_table_the_setting_and_its_value(
+    warehouse: Path,
+) -> None:
+    """Bug: "Invalid run settings: range_factor: Input should be greater than 0." named neither
+    the table nor the value given."""
+    state = impute_table("readings", db_path=warehouse, range_factor=-3, return_state=True)
+    assert _failed(state) == (
+        'Invalid run settings for table "readings": range_factor -3.0: Input should be greater '
+        "than 0."
+    )
