@@ -443,7 +443,8 @@ def publish_run_report(
             key=artifact_key("report", table),
             markdown=run_report_markdown(result, quality=quality, outcome=outcome),
             description=f"TDM imputation of {table}: {sum(result.cells_imputed.values())} "
-            f"cells imputed, checks {'passed' if quality.passed else 'failed'}",
+            f"cells imputed, checks {'passed' if quality.passed else 'failed'}"
+            + (f", {len(quality.warnings)} warned" if quality.warnings else ""),
         )
         create_markdown_artifact(
             key=artifact_key("statistics", table),
