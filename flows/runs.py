@@ -177,17 +177,25 @@ _REPORTED = "_tdm_reported"
 """Set on an unforeseen error `run_guarded` has logged with its traceback."""
 
 
+_TASK_FAILED = "Task run failed with"
+"""How the record begins that Prefect's task engine logs when a task run fails: with " - Retry"
+when it is retried."""
+
+
 class _LeaveOutForeseenTracebacks(logging.Filter):
     """Drops the traceback of a foreseen error from a run's log record, and marks the record;
     drops the engine's closing record of a foreseen error, which repeats the Failed state, and
-    of an unforeseen one `run_guarded` logged with its traceback."""
+    of an unforeseen one `run_guarded` logged with its traceback; drops a task's failure record
+    of a foreseen error that is not retried (the flow's own error line says it, without
+    Prefect's repr of the error)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         foreseen = isinstance(error, PipelineError)
-        if str(record.msg).startswith(_ENGINE_EXIT) and (
-            foreseen or getattr(error, _REPORTED, False)
-        ):
+        message = str(record.msg)
+        if message.startswith(_ENGINE_EXIT) and (foreseen or getattr(error, _REPORTED, False)):
+            return False
+        if foreseen and message.startswith(_TASK_FAILED) and " - Retry " not in message:
             return False
         if not foreseen:
             return True

@@ -101,7 +101,7 @@ class ImputeOptions:
             checked = PipelineSettings.model_validate(chosen)
         except ValidationError as error:
             problems = "; ".join(
-                f"{e['loc'][0]} {e['input']!r}: {problem(e)}" for e in error.errors()
+                f"{e['loc'][0]}: {problem(e)} (given: {e['input']!r})" for e in error.errors()
             )
             raise PipelineInputError(
                 f'Invalid run settings for table "{table}": {problems}.'
@@ -362,7 +362,7 @@ def describe_result(result: ImputeTableResult) -> str:
     if result.model_version is not None:
         return describe_increment(result)
     replaced = " (it replaced the existing table of that name)" if result.replaced_existing else ""
-    if result.target_table == result.source_table:  # --replace-source: an UPDATE in place
+    if result.target_table == result.source_table:  # replace_source: an UPDATE in place
         replaced = " in place (only its missing cells were updated; its definition was kept)"
     if result.status == "copied" and result.target_table == result.source_table:
         return (

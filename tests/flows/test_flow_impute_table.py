@@ -362,6 +362,6 @@ def test_a_bad_run_setting_is_refused_naming_the_table_the_setting_and_its_value
     the table nor the value given."""
     state = impute_table("readings", db_path=warehouse, range_factor=-3, return_state=True)
     assert _failed(state) == (
-        'Invalid run settings for table "readings": range_factor -3.0: Input should be greater '
-        "than 0."
+        'Invalid run settings for table "readings": range_factor: Input should be greater than '
+        "0 (given: -3.0)."
     )
