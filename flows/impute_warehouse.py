@@ -15,7 +15,7 @@ from prefect import flow, get_run_logger
 from flows.incremental import IncrementalRequest, impute_apart
 from flows.notify import notify_failure
 from flows.partitioned import count_rows_to_partition
-from flows.runners import describe_runner, gpu_annotation, started_runner
+from flows.runners import describe_runner, gpu_annotation, runner_result, started_runner
 from flows.runs import (
     DRY_RUN_TAG,
     OUTCOME,
@@ -219,7 +219,11 @@ def _impute_warehouse(
         )
         for table, ready in prepared.items():  # written one at a time, in config order
             try:
-                outcome = futures[table].result() if table in futures else None
+                outcome = (
+                    runner_result(futures[table], settings, table, "the fit")
+                    if table in futures
+                    else None
+                )
                 results[table] = finish_table(ready, outcome, options[table], dry_run=dry_run)
             except Exception as error:
                 failures[table] = _reason(error, table, unexpected, busy)

@@ -31,7 +31,7 @@ from flows.partitioned import (
     profile_request,
     scale_by_profile,
 )
-from flows.runners import gpu_annotation
+from flows.runners import gpu_annotation, runner_result
 from flows.runs import OUTCOME, for_table
 from flows.settings import PipelineSettings
 from flows.steps import (
@@ -458,7 +458,10 @@ def _transform(
         parameters = partition_parameters(model.imputer, part, table, index, options)
         with gpu_annotation(settings):
             futures.append(runner.submit(task, parameters=parameters))
-    parts: list[Imputed] = [future.result() for future in futures]
+    parts: list[Imputed] = [
+        runner_result(future, settings, table, f"partition {index + 1} of {len(futures)}")
+        for index, future in enumerate(futures)
+    ]
     draws = [p.draws for p in parts if p.draws is not None]
     return Imputed(
         pd.concat([p.frame for p in parts]),

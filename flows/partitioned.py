@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import get_run_logger
 
-from flows.runners import gpu_annotation, runner_width
+from flows.runners import gpu_annotation, runner_result, runner_width
 from flows.runs import for_table
 from flows.settings import PipelineSettings
 from flows.steps import ImputeOptions, dry_run_result, log_plan, plan_for_rows, table_result
@@ -124,7 +124,7 @@ def impute_partitioned(
         write.create_stage(sample, plan)
 
         clock = time.perf_counter()
-        pending: deque[tuple[Any, Any]] = deque()
+        pending: deque[tuple[Any, Any, int]] = deque()
         reports = []
         staged = 0
         tags = gpu_tags(options, settings)
@@ -135,11 +135,16 @@ def impute_partitioned(
             transform = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
             with gpu_annotation(settings):
                 future = runner.submit(transform, parameters=parameters)
-            pending.append((part, future))
+            pending.append((part, future, index))
             while len(pending) >= in_flight or (pending and index == len(profile.bounds) - 1):
-                done, future = pending.popleft()
+                done, future, number = pending.popleft()
                 with write.released():
-                    made: Imputed = future.result()
+                    made: Imputed = runner_result(
+                        future,
+                        settings,
+                        table,
+                        f"partition {number + 1} of {len(profile.bounds)}",
+                    )
                 imputed = unscale(made.frame, scaled.scaling, done.frame)
                 part_plan = plan_for_rows(plan, done.frame)
                 reports.append(_check(done, part_plan, imputed, options, profile))
@@ -309,7 +314,8 @@ def fit_on_runner(
     if written:
         parameters |= {"draws": options.draws, "fill": options.fill}
     with gpu_annotation(settings):
-        return runner.submit(task, parameters=parameters).result()  # type: ignore[no-any-return]
+        future = runner.submit(task, parameters=parameters)
+    return runner_result(future, settings, table, "the fit")  # type: ignore[no-any-return]
 
 
 def _with_partitioning(

@@ -9,15 +9,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.settings import PipelineSettings
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineError, PipelineInputError
 
-__all__ = ["describe_runner", "gpu_annotation", "runner_width", "started_runner", "task_runner"]
+__all__ = [
+    "NO_WORKER_SECONDS",
+    "describe_runner",
+    "gpu_annotation",
+    "runner_result",
+    "runner_width",
+    "started_runner",
+    "task_runner",
+]
+
+NO_WORKER_SECONDS = 120.0
+"""How long a run waits for a Dask cluster with no worker (none started yet, or all gone) to
+get one, before it fails saying so."""
+_POLL_SECONDS = 5.0
 
 
 def task_runner(settings: PipelineSettings) -> Any:
@@ -28,15 +42,25 @@ def task_runner(settings: PipelineSettings) -> Any:
 
     if settings.dask_address:
         return DaskTaskRunner(address=settings.dask_address)
-    return DaskTaskRunner(
-        cluster_kwargs={
-            "n_workers": settings.dask_workers,
-            "threads_per_worker": 1,
-            "processes": True,
-            "dashboard_address": None,  # no web server on a port nobody asked for
-            "env": _worker_env(settings.dask_workers, settings.torch_threads),
-        }
-    )
+    cluster = {
+        "n_workers": settings.dask_workers,
+        "threads_per_worker": 1,
+        "processes": True,
+        "dashboard_address": None,  # no web server on a port nobody asked for
+        "env": _worker_env(settings.dask_workers, settings.torch_threads),
+    }
+    if settings.dask_gpu:  # the local workers share this machine's GPU
+        import torch
+
+        if not torch.cuda.is_available():
+            raise PipelineInputError(
+                "TDM_DASK_GPU asks for the imputations to run on Dask workers with a GPU, but "
+                "this machine has no CUDA GPU for the local cluster's workers. Leave it out, or "
+                "give the address of a cluster whose workers offer one (TDM_DASK_ADDRESS; "
+                "`dask worker ... --resources GPU=1`)."
+            )
+        cluster["resources"] = {"GPU": 1}
+    return DaskTaskRunner(cluster_kwargs=cluster)
 
 
 @contextlib.contextmanager
@@ -55,9 +79,9 @@ def started_runner(settings: PipelineSettings) -> Iterator[Any]:
                 else f"is not an address ({error}); give it as tcp://HOST:PORT"
             )
             raise PipelineInputError(
-                f"The Dask scheduler at {settings.dask_address} (the --dask-address flag or "
-                f"TDM_DASK_ADDRESS) {problem}. Nothing was imputed; start the scheduler, or "
-                "leave the address out to run on a local cluster."
+                f"The Dask scheduler at {settings.dask_address} (TDM_DASK_ADDRESS, or `tdm "
+                f"warehouse --dask-address`) {problem}. Nothing was imputed; start the "
+                "scheduler, or leave the address out to run on a local cluster."
             ) from None
         yield runner
 
@@ -112,3 +136,62 @@ def gpu_annotation(settings: PipelineSettings) -> Iterator[None]:
 
     with dask.annotate(resources={"GPU": 1}):
         yield
+
+
+def runner_result(future: Any, settings: PipelineSettings, table: str, what: str) -> Any:
+    """`future.result()` of an imputation submitted to the runner of `settings`. On a Dask
+    cluster, what the cluster does to it is a `PipelineError` naming `table`, `what` ("the
+    fit", "partition 3") and the cluster, not a traceback or a wait for ever: a worker that
+    died running it (often out of memory), the scheduler lost, no worker able to run it, or
+    no worker at all for `NO_WORKER_SECONDS`."""
+    if settings.task_runner != "dask":
+        return future.result()
+    import distributed
+
+    def failed(reason: str) -> PipelineError:
+        return PipelineError(
+            f'Table "{table}": {what} failed on the {describe_runner(settings)}: {reason}. '
+            f'Nothing of "{table}" was written.'
+        )
+
+    inner = future.wrapped_future
+    alone_since: float | None = None
+    try:
+        while True:
+            try:  # the wrapped future holds the task's final state: only the cluster raises
+                inner.result(timeout=_POLL_SECONDS)
+                break
+            except distributed.TimeoutError:
+                if _usable_workers(inner.client, settings):
+                    alone_since = None
+                    continue
+                now = time.monotonic()
+                alone_since = alone_since or now
+                if now - alone_since >= NO_WORKER_SECONDS:
+                    inner.cancel()
+                    gpu = " offering the GPU resource TDM_DASK_GPU asks for" * settings.dask_gpu
+                    raise failed(
+                        f"the cluster has had no worker{gpu} for {NO_WORKER_SECONDS:g} s (none "
+                        "started, or all stopped); start workers on it and run again"
+                    ) from None
+        return future.result()
+    except distributed.scheduler.KilledWorker:
+        raise failed(
+            "the workers that ran it died (most often out of memory: lower TDM_PARTITION_ROWS "
+            "or TDM_MAX_FIT_ROWS, or give the workers more memory)"
+        ) from None
+    except distributed.scheduler.NoValidWorkerError:
+        raise failed(
+            "no worker can run it (with TDM_DASK_GPU, none offers the GPU resource)"
+        ) from None
+    except (distributed.client.FutureCancelledError, distributed.comm.CommClosedError) as error:
+        raise failed(f"the connection to the Dask scheduler was lost ({error})") from None
+
+
+def _usable_workers(client: Any, settings: PipelineSettings) -> int:
+    """How many workers of `client`'s cluster can run an imputation (one offering a `GPU`
+    resource, with `TDM_DASK_GPU`)."""
+    workers = client.scheduler_info().get("workers", {}).values()
+    if not settings.dask_gpu:
+        return len(workers)
+    return sum(1 for worker in workers if (worker.get("resources") or {}).get("GPU"))

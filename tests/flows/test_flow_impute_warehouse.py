@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import flows.runners as runners
 from cli.console import QUIET, quiet_children
 from flows.impute_warehouse import WarehouseRunError, impute_warehouse
-from flows.runners import gpu_annotation, started_runner, task_runner
+from flows.runners import gpu_annotation, runner_result, started_runner, task_runner
 from flows.settings import PipelineSettings
-from tasks.errors import PipelineInputError, WarehouseBusyError
+from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tests.failures import refused
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
@@ -287,3 +288,66 @@ def test_dask_workers_take_the_pipeline_s_thread_setting() -> None:
     assert _worker_env(2, 3)["OMP_NUM_THREADS"] == "3"
     share = str(max(1, (os.cpu_count() or 1) // 2))
     assert _worker_env(2, 0)["OMP_NUM_THREADS"] == share == _worker_env(2)["OMP_NUM_THREADS"]
+
+
+def _raise(error: Exception) -> None:
+    raise error
+
+
+class _Future:
+    """A Prefect future of a Dask task, around its `wrapped_future`."""
+
+    def __init__(self, wrapped: object) -> None:
+        self.wrapped_future = wrapped
+
+    def result(self) -> object:
+        return self.wrapped_future.result(timeout=None)  # type: ignore[attr-defined]
+
+
+def test_a_dask_worker_that_died_fails_the_table_by_name_not_as_a_bug() -> None:
+    """Bug: a worker killed running a partition (most often out of memory) ended `tdm impute`
+    in "unexpected error: KilledWorker ... This is a bug in tdm" (exit 1), without the table."""
+    from distributed.scheduler import KilledWorker
+
+    error = KilledWorker("impute_partition-2f3d", None, 3)
+    killed = _Future(type("Killed", (), {"result": lambda self, timeout: _raise(error)})())
+    settings = PipelineSettings(task_runner="dask")
+    with pytest.raises(PipelineError) as raised:
+        runner_result(killed, settings, "sales", "partition 3 of 20")
+    assert str(raised.value).startswith(
+        'Table "sales": partition 3 of 20 failed on the local Dask cluster (2 workers): the '
+        "workers that ran it died (most often out of memory: lower TDM_PARTITION_ROWS"
+    )
+    assert str(raised.value).endswith('Nothing of "sales" was written.')
+
+
+def test_a_dask_cluster_without_workers_fails_the_table_after_a_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bug: a scheduler with no worker (none started, or all killed mid-run) made the run wait
+    for ever, saying nothing; it fails once the cluster has had none for NO_WORKER_SECONDS."""
+    import distributed
+
+    monkeypatch.setattr(runners, "NO_WORKER_SECONDS", 0.5)
+    monkeypatch.setattr(runners, "_POLL_SECONDS", 0.2)
+    settings = PipelineSettings(task_runner="dask", dask_address="tcp://127.0.0.1:1")
+    with (
+        distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        waiting = _Future(client.submit(sum, [1, 2]))
+        with pytest.raises(PipelineError, match=r"no worker for 0.5 s \(none started"):
+            runner_result(waiting, settings, "sales", "the fit")
+
+
+def test_a_local_dask_cluster_asked_for_a_gpu_on_a_machine_without_one_is_refused() -> None:
+    """Bug: TDM_DASK_GPU on the local cluster (whose workers offered no GPU) left the fit
+    unscheduled for ever; without CUDA it is refused, with CUDA each worker offers it."""
+    import torch
+
+    settings = PipelineSettings(task_runner="dask", dask_gpu=True)
+    if torch.cuda.is_available():
+        assert task_runner(settings).cluster_kwargs["resources"] == {"GPU": 1}
+        return
+    with pytest.raises(PipelineInputError, match="this machine has no CUDA GPU"):
+        task_runner(settings)
