@@ -153,14 +153,19 @@ def impute_partitioned(
                 )
                 write.stage(part_plan, done, imputed, run.run_id, draws)
                 staged += 1
-                logger.info(
-                    "Table %r: partition %d of %d imputed, checked and staged (%d rows, %d cells)",
-                    plan.source_table,
-                    staged,
-                    len(profile.bounds),
-                    len(done.frame),
-                    part_plan.n_missing,
-                )
+                if _progress_line(staged, len(profile.bounds)):
+                    cells = part_plan.n_missing
+                    logger.info(
+                        "Table %r: partition %d of %d imputed, checked and staged (%d row%s, "
+                        "%d cell%s)",
+                        plan.source_table,
+                        staged,
+                        len(profile.bounds),
+                        len(done.frame),
+                        "s" * (len(done.frame) != 1),
+                        cells,
+                        "s" * (cells != 1),
+                    )
         seconds["impute-check-write"] = time.perf_counter() - clock
         outcome = _with_partitioning(
             fitted.outcome, options, settings, len(sample.frame), len(profile.bounds)
@@ -183,6 +188,12 @@ def impute_partitioned(
         result, source=sample, imputed=sample_imputed, quality=lineage.quality, outcome=outcome
     )
     return result
+
+
+def _progress_line(done: int, total: int) -> bool:
+    """Whether the `done`th of `total` partitions gets its log line: each of up to 20, else
+    the first, the last and one at every tenth."""
+    return total <= 20 or done in (1, total) or done * 10 // total != (done - 1) * 10 // total
 
 
 def _dry_run(

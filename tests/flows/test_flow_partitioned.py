@@ -219,3 +219,11 @@ def test_every_column_type_keeps_its_observed_cells_in_partitions(
             assert con.execute(unset).fetchall()[0][0] == 0, name
     assert result.cells_imputed["s"] and result.cells_imputed["e"]  # labels, partitioned too
     assert column_types(db, "every_type_imputed") == source_types
+
+
+def test_many_partitions_log_a_line_at_every_tenth_not_each() -> None:
+    """Bug: 500 partitions logged 500 lines; up to 20 still log one each."""
+    from flows.partitioned import _progress_line
+
+    assert [n for n in range(1, 501) if _progress_line(n, 500)] == [1, *range(50, 501, 50)]
+    assert all(_progress_line(n, 20) for n in range(1, 21))
