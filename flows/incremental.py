@@ -46,6 +46,7 @@ from flows.steps import (
     table_result,
 )
 from tasks.artifacts import log_quality_warnings, publish_run_report
+from tasks.draws import unmeasured_note
 from tasks.drift import DriftReport, measure_drift, profile_columns
 from tasks.errors import PipelineInputError, setting
 from tasks.impute import impute_partition
@@ -458,10 +459,12 @@ def _transform(
         parameters = partition_parameters(model.imputer, part, table, index, options)
         with gpu_annotation(settings):
             futures.append(runner.submit(task, parameters=parameters))
-    parts: list[Imputed] = [
-        runner_result(future, settings, table, f"partition {index + 1} of {len(futures)}")
-        for index, future in enumerate(futures)
-    ]
+    parts: list[Imputed] = []
+    for index, future in enumerate(futures):
+        where = f"partition {index + 1} of {len(futures)} of its new rows"
+        parts.append(runner_result(future, settings, table, where))
+        if parts[-1].unmeasured:
+            get_run_logger().warning("%s", unmeasured_note(table, where, parts[-1].unmeasured))
     draws = [p.draws for p in parts if p.draws is not None]
     return Imputed(
         pd.concat([p.frame for p in parts]),

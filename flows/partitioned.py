@@ -30,6 +30,7 @@ from flows.runs import for_table
 from flows.settings import PipelineSettings
 from flows.steps import ImputeOptions, dry_run_result, log_plan, plan_for_rows, table_result
 from tasks.artifacts import log_quality_warnings, publish_run_report
+from tasks.draws import unmeasured_note
 from tasks.impute import GPU_TAG, fit_model, impute_partition, uses_gpu
 from tasks.imputer_settings import imputer_device
 from tasks.lineage import LineageRecord, current_run
@@ -139,12 +140,10 @@ def impute_partitioned(
             while len(pending) >= in_flight or (pending and index == len(profile.bounds) - 1):
                 done, future, number = pending.popleft()
                 with write.released():
-                    made: Imputed = runner_result(
-                        future,
-                        settings,
-                        table,
-                        f"partition {number + 1} of {len(profile.bounds)}",
-                    )
+                    where = f"partition {number + 1} of {len(profile.bounds)}"
+                    made: Imputed = runner_result(future, settings, table, where)
+                if made.unmeasured:
+                    logger.warning("%s", unmeasured_note(table, where, made.unmeasured))
                 imputed = unscale(made.frame, scaled.scaling, done.frame)
                 part_plan = plan_for_rows(plan, done.frame)
                 reports.append(_check(done, part_plan, imputed, options, profile))

@@ -15,7 +15,15 @@ import pandas as pd
 from tasks.frames import holds_numbers
 from tasks.results import CellDraws, Imputed
 
-__all__ = ["FILLS", "HIGH_QUANTILE", "LOW_QUANTILE", "Fill", "draw_imputation", "summarise_draws"]
+__all__ = [
+    "FILLS",
+    "HIGH_QUANTILE",
+    "LOW_QUANTILE",
+    "Fill",
+    "draw_imputation",
+    "summarise_draws",
+    "unmeasured_note",
+]
 
 Fill = Literal["point", "draw"]
 """What a run writes into the missing cells: each cell's best guess, or one draw of the table."""
@@ -37,9 +45,34 @@ def draw_imputation(
     completions = imputer.sample(frame, n_draws=max(n_draws, 1), random_state=seed)
     completions = [c.set_axis(frame.index, axis=0)[list(frame.columns)] for c in completions]
     written = completions[0] if fill == "draw" else filled
+    # The error is measured on the rows' own observed cells: of a column they hold at most
+    # one of, none, and its draws are the point (no interval is recorded for its cells).
+    unmeasured = tuple(
+        name
+        for name in frame.columns
+        if frame[name].isna().any()
+        and frame[name].notna().sum() < 2
+        and holds_numbers(filled[name])
+    )
     if n_draws < 2:
-        return Imputed(written)
-    return Imputed(written, summarise_draws(completions, written, frame.isna()))
+        return Imputed(written, unmeasured=unmeasured)
+    draws = summarise_draws(completions, written, frame.isna())
+    for name in unmeasured:
+        draws.low[name] = draws.high[name] = np.nan
+    return Imputed(written, draws, unmeasured)
+
+
+def unmeasured_note(table: str, where: str, columns: tuple[str, ...]) -> str:
+    """The warning naming the `columns` of `table` whose error the rows `where` ("partition 3
+    of 20") could not measure (`Imputed.unmeasured`)."""
+    names = ", ".join(f'"{name}"' for name in columns)
+    return (
+        f'Table "{table}", {where}: {names} {"holds" if len(columns) == 1 else "hold"} at most '
+        "one observed value in these rows, so "
+        "the imputation's error could not be measured there: their imputed cells' draws are "
+        "their best guess, with no interval (low and high NULL in tdm_imputed_cells). Larger "
+        "partitions (TDM_PARTITION_ROWS) hold more observed values."
+    )
 
 
 def summarise_draws(

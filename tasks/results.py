@@ -51,10 +51,13 @@ class CellDraws:
 
 @dataclass(frozen=True, eq=False)
 class Imputed:
-    """Rows with their missing cells filled, and what their draws show (None: none made)."""
+    """Rows with their missing cells filled, and what their draws show (None: none made);
+    `unmeasured`: the numeric columns whose error these rows could not measure (at most one
+    observed cell here), whose draws are their point imputation and cells have no interval."""
 
     frame: pd.DataFrame
     draws: CellDraws | None = None
+    unmeasured: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

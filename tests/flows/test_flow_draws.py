@@ -184,3 +184,32 @@ def test_a_decimal_column_s_draws_are_recorded_at_its_scale(tmp_path: Path) -> N
     ends = cells.to_numpy()
     np.testing.assert_array_equal(ends, np.round(ends, 2))
     assert (ends[:, 0] <= ends[:, 1]).all()
+
+
+def test_a_partition_without_observed_values_of_a_column_records_no_interval_for_it(
+    tmp_path: Path,
+    make_readings: Callable[..., pd.DataFrame],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Bug: a partition whose rows held no value of a column (a column added lately, rows in
+    time order) recorded zero-width intervals for its cells, claiming a certainty nobody
+    measured. They get none (low, high NULL), and the run warns naming table, partition and
+    column; the other partitions' cells keep theirs."""
+    db = tmp_path / "warehouse.duckdb"
+    make_readings(db, table="readings", n_rows=150, seed=5)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE readings SET humidity = NULL WHERE id <= 50")  # partition 1
+    monkeypatch.setenv("TDM_MAX_FIT_ROWS", "60")
+    monkeypatch.setenv("TDM_PARTITION_ROWS", "50")
+    monkeypatch.setenv("TDM_MAX_ITER", "10")
+    run = impute_table("readings", db_path=str(db), key="id", draws=3)
+    cells = read(
+        db,
+        "SELECT row_key::INTEGER AS id, low, high FROM tdm_imputed_cells "
+        f"WHERE run_id = '{run.run_id}' AND column_name = 'humidity'",
+    )
+    first = cells["id"] <= 50
+    assert first.sum() == 50 and cells.loc[first, ["low", "high"]].isna().all().all()
+    assert cells.loc[~first, ["low", "high"]].notna().all().all() and (~first).sum() > 0
+    assert 'Table "readings", partition 1 of 3: "humidity" holds at most one' in caplog.text
