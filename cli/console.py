@@ -110,19 +110,25 @@ class _QuietFormatter(logging.Formatter):
 
 def quiet_children(verbosity: int) -> Callable[[], None]:
     """Under `-q`, the processes this command starts (a local Dask cluster's workers) print no
-    log line either: their Prefect console handler is set to CRITICAL through Prefect's logging
-    variable, unless the user set it. Returns what puts the environment back."""
-    if verbosity > QUIET or _CHILD_CONSOLE in os.environ:
+    log line nor warning either: their Prefect console handler is set to CRITICAL through
+    Prefect's logging variable, and Python's warnings off through `PYTHONWARNINGS`, each unless
+    the user set it. Returns what puts the environment back."""
+    if verbosity > QUIET:
         return lambda: None
-    os.environ[_CHILD_CONSOLE] = "CRITICAL"
+    quiet = {_CHILD_CONSOLE: "CRITICAL", _CHILD_WARNINGS: "ignore"}
+    added = [name for name in quiet if name not in os.environ]
+    for name in added:
+        os.environ[name] = quiet[name]
 
     def restore() -> None:
-        os.environ.pop(_CHILD_CONSOLE, None)
+        for name in added:
+            os.environ.pop(name, None)
 
     return restore
 
 
 _CHILD_CONSOLE = "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"
+_CHILD_WARNINGS = "PYTHONWARNINGS"
 
 
 def show_logs(verbosity: int) -> None:

@@ -110,20 +110,24 @@ def test_a_served_record_is_shown_without_its_traceback_its_lines_indented() -> 
 
 
 def test_quiet_silences_the_consoles_of_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """-q sets Prefect's console level for the processes a run starts (Dask workers) and puts
-    the environment back; other levels, and a level the user set, are left alone."""
-    name = "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"
+    """-q sets Prefect's console level and Python's warnings off for the processes a run starts
+    (Dask workers; bug: a library warning printed on a worker passed -q, with its source line)
+    and puts the environment back; other levels, and a setting the user made, are left
+    alone."""
+    name, warned = "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "PYTHONWARNINGS"
     monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(warned, raising=False)
     for verbosity in (DEFAULT, VERBOSE):
         quiet_children(verbosity)()
-        assert name not in os.environ
+        assert name not in os.environ and warned not in os.environ
     restore = quiet_children(QUIET)
-    assert os.environ[name] == "CRITICAL"
+    assert os.environ[name] == "CRITICAL" and os.environ[warned] == "ignore"
     restore()
-    assert name not in os.environ
+    assert name not in os.environ and warned not in os.environ
     monkeypatch.setenv(name, "DEBUG")
+    monkeypatch.setenv(warned, "default")
     quiet_children(QUIET)()
-    assert os.environ[name] == "DEBUG"
+    assert os.environ[name] == "DEBUG" and os.environ[warned] == "default"
 
 
 @pytest.mark.usefixtures("prefect_harness")
