@@ -167,6 +167,11 @@ def serve_here(
             "would fail: give the path of an existing DuckDB file."
         )
     database = nightly_database(specs, given)
+    nightly = nightly_spec(specs)  # its page in the UI names the file (no db_path parameter)
+    described = nightly.model_copy(
+        update={"description": f"{nightly.description} Warehouse: {database[0]}."}
+    )
+    specs = [described if spec is nightly else spec for spec in specs]
     threads = pipeline.torch_threads if torch_threads is None else torch_threads
     run_env = served_environment(specs, torch_threads=threads, db_path=db_path, environ=os.environ)
     check_known_variables({**os.environ, **run_env})  # prefect.yaml's: every run gets them

@@ -366,8 +366,9 @@ def test_schedule_your_own_tables_as_the_readme_says(served: Served) -> None:
     nightly = response.json()
     config = served.tmp / "tables.yaml"
     assert nightly["parameters"] == {"config": str(config)}
-    assert nightly["description"] == (
-        f"Impute every table listed in {config}, every day at 03:30 (Europe/Berlin)."
+    assert nightly["description"] == (  # bug: the page named no file (no db_path parameter)
+        f"Impute every table listed in {config}, every day at 03:30 (Europe/Berlin). "
+        f"Warehouse: {served.db}."
     )
     ((schedule, slug),) = [(item["schedule"], item["slug"]) for item in nightly["schedules"]]
     assert (schedule["cron"], schedule["timezone"]) == ("30 3 * * *", "Europe/Berlin")
