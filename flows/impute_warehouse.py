@@ -34,7 +34,7 @@ from flows.steps import (
     prepare_table,
 )
 from schemas.warehouse import WarehouseConfig, WarehouseConfigError, load_warehouse_config
-from tasks.artifacts import publish_warehouse_report
+from tasks.artifacts import publish_warehouse_report, warehouse_report_markdown
 from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
 from tasks.impute import impute_task_for
 from tasks.imputer_settings import environment_settings, imputer_settings
@@ -248,7 +248,12 @@ def _impute_warehouse(
         if dry_run or table.model_version is None:  # an incremental run logged its own
             logger.info("%s", describe_result(table), extra={OUTCOME: True})
     if not dry_run:
-        publish_warehouse_report(Path(config).stem, db, results, failures)
+        name = Path(config).stem
+        publish_warehouse_report(
+            name,
+            warehouse_report_markdown(name, db, results, failures),
+            f"Warehouse run {name}: {len(results)} tables written, {len(failures)} failed",
+        )
     if failures:
         listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
         if dry_run:

@@ -394,22 +394,14 @@ def warehouse_report_markdown(
     return "\n".join(lines)
 
 
-def publish_warehouse_report(
-    name: str,
-    db_path: str,
-    results: Mapping[str, ImputeTableResult],
-    failures: Mapping[str, str],
-) -> None:
-    """Publish `warehouse_report_markdown` as the artifact `tdm-warehouse-<name>` (a no-op
-    outside a flow run; a failure to publish is a warning)."""
+def publish_warehouse_report(name: str, markdown: str, description: str) -> None:
+    """Publish a warehouse run's `markdown` (`warehouse_report_markdown`) as the artifact
+    `tdm-warehouse-<name>` (a no-op outside a flow run; a failure to publish is a warning)."""
     if FlowRunContext.get() is None:
         return
     try:
         create_markdown_artifact(
-            key=artifact_key("warehouse", name),
-            markdown=warehouse_report_markdown(name, db_path, results, failures),
-            description=f"Warehouse run {name}: {len(results)} tables written, "
-            f"{len(failures)} failed",
+            key=artifact_key("warehouse", name), markdown=markdown, description=description
         )
     except Exception as error:  # the tables are committed: monitoring must not fail the run
         get_run_logger().warning(
