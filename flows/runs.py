@@ -182,12 +182,17 @@ _TASK_FAILED = "Task run failed with"
 when it is retried."""
 
 
+_HOOK_RECORDS = ("Running hook", "Hook ")
+"""How Prefect's records of a state hook's call begin (running it, and how it ended)."""
+
+
 class _LeaveOutForeseenTracebacks(logging.Filter):
     """Drops the traceback of a foreseen error from a run's log record, and marks the record;
     drops the engine's closing record of a foreseen error, which repeats the Failed state, and
     of an unforeseen one `run_guarded` logged with its traceback; drops a task's failure record
     of a foreseen error that is not retried (the flow's own error line says it, without
-    Prefect's repr of the error)."""
+    Prefect's repr of the error), and Prefect's records of calling the failure-notification
+    hook, which read as a notification sent when none is set up."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
@@ -197,6 +202,8 @@ class _LeaveOutForeseenTracebacks(logging.Filter):
             return False
         if foreseen and message.startswith(_TASK_FAILED) and " - Retry " not in message:
             return False
+        if message.startswith(_HOOK_RECORDS) and "'notify_failure'" in record.getMessage():
+            return False  # it logs what it did itself (nothing, with no TDM_NOTIFY_URL)
         if not foreseen:
             return True
         record.exc_info, record.exc_text = None, None
