@@ -59,9 +59,12 @@ record of another process may reach the API after newer ones (they are sent ever
 LOG_PAGE = 200  # records per read (the API's default limit)
 
 LOG_QUIET = 3.0
-"""Seconds without a new record after which a run that has ended is taken to have logged all:
-its failure hook logs after the final state, and records reach the API every 2 s."""
-LOG_SETTLE_MAX = 10.0
+"""Seconds without a new record after which a run that has ended is taken to have logged all
+(records reach the API every 2 s) ..."""
+LOG_QUIET_FAILED = 8.0
+"""... or, for a run that failed, after which its failure hook, which logs whether the
+notification was delivered (in at most `flows.notify.NOTIFY_TIMEOUT_SECONDS`), has logged."""
+LOG_SETTLE_MAX = 12.0
 """At most this long after the final state, the run's last records are waited for."""
 
 REPORT_KEY_PREFIX = "tdm-report-"  # the run report artifacts the impute flows publish
@@ -249,7 +252,8 @@ class _Watch:
             self._report(flow_run.state)
             state = flow_run.state
             if state is not None and state.is_final():
-                self._settle_logs(poll)
+                failed = state.is_failed() or state.is_crashed()
+                self._settle_logs(poll, LOG_QUIET_FAILED if failed else LOG_QUIET)
                 return flow_run, False
             now = time.monotonic()
             waiting = state is None or state.is_scheduled()
@@ -315,9 +319,9 @@ class _Watch:
                 return
             offset += LOG_PAGE
 
-    def _settle_logs(self, poll: float) -> None:
+    def _settle_logs(self, poll: float, quiet: float) -> None:
         """Pass on the records an ended run logs after its final state (its failure hook's,
-        the last batch): read until none came for `LOG_QUIET` s, for `LOG_SETTLE_MAX` s at most."""
+        the last batch): read until none came for `quiet` s, for `LOG_SETTLE_MAX` s at most."""
         if self.on_log is None:
             return
         started = last_new = time.monotonic()
@@ -327,7 +331,7 @@ class _Watch:
             now = time.monotonic()
             if len(self.logged) > seen:
                 last_new = now
-            if now - last_new >= LOG_QUIET or now - started >= LOG_SETTLE_MAX:
+            if now - last_new >= quiet or now - started >= LOG_SETTLE_MAX:
                 return
             time.sleep(max(poll, 0.5))
 
@@ -341,22 +345,24 @@ class _Watch:
 
     def _cancel(self, reason: str) -> None:
         """Cancel the run: one not started goes to Cancelled, a running one is stopped by its
-        runner (Cancelling, then Cancelled). The reason is logged on the run first: the server
-        keeps no message of the Cancelling state once the run is Cancelled."""
+        runner (Cancelling, then Cancelled). The reason is logged on the run once the server took
+        the cancel: it keeps no message of the Cancelling state once the run is Cancelled."""
         from prefect.client.schemas.actions import LogCreate
         from prefect.client.schemas.objects import State, StateType
+        from prefect.client.schemas.responses import SetStateStatus
 
-        record = LogCreate(
-            name="tdm.run",
-            level=logging.WARNING,
-            message=f"Cancelled: {reason}.",
-            timestamp=datetime.now(UTC),
-            flow_run_id=self.run.id,
-        )
-        self.client.create_logs([record])
-        self.client.set_flow_run_state(
+        asked = self.client.set_flow_run_state(
             self.run.id, State(type=StateType.CANCELLING, message=reason)
         )
+        if asked.status == SetStateStatus.ACCEPT:
+            record = LogCreate(
+                name="tdm.run",
+                level=logging.WARNING,
+                message=f"Cancelled: {reason}.",
+                timestamp=datetime.now(UTC),
+                flow_run_id=self.run.id,
+            )
+            self.client.create_logs([record])
         self._report(self.client.read_flow_run(self.run.id).state)
 
 

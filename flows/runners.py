@@ -162,6 +162,8 @@ def runner_result(future: Any, settings: PipelineSettings, table: str, what: str
                 inner.result(timeout=_POLL_SECONDS)
                 break
             except distributed.TimeoutError:
+                if inner.done():  # it ended in a timeout of its own: `future.result()` says
+                    break
                 if _usable_workers(inner.client, settings):
                     alone_since = None
                     continue
@@ -184,8 +186,13 @@ def runner_result(future: Any, settings: PipelineSettings, table: str, what: str
         raise failed(
             "no worker can run it (with TDM_DASK_GPU, none offers the GPU resource)"
         ) from None
-    except (distributed.client.FutureCancelledError, distributed.comm.CommClosedError) as error:
+    except distributed.comm.CommClosedError as error:
         raise failed(f"the connection to the Dask scheduler was lost ({error})") from None
+    except distributed.client.FutureCancelledError as error:
+        reason = str(getattr(error, "reason", "") or "")
+        if "connection-lost" in reason:
+            raise failed(f"the connection to the Dask scheduler was lost ({reason})") from None
+        raise failed(f"its Dask task was cancelled ({reason or 'no reason given'})") from None
 
 
 def _usable_workers(client: Any, settings: PipelineSettings) -> int:

@@ -10,6 +10,7 @@ from uuid import uuid4
 import httpx
 import pytest
 
+import deployments.trigger as trigger
 from deployments.trigger import CreatedRun, _Watch
 from tasks.errors import PipelineError
 
@@ -54,9 +55,12 @@ class _EndedRun:
         return [self.late] if time.monotonic() - self.ended > 1.0 else []
 
 
-def test_records_logged_after_the_final_state_are_passed_on() -> None:
+def test_records_logged_after_the_final_state_are_passed_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Bug: `tdm run` read the run's log once when the run ended, and missed what came after
     (the failure notification's warning, the last batch): it reads until the log is quiet."""
+    monkeypatch.setattr(trigger, "LOG_QUIET_FAILED", 2.0)
     run = CreatedRun(uuid4(), "impute-sales", "impute-table/impute-table", "http://ui/runs/1")
     shown: list[object] = []
     client = _EndedRun()

@@ -351,3 +351,19 @@ def test_a_local_dask_cluster_asked_for_a_gpu_on_a_machine_without_one_is_refuse
         return
     with pytest.raises(PipelineInputError, match="this machine has no CUDA GPU"):
         task_runner(settings)
+
+
+def test_a_dask_task_that_ended_in_a_timeout_of_its_own_raises_it_not_a_wait() -> None:
+    """Review: a finished task whose own error was a TimeoutError read as "not done yet", and
+    the wait went on for ever."""
+
+    class TimedOut:
+        def result(self, timeout: float | None) -> None:
+            raise TimeoutError("the task's own")
+
+        def done(self) -> bool:
+            return True
+
+    settings = PipelineSettings(task_runner="dask")
+    with pytest.raises(TimeoutError, match="the task's own"):
+        runner_result(_Future(TimedOut()), settings, "sales", "the fit")
