@@ -245,13 +245,13 @@ def _impute_warehouse(
         raise next(iter(busy.values()))
     done = WarehouseResult(db, runner_name, results, dry_run, failed=tuple(failures))
     for table in results.values():
-        if dry_run or table.model_version is None:  # an incremental run logged its own
+        if table.model_version is None:  # an incremental run logged its own
             logger.info("%s", describe_result(table), extra={OUTCOME: True})
     if not dry_run:
         name = Path(config).stem
         publish_warehouse_report(
             name,
-            warehouse_report_markdown(name, db, results, failures),
+            lambda: warehouse_report_markdown(name, db, results, failures),
             f"Warehouse run {name}: {len(results)} tables written, {len(failures)} failed",
         )
     if failures:

@@ -27,6 +27,7 @@ from flows.partitioned import (
     fit_on_runner,
     gpu_tags,
     impute_partitioned,
+    log_unmeasured,
     partition_parameters,
     profile_request,
     scale_by_profile,
@@ -46,7 +47,6 @@ from flows.steps import (
     table_result,
 )
 from tasks.artifacts import log_quality_warnings, publish_run_report
-from tasks.draws import unmeasured_note
 from tasks.drift import DriftReport, measure_drift, profile_columns
 from tasks.errors import PipelineInputError, setting
 from tasks.impute import impute_partition
@@ -140,7 +140,8 @@ def impute_incremental(
         latest = latest_model(con, plan.target_table)
         reason = _refit_reason(exists, latest, incremental, settings)
         model: _Model | None = None
-        unplanned = False  # a refit the settings did not plan (a warning, not a note)
+        # a refit the settings did not plan (a warning, not a note): a target without a model
+        unplanned = exists and latest is None
         if reason is None and latest is not None:
             try:
                 imputer, scaling = load_model(
@@ -460,11 +461,13 @@ def _transform(
         with gpu_annotation(settings):
             futures.append(runner.submit(task, parameters=parameters))
     parts: list[Imputed] = []
+    unmeasured: dict[str, list[int]] = {}
     for index, future in enumerate(futures):
-        where = f"partition {index + 1} of {len(futures)} of its new rows"
-        parts.append(runner_result(future, settings, table, where))
-        if parts[-1].unmeasured:
-            get_run_logger().warning("%s", unmeasured_note(table, where, parts[-1].unmeasured))
+        where = f"partition {index + 1} of {len(futures)}"
+        parts.append(runner_result(future, settings, table, f"{where} of its new rows"))
+        for column in parts[-1].unmeasured:
+            unmeasured.setdefault(column, []).append(index + 1)
+    log_unmeasured(table, unmeasured, len(futures))
     draws = [p.draws for p in parts if p.draws is not None]
     return Imputed(
         pd.concat([p.frame for p in parts]),

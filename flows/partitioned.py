@@ -65,6 +65,7 @@ __all__ = [
     "fit_on_runner",
     "gpu_tags",
     "impute_partitioned",
+    "log_unmeasured",
     "partition_parameters",
     "profile_request",
     "scale_by_profile",
@@ -128,6 +129,7 @@ def impute_partitioned(
         pending: deque[tuple[Any, Any, int]] = deque()
         reports = []
         staged = 0
+        unmeasured: dict[str, list[int]] = {}  # column: the partitions that measured no error
         tags = gpu_tags(options, settings)
         for index, (start, stop) in enumerate(profile.bounds):
             part = profile.source(read_partition(write.con, profile, start, stop))
@@ -142,8 +144,8 @@ def impute_partitioned(
                 with write.released():
                     where = f"partition {number + 1} of {len(profile.bounds)}"
                     made: Imputed = runner_result(future, settings, table, where)
-                if made.unmeasured:
-                    logger.warning("%s", unmeasured_note(table, where, made.unmeasured))
+                for column in made.unmeasured:
+                    unmeasured.setdefault(column, []).append(number + 1)
                 imputed = unscale(made.frame, scaled.scaling, done.frame)
                 part_plan = plan_for_rows(plan, done.frame)
                 reports.append(_check(done, part_plan, imputed, options, profile))
@@ -166,6 +168,7 @@ def impute_partitioned(
                         "s" * (cells != 1),
                     )
         seconds["impute-check-write"] = time.perf_counter() - clock
+        log_unmeasured(table, unmeasured, len(profile.bounds))
         outcome = _with_partitioning(
             fitted.outcome, options, settings, len(sample.frame), len(profile.bounds)
         )
@@ -187,6 +190,19 @@ def impute_partitioned(
         result, source=sample, imputed=sample_imputed, quality=lineage.quality, outcome=outcome
     )
     return result
+
+
+def log_unmeasured(table: str, unmeasured: dict[str, list[int]], total: int) -> None:
+    """Warn, once per set of partitions, of the columns whose error these partitions could not
+    measure (`Imputed.unmeasured`), naming at most 10 of the partitions."""
+    by_parts: dict[tuple[int, ...], list[str]] = {}
+    for column, parts in unmeasured.items():
+        by_parts.setdefault(tuple(parts), []).append(column)
+    for parts, columns in by_parts.items():
+        listed = ", ".join(map(str, parts[:10])) + (", ..." if len(parts) > 10 else "")
+        where = f"partition{'s' * (len(parts) != 1)} {listed} of {total}"
+        advice = "Larger partitions (TDM_PARTITION_ROWS) hold more observed cells."
+        get_run_logger().warning("%s", unmeasured_note(table, where, columns, advice))
 
 
 def _progress_line(done: int, total: int) -> bool:

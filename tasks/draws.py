@@ -7,6 +7,7 @@ imputer's units; `tasks.scaling.inverse_scale_draws` maps them back to the data'
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import numpy as np
@@ -45,15 +46,7 @@ def draw_imputation(
     completions = imputer.sample(frame, n_draws=max(n_draws, 1), random_state=seed)
     completions = [c.set_axis(frame.index, axis=0)[list(frame.columns)] for c in completions]
     written = completions[0] if fill == "draw" else filled
-    # The error is measured on the rows' own observed cells: of a column they hold at most
-    # one of, none, and its draws are the point (no interval is recorded for its cells).
-    unmeasured = tuple(
-        name
-        for name in frame.columns
-        if frame[name].isna().any()
-        and frame[name].notna().sum() < 2
-        and holds_numbers(filled[name])
-    )
+    unmeasured = _unmeasured(frame.isna(), filled, completions)
     if n_draws < 2:
         return Imputed(written, unmeasured=unmeasured)
     draws = summarise_draws(completions, written, frame.isna())
@@ -62,17 +55,35 @@ def draw_imputation(
     return Imputed(written, draws, unmeasured)
 
 
-def unmeasured_note(table: str, where: str, columns: tuple[str, ...]) -> str:
-    """The warning naming the `columns` of `table` whose error the rows `where` ("partition 3
-    of 20") could not measure (`Imputed.unmeasured`)."""
+def _unmeasured(
+    missing: pd.DataFrame, filled: pd.DataFrame, completions: list[pd.DataFrame]
+) -> tuple[str, ...]:
+    """The numeric columns whose draws do not vary (every draw of each imputed cell the same;
+    one draw: the point imputation): the imputer measured no error of theirs, or one residual
+    (too few of their cells among these rows are observed to hide some and impute them
+    again), so they have no interval."""
+    found = []
+    for name in missing.columns:
+        cells = missing[name].to_numpy()
+        if not cells.any() or not holds_numbers(filled[name]):
+            continue
+        drawn = [c[name].to_numpy(dtype=np.float64)[cells] for c in completions]
+        same = drawn[0] if len(drawn) > 1 else filled[name].to_numpy(dtype=np.float64)[cells]
+        if all(np.array_equal(values, same) for values in drawn):
+            found.append(name)
+    return tuple(found)
+
+
+def unmeasured_note(table: str, where: str, columns: Iterable[str], advice: str = "") -> str:
+    """The warning naming the `columns` of `table` whose error the rows `where` ("partitions
+    1, 2 of 20") could not measure (`Imputed.unmeasured`), then `advice`."""
     names = ", ".join(f'"{name}"' for name in columns)
     return (
-        f'Table "{table}", {where}: {names} {"holds" if len(columns) == 1 else "hold"} at most '
-        "one observed value in these rows, so "
-        "the imputation's error could not be measured there: their imputed cells' draws are "
-        "their best guess, with no interval (low and high NULL in tdm_imputed_cells). Larger "
-        "partitions (TDM_PARTITION_ROWS) hold more observed values."
-    )
+        f'Table "{table}", {where}: the imputation\'s error of {names} could not be measured '
+        "(too few of their cells are observed there to hide some and impute them again): "
+        "their imputed cells' draws are their best guess, with no interval (low and high NULL "
+        f"in tdm_imputed_cells). {advice}"
+    ).rstrip()
 
 
 def summarise_draws(

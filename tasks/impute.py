@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
 from tasks.artifacts import artifact_key
-from tasks.draws import Fill, draw_imputation
+from tasks.draws import Fill, draw_imputation, unmeasured_note
 from tasks.errors import PipelineError, PipelineInputError
 from tasks.imputer_settings import imputer_device
 from tasks.logs import step_logger
@@ -275,7 +275,10 @@ def _draw(
             made,
             table,
         )
-    return draw_imputation(imputer, frame, filled, n_draws=draws, fill=fill, seed=seed)
+    made = draw_imputation(imputer, frame, filled, n_draws=draws, fill=fill, seed=seed)
+    if made.unmeasured:
+        step_logger(__name__).warning("%s", unmeasured_note(table, "its fit", made.unmeasured))
+    return made
 
 
 def uses_gpu(device: str) -> bool:

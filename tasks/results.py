@@ -52,8 +52,8 @@ class CellDraws:
 @dataclass(frozen=True, eq=False)
 class Imputed:
     """Rows with their missing cells filled, and what their draws show (None: none made);
-    `unmeasured`: the numeric columns whose error these rows could not measure (at most one
-    observed cell here), whose draws are their point imputation and cells have no interval."""
+    `unmeasured`: the numeric columns whose error these rows could not measure (too few
+    observed cells here), whose draws are their point imputation and cells have no interval."""
 
     frame: pd.DataFrame
     draws: CellDraws | None = None

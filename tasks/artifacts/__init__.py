@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -394,14 +394,15 @@ def warehouse_report_markdown(
     return "\n".join(lines)
 
 
-def publish_warehouse_report(name: str, markdown: str, description: str) -> None:
-    """Publish a warehouse run's `markdown` (`warehouse_report_markdown`) as the artifact
-    `tdm-warehouse-<name>` (a no-op outside a flow run; a failure to publish is a warning)."""
+def publish_warehouse_report(name: str, markdown: Callable[[], str], description: str) -> None:
+    """Publish what `markdown` makes (`warehouse_report_markdown`) as the artifact
+    `tdm-warehouse-<name>` (a no-op outside a flow run; a failure to make or publish it is a
+    warning: the tables are committed by then)."""
     if FlowRunContext.get() is None:
         return
     try:
         create_markdown_artifact(
-            key=artifact_key("warehouse", name), markdown=markdown, description=description
+            key=artifact_key("warehouse", name), markdown=markdown(), description=description
         )
     except Exception as error:  # the tables are committed: monitoring must not fail the run
         get_run_logger().warning(
