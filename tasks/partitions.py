@@ -115,7 +115,7 @@ def profile_table(
     passed = resolve_pass_through(info, request.pass_through)
     target_name = _resolve_target(info.qualified, request.target_table, False, target_suffix)
     src = info.sql
-    counts, empty, n_all = _label_counts(con, info)
+    counts, empty, n_all = _label_counts(con, info, nan_as_missing=request.nan_as_missing)
     mark = info.column(request.watermark) if request.watermark else None
     unchosen = passed if mark is None or request.columns else (*passed, mark.name)
     choice = resolve_columns(info, request.columns, key_name, unchosen, counts, n_all, empty)
@@ -217,17 +217,18 @@ def profile_table(
 
 
 def _label_counts(
-    con: duckdb.DuckDBPyConnection, info: TableInfo
+    con: duckdb.DuckDBPyConnection, info: TableInfo, *, nan_as_missing: bool = False
 ) -> tuple[LabelCounts, list[str], int]:
     """The `LabelCount` of each boolean, text and enum column, the numeric and label columns
-    whose every cell is NULL, and the table's rows: one scan for every column's labels and
-    observed cells, and a grouping for the labels held once only where they decide (a column
-    with a NULL and more than two labels)."""
+    whose every cell is NULL (or NaN, with `nan_as_missing`), and the table's rows: one scan
+    for every column's labels and observed cells, and a grouping for the labels held once only
+    where they decide (a column with a NULL and more than two labels)."""
     names = [c.name for c in info.columns if c.kind in LABELLED]
     numbers = [c.name for c in info.columns if c.is_numeric]
+    held = "count({0}) FILTER (WHERE NOT isnan({0}::DOUBLE))" if nan_as_missing else "count({0})"
     counts = "".join(
         f", count(DISTINCT {quote_identifier(n)}), count({quote_identifier(n)})" for n in names
-    ) + "".join(f", count({quote_identifier(n)})" for n in numbers)
+    ) + "".join(", " + held.format(quote_identifier(n)) for n in numbers)
     row = con.execute(f"SELECT count(*){counts} FROM {info.sql}").fetchall()[0]
     n_rows, found = int(row[0]), {}
     for j, name in enumerate(names):

@@ -162,7 +162,7 @@ def validate_input(
         if len(frame) >= MIN_ROWS
         and c.name in frame
         and frame[c.name].isna().all()
-        and not source.nan_cells.get(c.name)
+        and (nan_as_missing or not source.nan_cells.get(c.name))  # else NaN is refused
     ]
     choice = resolve_columns(table, columns, key_name, passed, counts, len(frame), empty)
     chosen = choice.chosen
@@ -462,12 +462,18 @@ def _chosen_columns(
             and c.name not in empty
             and (c.is_numeric or (c.kind is not None and by_default(c.name)))
         ]
+        if not chosen and (held := [c.name for c in table.columns if c.name in empty]):
+            raise PipelineInputError(
+                f'Table "{table.qualified}" has no column to impute: no cell of {_names(held)} '
+                "holds a value to learn from, and no other numeric column, nor text, enum or "
+                "boolean column with a NULL or with few labels, remains besides the key and "
+                f"the columns passed through (columns: {_describe(table)}). Nothing was written."
+            )
         if not chosen:
             raise PipelineInputError(
-                f'Table "{table.qualified}" has no column to impute: no numeric column with an '
-                "observed value, and no text, enum or boolean column with a NULL or with few "
-                "labels, that is not the key or passed through (columns: "
-                f"{_describe(table)})."
+                f'Table "{table.qualified}" has no column to impute: no numeric column, and no '
+                "text, enum or boolean column with a NULL or with few labels, that is not the "
+                f"key or passed through (columns: {_describe(table)})."
             )
         return chosen
     if not columns:

@@ -190,3 +190,30 @@ def test_columns_whose_every_cell_is_null_are_left_out_by_default(readings: Path
     assert plan.unobserved == whole.unobserved == ("humidity", "note")
     assert plan.columns == whole.columns and "humidity" not in plan.columns
     assert '"humidity", "note"' in plan_notes(plan)[-1]
+
+
+def test_a_column_of_nulls_and_nan_imputed_as_missing_is_left_out_as_an_empty_one(
+    readings: Path,
+) -> None:
+    """Review: with NaN imputed as missing, a column of NULL and NaN holds no value either; it
+    was refused as "every cell is NULL ... the columns you named" though none were named."""
+    with duckdb.connect(str(readings)) as con:
+        con.execute("UPDATE readings SET humidity = CASE WHEN id % 2 = 0 THEN 'nan' END")
+        request = TableRequest("readings", key="id", nan_as_missing=True)
+        plan = profile_table(
+            con, str(readings), request, target_suffix="_imputed", partition_rows=50
+        ).plan
+    source = load_table.fn(str(readings), "readings", "id")
+    whole = validate_input.fn(source, key="id", nan_as_missing=True)
+    assert plan.unobserved == whole.unobserved == ("humidity",)
+
+
+def test_a_table_whose_every_column_is_empty_is_refused_saying_so(tmp_path: Path) -> None:
+    """Review: the refusal said "no text, enum or boolean column with a NULL" of a table whose
+    columns were all NULL."""
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS id, NULL::DOUBLE AS x, NULL::VARCHAR AS s "
+                    "FROM range(10) r(i)")  # fmt: skip
+    with pytest.raises(PipelineInputError, match=r'no cell of "x", "s" holds a value to learn'):
+        validate_input.fn(load_table.fn(str(db), "t", "id"), key="id")

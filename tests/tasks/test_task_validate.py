@@ -137,7 +137,7 @@ def test_columns_are_matched_case_insensitively(warehouse: Path) -> None:
         (
             "SELECT 'a' || i AS label FROM range(10) r(i)",
             {},
-            r'Table "t" has no column to impute: no numeric column with an observed value, and no',
+            r'Table "t" has no column to impute: no numeric column, and no text',
         ),
         (
             "SELECT i * 1.0 AS x, 'a' AS s FROM range(10) r(i)",
