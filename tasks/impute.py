@@ -277,7 +277,9 @@ def _draw(
         )
     made = draw_imputation(imputer, frame, filled, n_draws=draws, fill=fill, seed=seed)
     if made.unmeasured:
-        step_logger(__name__).warning("%s", unmeasured_note(table, "its fit", made.unmeasured))
+        step_logger(__name__).warning(
+            "%s", unmeasured_note(table, "its fitted rows", made.unmeasured)
+        )
     return made
 
 
