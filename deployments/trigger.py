@@ -354,7 +354,12 @@ class _Watch:
         asked = self.client.set_flow_run_state(
             self.run.id, State(type=StateType.CANCELLING, message=reason)
         )
-        if asked.status == SetStateStatus.ACCEPT:
+        now = asked.state.type if asked.state is not None else None
+        # a run not started yet is set Cancelled straight away (the Cancelling state rejected)
+        if asked.status == SetStateStatus.ACCEPT or now in (
+            StateType.CANCELLING,
+            StateType.CANCELLED,
+        ):
             record = LogCreate(
                 name="tdm.run",
                 level=logging.WARNING,
