@@ -32,6 +32,9 @@ NO_WORKER_SECONDS = 120.0
 """How long a run waits for a Dask cluster with no worker (none started yet, or all gone) to
 get one, before it fails saying so."""
 _POLL_SECONDS = 5.0
+_ALONE_SINCE = "_tdm_no_worker_since"
+"""Attribute of a run's Dask client: since when (`time.monotonic`) its cluster has had no
+usable worker (None: it has one)."""
 
 
 def task_runner(settings: PipelineSettings) -> Any:
@@ -143,7 +146,8 @@ def runner_result(future: Any, settings: PipelineSettings, table: str, what: str
     cluster, what the cluster does to it is a `PipelineError` naming `table`, `what` ("the
     fit", "partition 3") and the cluster, not a traceback or a wait for ever: a worker that
     died running it (often out of memory), the scheduler lost, no worker able to run it, or
-    no worker at all for `NO_WORKER_SECONDS`."""
+    no worker at all for `NO_WORKER_SECONDS` (counted once per run's client: the tables after
+    the first that waited fail at once)."""
     if settings.task_runner != "dask":
         return future.result()
     import distributed
@@ -155,7 +159,6 @@ def runner_result(future: Any, settings: PipelineSettings, table: str, what: str
         )
 
     inner = future.wrapped_future
-    alone_since: float | None = None
     try:
         while True:
             try:  # the wrapped future holds the task's final state: only the cluster raises
@@ -164,11 +167,14 @@ def runner_result(future: Any, settings: PipelineSettings, table: str, what: str
             except distributed.TimeoutError:
                 if inner.done():  # it ended in a timeout of its own: `future.result()` says
                     break
-                if _usable_workers(inner.client, settings):
-                    alone_since = None
+                client = inner.client
+                if _usable_workers(client, settings):
+                    setattr(client, _ALONE_SINCE, None)
                     continue
+                # On the run's client: the next table does not wait as long again.
                 now = time.monotonic()
-                alone_since = alone_since or now
+                alone_since = getattr(client, _ALONE_SINCE, None) or now
+                setattr(client, _ALONE_SINCE, alone_since)
                 if now - alone_since >= NO_WORKER_SECONDS:
                     inner.cancel()
                     gpu = " offering the GPU resource TDM_DASK_GPU asks for" * settings.dask_gpu
