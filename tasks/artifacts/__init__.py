@@ -13,7 +13,6 @@ published. The functions that build their content are pure.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -25,7 +24,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
 
 from tasks.artifacts.loss_plot import loss_plot_markdown
-from tasks.artifacts.markdown import code_span, format_number, png_image, table_cell
+from tasks.artifacts.markdown import code_span, format_number, format_value, png_image, table_cell
 from tasks.artifacts.statistics import column_statistics, statistics_markdown
 
 if TYPE_CHECKING:
@@ -336,7 +335,7 @@ def _limits(column: str, quality: QualityReport) -> str:
     """A column's bounds (and where each end comes from) or its number of observed labels."""
     if column in quality.value_bounds:
         found = quality.value_bounds[column]
-        ends = f"[{_end(found.low)}, {_end(found.high)}]"
+        ends = f"[{format_value(found.low)}, {format_value(found.high)}]"
         where = (
             found.low_from
             if found.low_from == found.high_from
@@ -347,10 +346,6 @@ def _limits(column: str, quality: QualityReport) -> str:
         n_labels = quality.labels[column]
         return f"{n_labels} observed label{'s' * (n_labels != 1)}"
     return ""
-
-
-def _end(value: float) -> str:
-    return format_number(value) if math.isfinite(value) else ("-∞" if value < 0 else "∞")
 
 
 def figure_markdown(png: bytes, title: str, caption: str = "") -> str:

@@ -6,7 +6,7 @@ import base64
 import math
 import re
 
-__all__ = ["code_span", "format_number", "png_image", "table_cell"]
+__all__ = ["code_span", "format_number", "format_value", "png_image", "table_cell"]
 
 
 def code_span(text: str) -> str:
@@ -39,6 +39,17 @@ def format_number(value: float | None, digits: int = 4) -> str:
         decimals = max(0, digits - 1 - math.floor(math.log10(abs(number))))
         return f"{number:,.{decimals}f}"
     return f"{number:.{digits - 1}e}"
+
+
+def format_value(value: float) -> str:
+    """A data value (a bound, a minimum) as a reader would write it: whole numbers without
+    decimals (0; 1,200), short decimals as they are (0.01), others as `format_number` gives
+    them, infinite ones as ∞ and -∞."""
+    if math.isinf(value):
+        return "-∞" if value < 0 else "∞"
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return text if len(text := repr(value)) <= 8 else format_number(value)
 
 
 def png_image(png: bytes, alt: str) -> str:

@@ -9,12 +9,12 @@ functions, for tests.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
 
-from tasks.artifacts.markdown import code_span, format_number, table_cell
+from tasks.artifacts.markdown import code_span, format_number, format_value, table_cell
 from tasks.drift import label_shares, largest_departure, share_distance
 from tasks.frames import as_float_frame, holds_numbers, moments
 
@@ -129,7 +129,10 @@ def statistics_markdown(rows: list[dict[str, Any]], table: str) -> str:
             for row in numeric
         ]
         lines += ["", "| column | min | max |", "|---|---:|---:|"]
-        lines += [_row(row["column"], _pair(row, "min"), _pair(row, "max")) for row in numeric]
+        lines += [
+            _row(row["column"], _pair(row, "min", format_value), _pair(row, "max", format_value))
+            for row in numeric
+        ]
     if labelled:
         lines += [
             "",
@@ -167,8 +170,9 @@ def _row(column: str, *cells: str) -> str:
     return "| " + " | ".join(table_cell(c) for c in (code_span(column), *cells)) + " |"
 
 
-def _pair(row: dict[str, Any], stat: str) -> str:
-    return f"{_shown(row[f'{stat} before'])} → {_shown(row[f'{stat} after'])}"
+def _pair(row: dict[str, Any], stat: str, shown: Callable[[float], str] = format_number) -> str:
+    before, after = row[f"{stat} before"], row[f"{stat} after"]
+    return " → ".join("n/a" if v is None else shown(v) for v in (before, after))
 
 
 def _share(label: str, shares: list[float | None]) -> str:
@@ -182,10 +186,6 @@ def _number(value: float) -> float | None:
     """`value` as a float; None for NaN (a statistic that is not defined)."""
     number = float(value)
     return number if math.isfinite(number) else None
-
-
-def _shown(value: float | None) -> str:
-    return format_number(value) if value is not None else "n/a"
 
 
 def _signed(value: float | None, template: str) -> str:
