@@ -24,8 +24,8 @@ independently of the row's other cells.
 
 A missing label is drawn from its own probabilities (:func:`label_probabilities`): those of
 the trees start's model of its column (:func:`tdm._starts.label_model`, a random forest's
-shares of tree votes, or the observed shares where the forest does not beat the commonest
-label) on the row's other cells, point-imputed where missing, fitted on the rows where the
+shares of tree votes, or the observed shares where the forest's out-of-bag Brier score does not
+beat theirs) on the row's other cells, point-imputed where missing, fitted on the rows where the
 column is observed. A column with fewer than :data:`MODEL_ROWS` such rows, or with one label
 among them, draws from ``P(t | l)`` instead, ``l`` being the cell's point label.
 """
@@ -188,7 +188,7 @@ def label_probabilities(
             probabilities.append(None)
             continue
         features = table[:, columns[k]]
-        model = label_model(features[fitted], codes, rng, n_jobs)
+        model = label_model(features[fitted], codes, rng, n_jobs, judged_by="probabilities")
         proba = np.zeros((int(rows.sum()), _n_labels(encoding, j)))
         proba[:, model.classes_.astype(np.int64)] = model.predict_proba(features[rows])
         probabilities.append(proba)

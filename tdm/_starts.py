@@ -388,12 +388,20 @@ class LabelShares:
 
 
 def label_model(
-    X: np.ndarray, y: np.ndarray, rng: np.random.Generator, n_jobs: int | None
+    X: np.ndarray,
+    y: np.ndarray,
+    rng: np.random.Generator,
+    n_jobs: int | None,
+    *,
+    judged_by: Literal["accuracy", "probabilities"] = "accuracy",
 ) -> RandomForestClassifier | LabelShares:
     """A label column's model of the codes ``y`` (at least two labels) on ``X`` (NaN allowed):
-    a random forest classifier where its out-of-bag accuracy beats the share of the commonest
-    code, else :class:`LabelShares` (module docstring), as where ``X`` has no column or the
-    labels outnumber half the rows (most labels then held by one row, nothing to learn)."""
+    a random forest classifier where it beats :class:`LabelShares` out of bag, else the shares
+    (module docstring), as where ``X`` has no column or the labels outnumber half the rows (most
+    labels then held by one row, nothing to learn). ``judged_by="accuracy"``, for a guess: the
+    forest's out-of-bag accuracy against the share of the commonest code; ``"probabilities"``,
+    for draws: its out-of-bag Brier score against the shares' (a forest that never changes the
+    commonest guess may still know which rows are likelier to hold a rare label)."""
     shares = LabelShares(y)
     if X.shape[1] == 0 or 2 * shares.classes_.size > y.size:
         return shares
@@ -404,7 +412,13 @@ def label_model(
         n_jobs=1 if n_jobs is None else n_jobs,
         random_state=int(rng.integers(2**31 - 1)),
     ).fit(X, y)
-    return forest if forest.oob_score_ > shares.shares.max() else shares
+    if judged_by == "accuracy":
+        return forest if forest.oob_score_ > shares.shares.max() else shares
+    truth = (y[:, None] == forest.classes_[None, :]).astype(np.float64)
+    scored = np.isfinite(forest.oob_decision_function_).all(axis=1)  # rows some tree left out
+    forest_brier = np.mean(((forest.oob_decision_function_ - truth)[scored] ** 2).sum(axis=1))
+    shares_brier = np.mean(((shares.shares[None, :] - truth) ** 2).sum(axis=1))
+    return forest if forest_brier < shares_brier else shares
 
 
 def _model_params(n_rows: int, seed: int, n_jobs: int | None) -> dict[str, Any]:

@@ -195,6 +195,33 @@ def test_a_label_is_drawn_from_its_own_row_s_probabilities(monkeypatch, max_feat
     assert abs(hi[missing].mean() - removed) < 0.05
 
 
+def test_a_label_the_row_tells_something_of_is_drawn_by_its_row_under_mar() -> None:
+    """A label's chance of ``hi`` is 0.05 where ``x < 0`` and 0.45 above: no row's likeliest
+    label is ``hi``, so a classifier guesses no better than the commonest label, yet it knows
+    which rows are likelier to hold ``hi``. Missing at random, mostly above 0, the removed
+    labels hold more ``hi`` than the observed ones: draws from the row's probabilities give
+    them their chance of it, where draws from the observed shares (a model judged by its
+    guesses) would give too few."""
+    rng = np.random.default_rng(3)
+    n = 800
+    x = rng.normal(size=n)
+    chance = np.where(x < 0, 0.05, 0.45)
+    frame = pd.DataFrame(
+        {
+            "x": x,
+            "y": x + 0.5 * rng.normal(size=n),
+            "label": pd.Categorical(np.where(rng.random(n) < chance, "hi", "lo")),
+        }
+    )
+    missing = rng.random(n) < np.where(x < 0, 0.1, 0.5)
+    holes = frame.assign(label=frame["label"].mask(missing))
+    draws = TDMImputer(**FAST, random_state=0).fit(holes).sample(holes, 20, random_state=0)
+    drawn = np.mean([(d["label"][missing] == "hi").mean() for d in draws])
+    observed = (holes["label"].dropna() == "hi").mean()
+    assert chance[missing].mean() - observed > 0.15  # the setting: observed shares are far off
+    assert abs(drawn - chance[missing].mean()) < 0.04
+
+
 def test_ot_imputer_draws_too() -> None:
     X = correlated(150, 2)
     mask = simulate_mcar(X, 0.3, random_state=2)
