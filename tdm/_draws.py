@@ -58,6 +58,9 @@ MAX_ROUNDS = 5
 """... or this many rounds of ``transform`` ..."""
 MAX_REFITS = 2
 """... or of fits are done."""
+MIN_RESIDUALS = 10
+"""Fewer residuals of a column than this get a warning (one alone is not used: the draws are
+the point)."""
 MODEL_ROWS = 20
 """Observed rows from which a label column's draws come from a classifier of its own."""
 
@@ -116,15 +119,29 @@ def probe_errors(
             np.add.at(counts[i], (guess[i][cells], truth[i][cells]), 1.0)
     pools = [np.concatenate(r) if r else np.zeros(0) for r in residuals]
     for k, pool in enumerate(pools):
-        if not pool.size and mask[:, k].any():
-            name = encoding.columns[encoding.numeric[k]].name
-            alone = refits and int((~mask[:, k]).sum()) == 1  # the fitted table has one
-            why = "it has one observed value" if alone else "sample more rows at once"
-            warnings.warn(
-                f"{est._owner()}.sample: no observed cell of column {name!r} could be hidden to "
-                f"measure its error, so its draws are its point imputation ({why}).",
-                stacklevel=3,
-            )
+        if pool.size >= MIN_RESIDUALS or not mask[:, k].any():
+            continue
+        name = encoding.columns[encoding.numeric[k]].name
+        alone = refits and int((~mask[:, k]).sum()) == 1  # the fitted table has one
+        why = (
+            "it has one observed value"
+            if alone
+            else "the table has few observed values of it"
+            if refits
+            else "sample more rows at once"
+        )
+        if pool.size < 2:  # one residual would shift every draw alike: no spread, a bias
+            pools[k] = np.zeros(0)
+            what = "no observed cell" if not pool.size else "only one observed cell"
+            then = "its draws are its point imputation"
+        else:
+            what = f"only {pool.size} observed cells"
+            then = f"its draws take at most {pool.size} values around its point imputation"
+        warnings.warn(
+            f"{est._owner()}.sample: {what} of column {name!r} could be hidden to measure its "
+            f"error, so {then} ({why}).",
+            stacklevel=3,
+        )
     fitted = encoding.decode_labels(est.X_fit_)
     priors = []
     for i, (a, _) in enumerate(encoding.blocks):

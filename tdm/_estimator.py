@@ -271,9 +271,9 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
         Observed cells are identical in every draw; numeric draws stay within ``bounds_`` and
         integer columns are rounded, as in ``transform``. A numeric column of ``X`` with too few
-        observed cells to hide any (a handful of new rows) gets a ``UserWarning``, and its draws are
-        its point imputation; a label column there draws from the observed shares. ``set_output``
-        does not apply.
+        observed cells to measure its error well (fewer than ten residuals: a handful of new
+        rows) gets a ``UserWarning``; with none or one its draws are its point imputation. A label
+        column there draws from the observed shares. ``set_output`` does not apply.
 
         Parameters
         ----------

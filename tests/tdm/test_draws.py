@@ -260,6 +260,27 @@ def test_a_few_new_rows_warn_and_unseen_labels_stay_as_they_are() -> None:
         assert draw["label"][unseen["label"].notna()].equals(unseen["label"].dropna())
 
 
+def test_a_handful_of_new_rows_warns_of_each_column_measured_on_few_cells() -> None:
+    """Bug: four new rows gave a column one residual, added to every draw (20 equal draws off
+    the point, no warning), and others two. A column measured on fewer than ten cells is
+    warned of with their number; one measured on one cell is drawn at its point."""
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(200, 3))
+    X = np.c_[z[:, 0], 0.8 * z[:, 0] + 0.6 * z[:, 1], z[:, 2]]
+    X[rng.random(X.shape) < 0.3] = np.nan
+    imputer = TDMImputer(**FAST, random_state=0).fit(X)
+    new = X[:4]
+    with pytest.warns(UserWarning) as caught:
+        draws = imputer.sample(new, 20, random_state=0)
+    said = " ".join(str(w.message) for w in caught)
+    assert "only one observed cell of column 0" in said
+    assert "only 2 observed cells of column 1" in said and "(sample more rows at once)" in said
+    missing = np.isnan(new)
+    point = imputer.transform(new)
+    assert np.array_equal(draws[:, missing[:, 0], 0], np.tile(point[missing[:, 0], 0], (20, 1)))
+    assert draws[:, missing[:, 1], 1].std(axis=0).min() > 0
+
+
 def test_a_column_of_one_observed_value_is_warned_of_as_such() -> None:
     """The warning's advice fits its case: a column observed once in the fitted table cannot
     lend a cell to hide (sampling more rows at once would not help)."""
