@@ -9,6 +9,7 @@ import argparse
 import inspect
 import os
 import sys
+from collections.abc import Sequence
 
 from cli.arguments import (
     EXIT_USAGE,
@@ -219,23 +220,25 @@ def grid_problem(args: argparse.Namespace, report_dir: str) -> str | None:
     return _report_would_lose_trials(args.db, report_dir)
 
 
-def _report_would_lose_trials(db_path: str, report_dir: str) -> str | None:
-    """Why writing the report of `db_path` into `report_dir` would lose recorded trials: its
-    `benchmark.csv` holds more rows than the results file (None: it does not)."""
-    from benchmarks.tasks import read_results
+def _report_would_lose_trials(
+    db_path: str, report_dir: str, merged: Sequence[str] = ()
+) -> str | None:
+    """Why writing the report of `db_path` (with the results files `merged` added) into
+    `report_dir` would lose recorded trials: its `benchmark.csv` holds trials they lack (None:
+    it does not)."""
+    from benchmarks.tasks import trial_keys
 
     csv = os.path.join(report_dir, "benchmark.csv")
-    if not os.path.isfile(csv):
+    held = trial_keys(csv)
+    if not held:
         return None
-    with open(csv, encoding="utf-8") as lines:
-        held = max(sum(1 for _ in lines) - 1, 0)
-    recorded = len(read_results(db_path))
-    if held <= recorded:
+    lost = held - set().union(trial_keys(db_path), *map(trial_keys, merged))
+    if not lost:
         return None
     return (
-        f"{csv} holds {held} trial rows and results file {db_path} {recorded}: writing the "
-        f"report would replace it. Add its trials first (tdm bench --db {db_path} --merge "
-        f"{csv}), or give another --report-dir"
+        f"{csv} holds {len(lost)} of its {len(held)} trials that results file {db_path} lacks"
+        f"{' (with what --merge adds)' if merged else ''}: writing the report would lose them. "
+        f"Add them first (tdm bench --db {db_path} --merge {csv}), or give another --report-dir"
     )
 
 
@@ -253,6 +256,9 @@ def run_bench(args: argparse.Namespace) -> int:
         from pandera.errors import SchemaError, SchemaErrors
 
         try:
+            if problem := _report_would_lose_trials(args.db, report_dir, args.merge):
+                print(f"tdm bench: error: {problem}.", file=sys.stderr)
+                return EXIT_USAGE
             counts, report = benchmark_merge(args.merge, args.db, report_dir)
         except (OSError, ValueError, SchemaError, SchemaErrors) as error:
             print(f"tdm bench: error: {error}", file=sys.stderr)

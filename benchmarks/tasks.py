@@ -40,6 +40,7 @@ __all__ = [
     "record_trace",
     "run_trace_task",
     "run_trial_task",
+    "trial_keys",
 ]
 
 TrialKey = tuple[str, str, int, str, float, str, str]
@@ -234,6 +235,24 @@ def _read_report_csv(path: Path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"merge: {path} lacks the report column(s) {missing}")
     return BenchmarkResultsSchema.validate(frame[columns])
+
+
+def trial_keys(path: str | Path) -> set[TrialKey]:
+    """The keys of the trials a DuckDB results file or a report's ``benchmark.csv`` holds (none
+    where the file does not exist)."""
+    there = Path(path)
+    if not there.is_file():
+        return set()
+    if there.suffix.lower() == ".csv":
+        frame = _read_report_csv(there)
+    else:
+        try:
+            frame = _read_table(there, RESULTS_TABLE)
+        except duckdb.Error as error:
+            raise ValueError(f"{there} is not a readable DuckDB results file: {error}") from None
+        if frame is None:
+            return set()
+    return {_key(*row) for row in frame[list(TRIAL_KEY)].itertuples(index=False)}
 
 
 @task(name="merge-results", cache_policy=NO_CACHE)

@@ -234,18 +234,27 @@ def test_a_report_is_not_written_over_a_record_the_results_file_lacks(
     tmp_path: Path, data_dir: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Bug: a grid run (or --report-only) into a fresh results file beside a committed
-    benchmark.csv replaced it with the new run's few rows."""
+    benchmark.csv replaced it with the new run's few rows; so did --merge of another run, and
+    --report-only of a results file of as many rows but other trials. Trials are compared by
+    key, not counted."""
     record = tmp_path / "record" / "bench.duckdb"
     flags = ["--data-dir", data_dir, "--svm-repeats", "0", "--mechanisms", "mcar"]
-    grid = ["--datasets", "seeds", "--seeds", "2", "--methods", "mean", *flags]
-    assert bench_main(["--db", str(record), *grid]) == 0
+    grid = ["--datasets", "seeds", "--methods", "mean", *flags]
+    assert bench_main(["--db", str(record), *grid, "--seeds", "2"]) == 0
+    other = tmp_path / "other" / "bench.duckdb"  # seeds 1 and 2: one trial of the record's
+    assert bench_main(["--db", str(other), *grid, "--seeds", "1,2"]) == 0
     csv = record.parent / "benchmark.csv"
     kept = csv.read_text()
     fresh = record.parent / "fresh.duckdb"
-    assert bench_main(["--db", str(fresh), "--datasets", "seeds", "--seeds", "1,", *flags]) == 2
-    err = capsys.readouterr().err
-    assert "holds 2 trial rows and results file" in err and f"--merge {csv}" in err
-    assert csv.read_text() == kept and not fresh.exists()
+    for flags_here, lost in (([*grid, "--seeds", "1,"], 2), (["--merge", str(other)], 1)):
+        assert bench_main(["--db", str(fresh), *flags_here]) == 2
+        err = capsys.readouterr().err
+        assert f"holds {lost} of its 2 trials that results file" in err
+        assert f"--merge {csv}" in err
+        assert csv.read_text() == kept and not fresh.exists()
+    only = ["--db", str(other), "--report-only", "--report-dir", str(record.parent)]
+    assert bench_main(only) == 2 and "holds 1 of its 2 trials" in capsys.readouterr().err
+    assert csv.read_text() == kept
     assert bench_main(["--db", str(fresh), "--merge", str(csv)]) == 0  # the way out it names
     assert csv.read_text() == kept
 
