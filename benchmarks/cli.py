@@ -217,7 +217,29 @@ def grid_problem(args: argparse.Namespace, report_dir: str) -> str | None:
     for wrong, message in ranges:
         if wrong:
             return message
-    return _report_would_lose_trials(args.db, report_dir)
+    asked = () if args.report_only else (args.p,)
+    return _rates_problem(args.db, (), asked) or _report_would_lose_trials(args.db, report_dir)
+
+
+def _rates_problem(db_path: str, merged: Sequence[str], asked: Sequence[float]) -> str | None:
+    """Why the results file `db_path`, with the files `merged` added and a grid at the missing
+    rates `asked`, would hold several missing rates (one report covers one); None if not."""
+    from benchmarks.tasks import trial_keys
+
+    held = {key[4] for key in trial_keys(db_path)}
+    rates = held.union(*({key[4] for key in trial_keys(path)} for path in merged), asked)
+    if len(rates) < 2:
+        return None
+    if asked and held:
+        return (
+            f"results file {db_path} holds trials at {', '.join(f'{p:g}' for p in sorted(held))} "
+            f"missing; a grid at --p {asked[0]:g} needs a results file of its own (--db)"
+        )
+    return (
+        f"the results would hold {len(rates)} missing rates "
+        f"({', '.join(f'{p:g}' for p in sorted(rates))}) and a report covers one: merge files "
+        "of one rate"
+    )
 
 
 def _report_would_lose_trials(
@@ -256,7 +278,9 @@ def run_bench(args: argparse.Namespace) -> int:
         from pandera.errors import SchemaError, SchemaErrors
 
         try:
-            if problem := _report_would_lose_trials(args.db, report_dir, args.merge):
+            if problem := _rates_problem(args.db, args.merge, ()) or _report_would_lose_trials(
+                args.db, report_dir, args.merge
+            ):
                 print(f"tdm bench: error: {problem}.", file=sys.stderr)
                 return EXIT_USAGE
             counts, report = benchmark_merge(args.merge, args.db, report_dir)
@@ -271,7 +295,11 @@ def run_bench(args: argparse.Namespace) -> int:
         print(f"Report: {report.tables_path}")
         return 0
     if args.report_only:
-        report = benchmark_report(args.db, report_dir)
+        try:
+            report = benchmark_report(args.db, report_dir)
+        except ValueError as error:  # several missing rates, recorded before they were refused
+            print(f"tdm bench: error: {error}.", file=sys.stderr)
+            return EXIT_USAGE
         print(f"Report: {report.tables_path}; figures: {', '.join(map(str, report.figure_paths))}")
         return 0
     # The flags named as the flow's parameters are its parameters.

@@ -40,8 +40,14 @@ def _save(plt: Any, fig: Any, path: Path, rect: tuple[float, ...] = (0, 0, 1, 1)
 
 
 def _colours(plt: Any, methods: Sequence[str]) -> dict[str, Any]:
-    """One colour per method, the same in every panel."""
-    return {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+    """One colour per method, the same in every panel, no two alike up to 20 methods (a
+    dark and a light shade of ten hues), then evenly spaced hues."""
+    if len(methods) <= 10:
+        return {m: plt.get_cmap("tab10")(i) for i, m in enumerate(methods)}
+    if len(methods) <= 20:
+        return {m: plt.get_cmap("tab20")(i) for i, m in enumerate(methods)}
+    hues = plt.get_cmap("hsv")
+    return {m: hues(i / len(methods)) for i, m in enumerate(methods)}
 
 
 def _bars(
@@ -70,8 +76,11 @@ def _bars(
         )
 
 
-def bar_figures(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> list[Path]:
-    """``bars_<mechanism>.png``: MAE per dataset, one bar per method (the paper's Figure 3)."""
+def bar_figures(
+    summary: pd.DataFrame, out_dir: Path, order: Sequence[str], rate: str
+) -> list[Path]:
+    """``bars_<mechanism>.png``: MAE per dataset, one bar per method (the paper's Figure 3), at
+    the missing ``rate`` ("30%")."""
     plt = _pyplot()
     paths = []
     methods = ordered(summary["method"].tolist(), order)
@@ -84,7 +93,9 @@ def bar_figures(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> l
         _bars(ax, part, "mae", datasets, present, colours)
         ax.set_xticks(np.arange(len(datasets)), datasets, rotation=15)
         ax.set_ylabel("MAE (standardised units)")
-        ax.set_title(f"MAE per dataset, {mechanism.upper()}, 30% missing (mean ± std over seeds)")
+        ax.set_title(
+            f"MAE per dataset, {mechanism.upper()}, {rate} missing (mean ± std over seeds)"
+        )
         # Below the axes: inside, the legend would hide the bars.
         ax.legend(
             fontsize=7,
@@ -128,9 +139,10 @@ def trace_figure(traces: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> P
     return _save(plt, fig, out_dir / "mae_over_iterations.png")
 
 
-def mixed_figure(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> Path:
+def mixed_figure(summary: pd.DataFrame, out_dir: Path, order: Sequence[str], rate: str) -> Path:
     """`mixed.png`: grouped bars per dataset, one panel per metric (numeric MAE in column SDs,
-    categorical error rate) and mechanism, std over seeds as error bars."""
+    categorical error rate) and mechanism, std over seeds as error bars, at the missing
+    ``rate``."""
     plt = _pyplot()
     metrics = (("mae", "numeric MAE (column SDs)"), ("cat_error", "categorical error rate"))
     mechanisms = ordered(summary["mechanism"].tolist(), MECHANISM_ORDER)
@@ -153,5 +165,5 @@ def mixed_figure(summary: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> 
             ax.set_title(f"{label}, {mechanism.upper()}", fontsize=9)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(methods), frameon=False, fontsize=8)
-    fig.suptitle("Mixed-type tables, 30% missing (mean ± std over seeds)")
+    fig.suptitle(f"Mixed-type tables, {rate} missing (mean ± std over seeds)")
     return _save(plt, fig, out_dir / "mixed.png", rect=(0, 0.05, 1, 1))

@@ -23,6 +23,7 @@ __all__ = [
     "label_configurations",
     "latest_per_trial",
     "metric_table",
+    "missing_rate",
     "rank_table",
     "summarise",
     "versus_best",
@@ -42,7 +43,8 @@ class Metric:
 
 @dataclass(frozen=True)
 class Grid:
-    """One grid's section of the report: its title, what its numbers are, its metrics."""
+    """One grid's section of the report: its title, what its numbers are (``{rate}``: the
+    missing rate), its metrics."""
 
     title: str
     note: str
@@ -51,7 +53,7 @@ class Grid:
 
 PAPER = Grid(
     "Benchmark results",
-    "Data standardised per column, 30% missing (see `RESULTS.md` for the protocol).",
+    "Data standardised per column, {rate} missing (see `RESULTS.md` for the protocol).",
     (
         Metric("mae", "MAE", "MAE"),
         Metric("rmse", "RMSE", "RMSE"),
@@ -63,7 +65,7 @@ MIXED = Grid(
     "Mixed-type tables",
     "Numeric MAE: absolute error of each masked float or integer cell over its column's "
     "standard deviation, averaged over the cells; categorical error rate: share of masked "
-    "categorical and boolean cells with the wrong label. 30% missing.",
+    "categorical and boolean cells with the wrong label. {rate} missing.",
     (
         Metric("mae", "numeric MAE (column SDs)", "numeric MAE"),
         Metric("cat_error", "categorical error rate", "categorical error"),
@@ -228,14 +230,29 @@ def rank_table(
     return "\n".join([*lines, "", f"Datasets where {method} is the best of all: {counts}."])
 
 
-def _section(results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout, grid: Grid) -> str:
+def missing_rate(results: pd.DataFrame) -> str:
+    """The one missing rate of ``results``' trials, as a percentage ("30%"); a ValueError
+    where they hold several (a report's means would mix them)."""
+    rates = sorted({float(p) for p in results["p"]})
+    shown = [f"{rate:.0%}" if round(rate, 2) == rate else f"{rate:.1%}" for rate in rates]
+    if len(rates) > 1:
+        raise ValueError(
+            f"the results hold trials at {len(rates)} missing rates ({', '.join(shown)}): a "
+            "report covers one; give each rate a results file of its own (--db)"
+        )
+    return shown[0]
+
+
+def _section(
+    results: pd.DataFrame, summary: pd.DataFrame, layout: MethodLayout, grid: Grid, rate: str
+) -> str:
     """One grid's part of `tables.md`."""
     seeds = sorted(int(s) for s in results["seed"].unique())
     parts = [
         f"# {grid.title}",
         "",
         f"{len(results)} trials; mean ± std over seeds {seeds} (n = seeds counted when fewer "
-        f"than the most); best mean per row in bold. {grid.note}",
+        f"than the most); best mean per row in bold. {grid.note.format(rate=rate)}",
     ]
     for metric in grid.metrics:
         direction = "lower is better" if metric.lower_is_better else "higher is better"
@@ -300,7 +317,9 @@ def write_report(
     layout: MethodLayout = MethodLayout(),
 ) -> Report:
     """Write ``tables.md`` (newest row of each trial) and the figures under ``out_dir``, and
-    ``benchmark.csv`` with every recorded row but the loss traces."""
+    ``benchmark.csv`` with every recorded row but the loss traces; a ValueError where the
+    results hold several missing rates (:func:`missing_rate`)."""
+    rate = missing_rate(results) if not results.empty else ""
     out = Path(out_dir)
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -311,12 +330,12 @@ def write_report(
             continue
         labelled = label_configurations(latest_per_trial(rows))
         summary = summarise(labelled)
-        sections.append(_section(labelled, summary, layout, grid))
+        sections.append(_section(labelled, summary, layout, grid, rate))
         summaries.append(summary)
         if grid is MIXED:
-            paths.append(mixed_figure(summary, figures, layout.order))
+            paths.append(mixed_figure(summary, figures, layout.order, rate))
             continue
-        paths += bar_figures(summary, figures, layout.order)
+        paths += bar_figures(summary, figures, layout.order, rate)
         trace_path = trace_figure(traces, figures, layout.order)
         if trace_path is not None:
             paths.append(trace_path)

@@ -259,6 +259,29 @@ def test_a_report_is_not_written_over_a_record_the_results_file_lacks(
     assert csv.read_text() == kept
 
 
+def test_a_results_file_holds_one_missing_rate_and_its_report_says_which(
+    tmp_path: Path, data_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: a grid at --p 0.1 and one at 0.5 in one results file were averaged into one cell
+    and reported as "30% missing". A second rate is refused, run or merged; the report and its
+    figures name the rate."""
+    grid = ["--data-dir", data_dir, "--svm-repeats", "0", "--mechanisms", "mcar"]
+    grid += ["--datasets", "seeds", "--methods", "mean", "--seeds", "1,"]
+    tenth, half = tmp_path / "a" / "bench.duckdb", tmp_path / "b" / "bench.duckdb"
+    assert bench_main(["--db", str(tenth), *grid, "--p", "0.1"]) == 0
+    assert "10% missing" in (tenth.parent / "tables.md").read_text()
+    assert bench_main(["--db", str(half), *grid, "--p", "0.5"]) == 0
+    capsys.readouterr()
+    kept = tenth.read_bytes()
+    assert bench_main(["--db", str(tenth), *grid, "--p", "0.5"]) == 2
+    assert "holds trials at 0.1 missing; a grid at --p 0.5 needs a results file of its own" in (
+        capsys.readouterr().err
+    )
+    assert bench_main(["--db", str(tenth), "--merge", str(half)]) == 2
+    assert "would hold 2 missing rates (0.1, 0.5)" in capsys.readouterr().err
+    assert tenth.read_bytes() == kept
+
+
 def test_seeds_flag_takes_a_count_or_a_list() -> None:
     assert parse_seeds("3") == [0, 1, 2]
     assert parse_seeds("4,7") == [4, 7]

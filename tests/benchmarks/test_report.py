@@ -130,3 +130,13 @@ def test_report_uses_the_layout_s_order_and_leaves_fixtures_out_of_the_ranking(
     assert "Benchmark fixtures (old_default" in report.markdown
     assert "| seeds | mcar | 0.300 | 1 of 2 |" in report.markdown
     assert (tmp_path / "benchmark.csv").is_file()
+
+
+@pytest.mark.parametrize("n_methods", [4, 13, 25])
+def test_every_method_of_a_figure_has_a_colour_of_its_own(n_methods: int) -> None:
+    """Bug: past ten methods the colours repeated (tdm and ice one orange in the held-out
+    grid's bars)."""
+    from benchmarks.figures import _colours, _pyplot
+
+    colours = _colours(_pyplot(), [f"method{i}" for i in range(n_methods)])
+    assert len(set(colours.values())) == n_methods
