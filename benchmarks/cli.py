@@ -217,8 +217,28 @@ def grid_problem(args: argparse.Namespace, report_dir: str) -> str | None:
     for wrong, message in ranges:
         if wrong:
             return message
+    if not args.report_only and (problem := _unreachable_rate(args, mixed)):
+        return problem
     asked = () if args.report_only else (args.p,)
     return _rates_problem(args.db, (), asked) or _report_would_lose_trials(args.db, report_dir)
+
+
+def _unreachable_rate(args: argparse.Namespace, mixed: bool) -> str | None:
+    """Which dataset and mechanism of the grid cannot mask `--p` of its cells (as MAR cannot
+    past the share of its non-driver columns), found on the first seed's masks; None: none."""
+    from benchmarks.datasets import load_dataset, load_mixed_dataset
+    from benchmarks.trial import masked_input
+
+    load = load_mixed_dataset if mixed else load_dataset
+    for name in args.datasets:
+        dataset = load(name, data_dir=args.data_dir)
+        for mechanism in args.mechanisms:
+            try:
+                masked_input(dataset, mechanism, args.seeds[0], args.p)
+            except ValueError as error:
+                reason = str(error).split(";")[0]
+                return f"--p {args.p:g} is out of reach of {mechanism} on {name}: {reason}"
+    return None
 
 
 def _rates_problem(db_path: str, merged: Sequence[str], asked: Sequence[float]) -> str | None:
@@ -267,7 +287,7 @@ def _report_would_lose_trials(
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `tdm bench`: run the flow (or only the report); returns the exit status."""
     limit_torch_threads(torch_threads_setting(args.torch_threads))
-    from benchmarks.flow import benchmark, benchmark_merge, benchmark_report
+    from benchmarks.flow import TrialsFailedError, benchmark, benchmark_merge, benchmark_report
 
     args = grid_settings(args)
     report_dir = args.report_dir or os.path.dirname(args.db) or "."
@@ -305,7 +325,11 @@ def run_bench(args: argparse.Namespace) -> int:
     # The flags named as the flow's parameters are its parameters.
     parameters = inspect.signature(benchmark.fn).parameters
     grid = {name: value for name, value in vars(args).items() if name in parameters}
-    outcome = benchmark(**{**grid, "db_path": args.db, "report_dir": report_dir})
+    try:
+        outcome = benchmark(**{**grid, "db_path": args.db, "report_dir": report_dir})
+    except TrialsFailedError as error:
+        print(f"tdm bench: error: {error}", file=sys.stderr)
+        return 1
     print(
         f"{outcome.planned} trials planned: {outcome.skipped} already recorded, {outcome.ran} run."
         f"\nReport: {outcome.tables_path}; figures: {', '.join(outcome.figure_paths)}"

@@ -37,6 +37,7 @@ __all__ = [
     "MIXED_METHODS",
     "MIXED_SEEDS",
     "BenchmarkOutcome",
+    "TrialsFailedError",
     "benchmark",
     "benchmark_merge",
     "benchmark_report",
@@ -53,6 +54,11 @@ DEFAULT_METHODS = ("mean", "ice", "missforest", "softimpute", "ot_ns", "tdm", "t
 MIXED_DB_PATH = "results/mixed/benchmark.duckdb"
 MIXED_METHODS = ("mode", "missforest_mixed", "miceforest", "tdm")
 MIXED_SEEDS = (0, 1, 2, 3, 4)
+
+
+class TrialsFailedError(RuntimeError):
+    """Some trials of a grid failed (each named with its reason); the others are recorded and
+    the report written."""
 
 
 @dataclass(frozen=True)
@@ -245,7 +251,7 @@ def benchmark(
         figure_paths=tuple(str(p) for p in report.figure_paths),
     )
     if failed:
-        raise RuntimeError(
+        raise TrialsFailedError(
             f"{len(failed)} of {len(todo)} trials failed (the others are recorded; re-run to "
             "retry only the missing ones): " + "; ".join(failed)
         )

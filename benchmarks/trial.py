@@ -38,8 +38,10 @@ __all__ = [
     "MaeTrace",
     "TrialCell",
     "TrialResult",
+    "check_imputed_array",
     "check_imputed_frame",
     "log_spaced_checkpoints",
+    "masked_input",
     "params_hash",
     "run_trial",
     "trace_mae",
@@ -131,7 +133,7 @@ def _cell(
     return dataset.name, mechanism, seed, method, p, params
 
 
-def _masked(
+def masked_input(
     dataset: Dataset | MixedDataset, mechanism: str, seed: int, p: float
 ) -> tuple[NDArray[np.bool_], Any]:
     """The seeded mask (``True`` = missing) and what the imputer is given: the standardised
@@ -141,6 +143,24 @@ def _masked(
         return mask, apply_mask(dataset.frame, mask)
     mask = simulate(dataset.X, mechanism, p, random_state=seed)  # type: ignore[arg-type]
     return mask, np.where(mask, np.nan, dataset.X)
+
+
+def check_imputed_array(
+    method: str, masked: NDArray[np.float64], imputed: Any, mask: NDArray[np.bool_]
+) -> NDArray[np.float64]:
+    """``imputed`` as floats if it has the shape of ``masked``, finite cells only and the
+    observed cells unchanged bit for bit (else W2 and the SVM accuracy would score altered
+    data); else ``ValueError`` naming ``method`` and the first column at fault."""
+    values = np.asarray(imputed, dtype=np.float64)
+    if values.shape != masked.shape:
+        raise ValueError(f"{method}: returned shape {values.shape}, not {masked.shape}")
+    for j in range(masked.shape[1]):
+        if not np.isfinite(values[:, j]).all():
+            raise ValueError(f"{method}: column {j} still has missing or infinite cells")
+        observed = ~mask[:, j]
+        if not np.array_equal(values[observed, j], masked[observed, j]):
+            raise ValueError(f"{method}: column {j} changed observed cells")
+    return values
 
 
 def check_imputed_frame(
@@ -262,7 +282,7 @@ def run_trial(
     if isinstance(svm_repeats, bool) or not isinstance(svm_repeats, int) or svm_repeats < 0:
         raise ValueError(f"svm_repeats must be an int >= 0; got {svm_repeats!r}")
     extra = dict(params or {})
-    mask, given = _masked(dataset, mechanism, seed, p)
+    mask, given = masked_input(dataset, mechanism, seed, p)
 
     recorder = LossRecorder(record_every) if spec.batch_ot else None
     extra_fit = {**extra, "callback": recorder} if recorder is not None else extra
@@ -274,7 +294,8 @@ def run_trial(
     if isinstance(dataset, MixedDataset):
         scores = _mixed_scores(dataset, check_imputed_frame(method, given, imputed, mask), mask)
     else:
-        scores = _numeric_scores(dataset, imputed, mask, seed, svm_repeats)
+        checked = check_imputed_array(method, given, imputed, mask)
+        scores = _numeric_scores(dataset, checked, mask, seed, svm_repeats)
     n_iter = getattr(imputer, "n_iter_", None) if spec.batch_ot else None
     return TrialResult(
         *_cell(dataset, mechanism, seed, method, p, extra),
@@ -311,7 +332,7 @@ def trace_mae(
     steps = sorted({int(k) for k in checkpoints})
     if not steps or steps[0] < 0:
         raise ValueError(f"checkpoints must be non-empty step counts >= 0; got {checkpoints!r}")
-    mask, X_nan = _masked(dataset, mechanism, seed, p)
+    mask, X_nan = masked_input(dataset, mechanism, seed, p)
     errors: list[float] = []
     for k in steps:
         imputer = spec.build(random_state=seed, **{**extra, "max_iter": k})

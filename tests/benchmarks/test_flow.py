@@ -146,6 +146,29 @@ def test_interrupted_run_keeps_finished_trials_and_resumes(
     assert len(read_results(db)) == 6
 
 
+def test_failed_trials_are_named_with_their_reasons_not_called_a_bug(
+    tmp_path: Path, data_dir: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Bug: a trial's failure ended `tdm bench` with "unexpected error ... a bug in tdm"; it
+    names each failed trial and its reason (exit 1), the others recorded."""
+    real = benchmarks.trial.run_trial
+
+    def failing(dataset: Any, mechanism: str, seed: int, method: str, **kwargs: Any) -> Any:
+        if method == "ot_ns":
+            raise ValueError("ot_ns cannot fit this table")
+        return real(dataset, mechanism, seed, method, **kwargs)
+
+    monkeypatch.setattr(benchmarks.trial, "run_trial", failing)
+    db = tmp_path / "bench.duckdb"
+    flags = ["--db", str(db), "--data-dir", data_dir, "--datasets", "seeds", "--seeds", "0,"]
+    flags += ["--methods", "mean,ot_ns", "--mechanisms", "mcar", "--svm-repeats", "0"]
+    assert bench_main(flags) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tdm bench: error: 1 of 2 trials failed") and "bug" not in err
+    assert "seeds/mcar/seed0/ot_ns" in err and "ot_ns cannot fit this table" in err
+    assert list(read_results(db)["method"]) == ["mean"]
+
+
 def test_other_settings_are_other_trials(tmp_path: Path, data_dir: str) -> None:
     """Changing max_iter changes the params hash: those trials run; the mean ones are reused.
 
@@ -209,6 +232,10 @@ def test_cli_runs_a_grid_then_the_report_only(tmp_path: Path, data_dir: str) -> 
         (["--data-dir", "{tmp}/nowhere"], "nowhere/seeds.csv does not exist: give the datasets'"),
         (["--db", "{tmp}"], "is a folder; give a DuckDB file"),
         (["--report-only"], "--report-only: results file {tmp}/bench.duckdb does not exist"),
+        (
+            ["--p", "0.8", "--mechanisms", "mar"],
+            "--p 0.8 is out of reach of mar on seeds: p=0.8 over the whole table needs a rate",
+        ),
     ],
     ids=lambda value: value[0] if isinstance(value, list) else None,
 )

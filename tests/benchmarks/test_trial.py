@@ -210,3 +210,22 @@ def test_imputations_that_break_the_contract_are_refused() -> None:
     one = np.array([[False], [True], [False]])
     with pytest.raises(ValueError, match=r"column 'd' got labels never observed: \['z'\]"):
         check_imputed_frame("m", given, made_up, one)
+
+
+def test_a_numeric_method_that_changes_observed_cells_is_refused() -> None:
+    """Bug: a method returning a reconstruction (observed cells shrunk) was scored: its MAE
+    beat the mean's while W2 and the SVM accuracy measured altered data."""
+    from benchmarks.trial import check_imputed_array
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    mask = rng.random(X.shape) < 0.3
+    given = np.where(mask, np.nan, X)
+    filled = np.where(mask, 0.0, X)
+    assert np.array_equal(check_imputed_array("mine", given, filled, mask), filled)
+    with pytest.raises(ValueError, match="mine: column 0 changed observed cells"):
+        check_imputed_array("mine", given, 0.1 * filled, mask)
+    with pytest.raises(ValueError, match="mine: column 1 still has missing or infinite cells"):
+        check_imputed_array("mine", given, np.where(mask & (np.arange(3) == 1), np.nan, X), mask)
+    with pytest.raises(ValueError, match=r"mine: returned shape \(30, 2\), not \(30, 3\)"):
+        check_imputed_array("mine", given, filled[:, :2], mask)
