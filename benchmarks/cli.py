@@ -217,7 +217,9 @@ def grid_problem(args: argparse.Namespace, report_dir: str) -> str | None:
     for wrong, message in ranges:
         if wrong:
             return message
-    if not args.report_only and (problem := _unreachable_rate(args, mixed)):
+    if not args.report_only and (
+        problem := _unreachable_rate(args, mixed) or _svm_repeats_problem(args, mixed)
+    ):
         return problem
     asked = () if args.report_only else (args.p,)
     return _rates_problem(args.db, (), asked) or _report_would_lose_trials(args.db, report_dir)
@@ -239,6 +241,35 @@ def _unreachable_rate(args: argparse.Namespace, mixed: bool) -> str | None:
                 reason = str(error).split(";")[0]
                 return f"--p {args.p:g} is out of reach of {mechanism} on {name}: {reason}"
     return None
+
+
+def _svm_repeats_problem(args: argparse.Namespace, mixed: bool) -> str | None:
+    """Why the grid's trials recorded in the results file with another `--svm-repeats` would
+    keep their SVM accuracy (a recorded trial is not run again): None where none is."""
+    from benchmarks.datasets import load_dataset
+    from benchmarks.flow import plan_grid
+    from benchmarks.schemas import TRIAL_KEY
+    from benchmarks.tasks import read_results
+
+    if mixed or not os.path.isfile(args.db):
+        return None
+    labelled = [n for n in args.datasets if load_dataset(n, data_dir=args.data_dir).y is not None]
+    planned = plan_grid(labelled, args.mechanisms, args.seeds, args.methods, args.p, args.max_iter)
+    recorded = read_results(args.db)
+    repeats = {
+        tuple(row[:-1]): row[-1]
+        for row in recorded[[*TRIAL_KEY, "svm_repeats"]].itertuples(index=False)
+    }
+    other = sorted(
+        {int(repeats[key]) for spec in planned if (key := spec.key) in repeats} - {args.svm_repeats}
+    )
+    if not other:
+        return None
+    return (
+        f"results file {args.db} holds trials of this grid measured with --svm-repeats "
+        f"{', '.join(map(str, other))}, which are not run again: give that --svm-repeats, or a "
+        "results file of its own (--db)"
+    )
 
 
 def _rates_problem(db_path: str, merged: Sequence[str], asked: Sequence[float]) -> str | None:

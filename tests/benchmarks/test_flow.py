@@ -309,6 +309,22 @@ def test_a_results_file_holds_one_missing_rate_and_its_report_says_which(
     assert tenth.read_bytes() == kept
 
 
+def test_a_grid_asking_other_svm_repeats_than_its_recorded_trials_is_refused(
+    tmp_path: Path, data_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: a re-run with --svm-repeats 3 after 0 said "1 already recorded, 0 run" and the
+    accuracy stayed empty. It is refused, naming the recorded setting; asked as recorded, the
+    grid runs."""
+    db = tmp_path / "bench.duckdb"
+    grid = ["--db", str(db), "--data-dir", data_dir, "--datasets", "seeds", "--seeds", "0,"]
+    grid += ["--methods", "mean", "--mechanisms", "mcar"]
+    assert bench_main([*grid, "--svm-repeats", "0"]) == 0
+    capsys.readouterr()
+    assert bench_main([*grid, "--svm-repeats", "3"]) == 2
+    assert "measured with --svm-repeats 0, which are not run again" in capsys.readouterr().err
+    assert bench_main([*grid, "--svm-repeats", "0"]) == 0
+
+
 def test_seeds_flag_takes_a_count_or_a_list() -> None:
     assert parse_seeds("3") == [0, 1, 2]
     assert parse_seeds("4,7") == [4, 7]
