@@ -1,9 +1,10 @@
 """Is the default's lead over the best other method significant? One row per dataset and
 mechanism of the held-out grid.
 
-Run: ``python -m benchmarks.significance [--results FILE ...] [--out FILE]``. The best other
-method of a cell is the non-TDM method with the lowest mean MAE on seeds 3-5; the default and
-it are compared by a one-sided paired t-test over every seed both ran.
+Run: ``python -m benchmarks.significance [--results FILE ...] [--out FILE] [--selection-seeds
+3,4,5]``. The best other method of a cell is the non-TDM method with the lowest mean MAE on the
+selection seeds (3-5); the default and it are compared by a one-sided paired t-test over every
+seed both ran. Only trials of each method's own settings at 30% missing count.
 """
 
 from __future__ import annotations
@@ -122,23 +123,22 @@ def load(paths: Sequence[Path]) -> pd.DataFrame:
     return latest_per_trial(trials).reset_index(drop=True)
 
 
-def cells(trials: pd.DataFrame) -> list[Cell]:
-    """One `Cell` per dataset and mechanism where the default and a baseline both ran."""
+def cells(trials: pd.DataFrame, selection: Sequence[int] = SELECTION_SEEDS) -> list[Cell]:
+    """One `Cell` per dataset and mechanism where the default and a baseline both ran, the
+    best baseline chosen on the ``selection`` seeds."""
     out: list[Cell] = []
     for (dataset, mechanism), cell in trials.groupby(["dataset", "mechanism"], sort=True):
         by_method = {m: g.set_index("seed")["mae"] for m, g in cell.groupby("method")}
         if "tdm" not in by_method:
             continue
-        incomplete = [
-            m for m, mae in by_method.items() if not set(SELECTION_SEEDS) <= set(mae.index)
-        ]
+        incomplete = [m for m, mae in by_method.items() if not set(selection) <= set(mae.index)]
         if any(m != "tdm" for m in incomplete):
             raise ValueError(
-                f"{dataset}/{mechanism}: {sorted(incomplete)} lack some of seeds "
-                f"{SELECTION_SEEDS}; the best other method is chosen on those seeds"
+                f"{dataset}/{mechanism}: {sorted(incomplete)} lack some of the selection seeds "
+                f"{tuple(selection)}; the best other method is chosen on them (--selection-seeds)"
             )
         shared = [
-            (float(mae.loc[list(SELECTION_SEEDS)].mean()), method)
+            (float(mae.loc[list(selection)].mean()), method)
             for method, mae in by_method.items()
             if method != "tdm"
         ]
@@ -165,12 +165,12 @@ def cells(trials: pd.DataFrame) -> list[Cell]:
 TIMED_MECHANISMS = ("mcar", "mar")
 
 
-def grid_means(trials: pd.DataFrame) -> pd.DataFrame:
-    """Rows: each mechanism's mean MAE over its datasets (seeds 3-5), then the median fit
+def grid_means(trials: pd.DataFrame, selection: Sequence[int] = SELECTION_SEEDS) -> pd.DataFrame:
+    """Rows: each mechanism's mean MAE over its datasets (``selection`` seeds), then the median fit
     seconds of the :data:`TIMED_MECHANISMS` trials on the small tables and on the others;
     columns: the default and every baseline that ran all the cells of the default (``tdm``
     first)."""
-    trials = trials[trials["seed"].isin(SELECTION_SEEDS)]
+    trials = trials[trials["seed"].isin(selection)]
     grid = set(map(tuple, trials.loc[trials["method"] == "tdm", ["dataset", "mechanism"]].values))
     ran = trials.groupby("method")[["dataset", "mechanism"]].apply(
         lambda g: set(map(tuple, g.values))
@@ -191,14 +191,20 @@ def grid_means(trials: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).T[methods]
 
 
-def report(found: Sequence[Cell], sources: Sequence[str], means: pd.DataFrame) -> str:
+def report(
+    found: Sequence[Cell],
+    sources: Sequence[str],
+    means: pd.DataFrame,
+    selection: Sequence[int] = SELECTION_SEEDS,
+) -> str:
     """The markdown tables and the per-mechanism counts."""
+    chosen = _seeds_text(selection)
     lines = [
         "# Is the default's lead over the best other method significant?",
         "",
         "Written by `python -m benchmarks.significance` from "
         + ", ".join(f"`{s}`" for s in sources)
-        + ". Held-out masks, 30% missing. Best other method: lowest mean MAE over seeds 3-5 "
+        + f". Held-out masks, 30% missing. Best other method: lowest mean MAE over {chosen} "
         "among the non-TDM methods that ran the cell (how many: *of*; chosen on seeds that the "
         "test then uses too, which can only favour the baseline). Test: paired t-test on the "
         "per-seed MAE differences over "
@@ -232,8 +238,8 @@ def report(found: Sequence[Cell], sources: Sequence[str], means: pd.DataFrame) -
         "",
         "## Over the grid",
         "",
-        "Mean over each mechanism's datasets of the mean MAE on seeds 3-5, for the methods that "
-        "ran every cell; median fit seconds over their MCAR and MAR trials on seeds 3-5 (small "
+        f"Mean over each mechanism's datasets of the mean MAE on {chosen}, for the methods that "
+        f"ran every cell; median fit seconds over their MCAR and MAR trials on {chosen} (small "
         "tables: " + ", ".join(SMALL_TABLES) + "; measured on 2 shared cores, so indicative only).",
         "",
         "| | " + " | ".join(means.columns) + " |",
@@ -245,10 +251,27 @@ def report(found: Sequence[Cell], sources: Sequence[str], means: pd.DataFrame) -
     return "\n".join(lines) + "\n"
 
 
+def _seeds_text(seeds: Sequence[int]) -> str:
+    """ "seeds 3-5" for a run of consecutive seeds, else "seeds 0, 2, 7"."""
+    ordered = sorted(seeds)
+    consecutive = len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1))
+    return (
+        f"seeds {ordered[0]}-{ordered[-1]}"
+        if consecutive
+        else f"seeds {', '.join(map(str, ordered))}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, nargs="+", default=[RESULTS])
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--selection-seeds",
+        type=lambda text: tuple(int(s) for s in text.split(",") if s),
+        default=SELECTION_SEEDS,
+        help="seeds on which the best other method is chosen (default: 3,4,5)",
+    )
     args = parser.parse_args(argv)
     for path in args.results:
         if not path.is_file():
@@ -263,7 +286,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             sources.append(str(path.resolve().relative_to(ROOT)))
         except ValueError:
             sources.append(str(path))
-    text = report(cells(trials), sources, grid_means(trials))
+    try:
+        found = cells(trials, args.selection_seeds)
+    except ValueError as error:  # a baseline that lacks a selection seed
+        parser.error(str(error))
+    if not found:
+        parser.error(
+            "no dataset and mechanism where tdm and a baseline both ran with their own settings "
+            f"at {P:.0%} missing (trials run with --max-iter or other settings do not count)"
+        )
+    text = report(found, sources, grid_means(trials, args.selection_seeds), args.selection_seeds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

@@ -98,7 +98,7 @@ def test_clashing_and_incomplete_records_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"two different results for missforest 0\.10\.0"):
         load([first, second])
     partial = pd.DataFrame(_rows("tdm", {3: 0.4, 4: 0.4, 5: 0.4}) + _rows("ice", {3: 0.5, 4: 0.5}))
-    with pytest.raises(ValueError, match=r"\['ice'\] lack some of seeds"):
+    with pytest.raises(ValueError, match=r"\['ice'\] lack some of the selection seeds"):
         cells(partial)
 
 
@@ -115,3 +115,29 @@ def test_a_missing_or_foreign_results_file_is_a_usage_error(
             main(["--results", str(path), "--out", str(tmp_path / "out.md")])
         assert exited.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "out.md").exists()
+
+
+def test_another_grid_names_its_selection_seeds_or_is_refused_in_a_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug: a grid of seeds 0-1 (or of the default run with --max-iter) ended in a KeyError's
+    traceback. Its selection seeds can be named; a record with no cell to test is refused."""
+    from benchmarks.significance import main
+
+    path = tmp_path / "benchmark.csv"
+    own = _rows("tdm", {0: 0.40, 1: 0.41}) + _rows("missforest", {0: 0.45, 1: 0.46})
+    pd.DataFrame(own).assign(fit_seconds=1.0).to_csv(path, index=False)
+    out = tmp_path / "significance.md"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--results", str(path), "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert "lack some of the selection seeds (3, 4, 5)" in capsys.readouterr().err
+    assert main(["--results", str(path), "--out", str(out), "--selection-seeds", "0,1"]) == 0
+    assert "lowest mean MAE over seeds 0, 1" in out.read_text()
+    capped = pd.DataFrame(own).assign(
+        params=lambda t: np.where(t.method == "tdm", "{'max_iter': 50}", "{}")
+    )
+    capped.to_csv(path, index=False)
+    with pytest.raises(SystemExit):
+        main(["--results", str(path), "--out", str(out), "--selection-seeds", "0,1"])
+    assert "trials run with --max-iter or other settings do not count" in capsys.readouterr().err
