@@ -253,11 +253,12 @@ def simulate_mixed(
     *,
     random_state: int | np.random.Generator | None = None,
 ) -> NDArray[np.bool_]:
-    """A mask (``True`` = missing) over every column of a mixed-type table.
+    """A mask (``True`` = missing) of a mixed-type table.
 
-    ``"mcar"`` draws each cell independently; ``"mar"`` runs :func:`tdm.simulate.simulate_mar`
-    on :func:`encode_numeric`'s matrix, so label columns may drive the missingness. ``p`` is
-    the expected share of missing cells.
+    ``"mcar"`` draws each cell of every column independently; ``"mar"`` runs
+    :func:`tdm.simulate.simulate_mar` on :func:`encode_numeric`'s matrix: its driver columns
+    (label columns among the candidates, by their codes) stay whole and drive the missingness
+    of the others. ``p`` is the expected share of missing cells of the whole table.
     """
     if mechanism not in MIXED_MECHANISMS:
         raise ValueError(f"mechanism must be one of {MIXED_MECHANISMS}; got {mechanism!r}")

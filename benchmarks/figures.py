@@ -10,9 +10,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["MECHANISM_ORDER", "bar_figures", "mixed_figure", "ordered", "trace_figure"]
+__all__ = [
+    "MECHANISM_ORDER",
+    "TRACE_FIGURE",
+    "bar_figures",
+    "mixed_figure",
+    "ordered",
+    "trace_figure",
+]
 
 MECHANISM_ORDER = ("mcar", "mar", "mnarl", "mnarq", "mnarq_published")
+TRACE_FIGURE = "mae_over_iterations.png"
+"""The file name of :func:`trace_figure`'s figure."""
 
 
 def ordered(values: Sequence[str], order: Sequence[str]) -> list[str]:
@@ -136,7 +145,7 @@ def trace_figure(traces: pd.DataFrame, out_dir: Path, order: Sequence[str]) -> P
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("MAE on the masked cells")
     fig.suptitle("MAE over iterations: TDM vs OTImputer (one refit per checkpoint)")
-    return _save(plt, fig, out_dir / "mae_over_iterations.png")
+    return _save(plt, fig, out_dir / TRACE_FIGURE)
 
 
 def mixed_figure(summary: pd.DataFrame, out_dir: Path, order: Sequence[str], rate: str) -> Path:

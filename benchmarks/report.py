@@ -11,7 +11,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.figures import MECHANISM_ORDER, bar_figures, mixed_figure, ordered, trace_figure
+from benchmarks.figures import (
+    MECHANISM_ORDER,
+    TRACE_FIGURE,
+    bar_figures,
+    mixed_figure,
+    ordered,
+    trace_figure,
+)
 
 __all__ = [
     "MIXED",
@@ -316,8 +323,9 @@ def write_report(
     out_dir: str | Path,
     layout: MethodLayout = MethodLayout(),
 ) -> Report:
-    """Write ``tables.md`` (newest row of each trial) and the figures under ``out_dir``, and
-    ``benchmark.csv`` with every recorded row but the loss traces; a ValueError where the
+    """Write ``tables.md`` (newest row of each trial) and the figures under ``out_dir`` (removing
+    the figures of an earlier report that this one does not draw), and ``benchmark.csv`` with
+    every recorded row but the loss traces; a ValueError where the
     results hold several missing rates (:func:`missing_rate`)."""
     rate = missing_rate(results) if not results.empty else ""
     out = Path(out_dir)
@@ -339,6 +347,10 @@ def write_report(
         trace_path = trace_figure(traces, figures, layout.order)
         if trace_path is not None:
             paths.append(trace_path)
+    for stale in figures.glob("*.png"):  # this report's figures of an earlier one (a grid gone)
+        own = stale.name.startswith("bars_") or stale.name in {"mixed.png", TRACE_FIGURE}
+        if own and stale not in paths:
+            stale.unlink()
     markdown = "\n".join(sections)
     if results.empty:
         markdown = "# Benchmark results\n\nNo trial recorded yet.\n"

@@ -186,7 +186,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNEXPECTED
     except KeyboardInterrupt as error:
         release_error(error)
-        print(interrupted_message(args.command, _written_db(args), started), file=sys.stderr)
+        if args.command == "bench":  # trials are recorded one by one, not a table at the end
+            from benchmarks.cli import grid_settings
+
+            print(
+                f"tdm bench: interrupted. Each finished trial is recorded in "
+                f"'{grid_settings(args).db}'; the same command runs only the others.",
+                file=sys.stderr,
+            )
+        else:
+            print(interrupted_message(args.command, _written_db(args), started), file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         log.detach()

@@ -169,6 +169,32 @@ def test_failed_trials_are_named_with_their_reasons_not_called_a_bug(
     assert list(read_results(db)["method"]) == ["mean"]
 
 
+def test_ctrl_c_says_the_finished_trials_are_recorded(
+    tmp_path: Path, data_dir: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Bug: Ctrl-C in `tdm bench` said each table is written in one transaction at the end
+    of its run (the warehouse's words); trials are recorded one by one."""
+    import benchmarks.flow
+    from cli.main import main
+
+    class Interrupted:
+        fn = benchmarks.flow.benchmark.fn
+
+        def __call__(self, **grid: Any) -> Any:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(benchmarks.flow, "benchmark", Interrupted())
+    db = tmp_path / "bench.duckdb"
+    argv = ["bench", "--db", str(db), "--data-dir", data_dir, "--datasets", "seeds"]
+    argv += ["--seeds", "0,", "--methods", "mean", "--mechanisms", "mcar"]
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.endswith(
+        f"tdm bench: interrupted. Each finished trial is recorded in '{db}'; the same command "
+        "runs only the others.\n"
+    )
+
+
 def test_other_settings_are_other_trials(tmp_path: Path, data_dir: str) -> None:
     """Changing max_iter changes the params hash: those trials run; the mean ones are reused.
 

@@ -132,6 +132,20 @@ def test_report_uses_the_layout_s_order_and_leaves_fixtures_out_of_the_ranking(
     assert (tmp_path / "benchmark.csv").is_file()
 
 
+def test_a_report_removes_its_own_figures_it_no_longer_draws(tmp_path: Path) -> None:
+    """Bug: an earlier report's bars of a mechanism no longer in the results stayed beside the
+    new ones; figures the report does not own stay."""
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    for name in ("bars_mnarl.png", "mae_over_iterations.png", "mine.png"):
+        (figures / name).write_bytes(b"old")
+    rows = _trial_rows(["0.5.0"], [0.3]).assign(method="mean", rmse=0.3, w2sq_half=0.3)
+    traces = pd.DataFrame(columns=["dataset", "method", "iteration", "mae"])
+    report = write_report(rows, traces, tmp_path)
+    assert sorted(p.name for p in figures.iterdir()) == ["bars_mcar.png", "mine.png"]
+    assert [p.name for p in report.figure_paths] == ["bars_mcar.png"]
+
+
 @pytest.mark.parametrize("n_methods", [4, 13, 25])
 def test_every_method_of_a_figure_has_a_colour_of_its_own(n_methods: int) -> None:
     """Bug: past ten methods the colours repeated (tdm and ice one orange in the held-out
