@@ -172,8 +172,10 @@ def grid_problem(args: argparse.Namespace, report_dir: str) -> str | None:
     """What is wrong with the grid `args` asks for (`grid_settings` applied), before any trial
     runs: unknown datasets, methods or mechanisms, a table of the other grid, a dataset file
     that does not exist, settings out of range, a seed given twice, a results file that is a
-    folder or, with `--report-only`, missing; or a report folder whose `benchmark.csv` holds
-    trials the results file lacks (writing the report would replace it). None: nothing."""
+    folder or, with `--report-only`, missing; a missing rate a mechanism cannot reach; trials
+    recorded with another `--svm-repeats` or at another missing rate; or a report folder whose
+    `benchmark.csv` holds trials the results file lacks (writing the report would replace it).
+    None: nothing."""
     from benchmarks.datasets import DATASETS, MIXED_DATASETS, MIXED_MECHANISMS, dataset_path
     from benchmarks.registry import REGISTRY
     from tdm.simulate import MECHANISMS
@@ -283,13 +285,14 @@ def _rates_problem(db_path: str, merged: Sequence[str], asked: Sequence[float]) 
         return None
     if asked and held:
         return (
-            f"results file {db_path} holds trials at {', '.join(f'{p:g}' for p in sorted(held))} "
-            f"missing; a grid at --p {asked[0]:g} needs a results file of its own (--db)"
+            f"results file {db_path} holds trials at --p "
+            f"{', '.join(f'{p:g}' for p in sorted(held))}; a grid at --p {asked[0]:g} needs a "
+            "results file of its own (--db)"
         )
     return (
         f"the results would hold {len(rates)} missing rates "
-        f"({', '.join(f'{p:g}' for p in sorted(rates))}) and a report covers one: merge files "
-        "of one rate"
+        f"({', '.join(f'{p:g}' for p in sorted(rates))}), and a report covers one: keep each "
+        "rate in a results file of its own"
     )
 
 

@@ -327,7 +327,7 @@ def test_a_results_file_holds_one_missing_rate_and_its_report_says_which(
     capsys.readouterr()
     kept = tenth.read_bytes()
     assert bench_main(["--db", str(tenth), *grid, "--p", "0.5"]) == 2
-    assert "holds trials at 0.1 missing; a grid at --p 0.5 needs a results file of its own" in (
+    assert "holds trials at --p 0.1; a grid at --p 0.5 needs a results file of its own" in (
         capsys.readouterr().err
     )
     assert bench_main(["--db", str(tenth), "--merge", str(half)]) == 2
