@@ -148,7 +148,7 @@ def serve_here(
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     from flows.notify import check_notify_url
-    from flows.settings import PipelineSettings, check_known_variables
+    from flows.settings import SERVED_DB_VARIABLE, PipelineSettings, check_known_variables
     from tasks.impute import GPU_TAG
 
     # A bad prefect.yaml, config, schedule, database path or notification URL fails before a
@@ -174,6 +174,9 @@ def serve_here(
     specs = [described if spec is nightly else spec for spec in specs]
     threads = pipeline.torch_threads if torch_threads is None else torch_threads
     run_env = served_environment(specs, torch_threads=threads, db_path=db_path, environ=os.environ)
+    # The files its runs may write: the nightly run's, and an ad-hoc table run's by default.
+    served = {Path(p).resolve() for p in (database[0], db_path or pipeline.db_path)}
+    run_env[SERVED_DB_VARIABLE] = os.pathsep.join(sorted(map(str, served)))
     check_known_variables({**os.environ, **run_env})  # prefect.yaml's: every run gets them
     port = port or default_port()
     prefect_settings = get_current_settings()

@@ -100,11 +100,19 @@ def server_environment(port: int, environ: Mapping[str, str] | None = None) -> d
     API address from PREFECT_SERVER_API_HOST and PREFECT_SERVER_API_PORT (default 4200): set
     here, with PREFECT_UI_API_URL, so that the UI talks to this server. A PREFECT_UI_API_URL the
     user set is kept.
+
+    Web pages of other sites must not drive the server through a browser on this machine:
+    Prefect's CSRF protection is on and cross-origin requests are allowed from the UI's own
+    addresses only (127.0.0.1 and localhost on `port`), unless the user set either variable.
     """
     env = dict(os.environ if environ is None else environ)
     env.pop("PREFECT_API_URL", None)  # the server is the API; it needs no client address
     env["PREFECT_SERVER_API_HOST"] = HOST
     env["PREFECT_SERVER_API_PORT"] = str(port)
+    env.setdefault("PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED", "true")
+    env.setdefault(
+        "PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS", f"http://{HOST}:{port},http://localhost:{port}"
+    )
     if not any(name in env for name in _UI_API_URL_VARIABLES):
         env["PREFECT_UI_API_URL"] = api_url_for(port)
     return env

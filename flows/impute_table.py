@@ -21,7 +21,7 @@ from flows.runs import (
     table_run_name,
     tag_flow_run,
 )
-from flows.settings import PipelineSettings
+from flows.settings import PipelineSettings, check_served_database
 from flows.steps import (
     ImputeOptions,
     describe_dry_run,
@@ -131,6 +131,7 @@ def impute_table(
         # inside: an invalid TDM_* value fails the run, with its message, as any input error
         settings = PipelineSettings.from_env()
         db = str(db_path if db_path is not None else settings.db_path)
+        check_served_database(db, f'The run of table "{source_table}"')
         tag_flow_run([*run_tags([source_table], db), *[DRY_RUN_TAG] * dry_run])
         params = imputer_settings(  # the given settings on top of the TDM_* ones, checked first
             environment_settings(),

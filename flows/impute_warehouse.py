@@ -25,7 +25,7 @@ from flows.runs import (
     tag_flow_run,
     warehouse_run_name,
 )
-from flows.settings import PipelineSettings
+from flows.settings import PipelineSettings, check_served_database
 from flows.steps import (
     ImputeOptions,
     PreparedTable,
@@ -127,6 +127,7 @@ def _impute_warehouse(
     except WarehouseConfigError as error:
         raise PipelineInputError(str(error)) from None
     db = warehouse_db(db_path, spec, settings)
+    check_served_database(db, f"The warehouse run of '{config}'")
     tables = [entry.table for entry in spec.tables]
     tag_flow_run([*run_tags(tables, db), *[DRY_RUN_TAG] * dry_run])
     check_targets = check_warehouse_targets.with_options(

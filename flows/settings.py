@@ -19,7 +19,13 @@ from tasks.errors import PipelineInputError, problem
 from tasks.imputer_settings import ENV_PREFIX, setting_names
 from tasks.warehouse.names import DEFAULT_TARGET_SUFFIX
 
-__all__ = ["OTHER_VARIABLES", "PipelineSettings", "check_known_variables"]
+__all__ = [
+    "OTHER_VARIABLES",
+    "SERVED_DB_VARIABLE",
+    "PipelineSettings",
+    "check_known_variables",
+    "check_served_database",
+]
 
 OTHER_VARIABLES = {
     "TDM_WAREHOUSE_CONFIG": "tdm serve's and tdm warehouse's config",
@@ -27,8 +33,12 @@ OTHER_VARIABLES = {
     "TDM_SCHEDULE_TIMEZONE": "tdm serve's schedule",
     "TDM_ALLOW_CUDA": "dev.sh",
     "TDM_DATASETS_DIR": "the benchmark's datasets",
+    "TDM_SERVED_DB": "set by tdm serve for its runs: the one database file they may write",
 }
 """The `TDM_*` variables read elsewhere than the run's and the imputer's settings."""
+SERVED_DB_VARIABLE = "TDM_SERVED_DB"
+"""Set by `tdm serve` for the runs it serves: the database files they may write (resolved,
+joined by `os.pathsep`)."""
 
 
 class PipelineSettings(BaseSettings):
@@ -243,4 +253,19 @@ def check_known_variables(environ: Mapping[str, str]) -> None:
         f"release reads {'them' if many else 'it'} (some settings of earlier releases are now "
         f"fixed by the library), so the run would go on without {'them' if many else 'it'}. "
         f"Unset {'them' if many else 'it'}, or use a setting's own name (`tdm impute --help`)."
+    )
+
+
+def check_served_database(db_path: str, subject: str) -> None:
+    """In a run served by `tdm serve` (:data:`SERVED_DB_VARIABLE` set), refuse a database file
+    other than the one it serves: a run's parameters come from whoever can reach the server,
+    and must not point the service at another file. Outside `tdm serve`, nothing."""
+    served = [Path(p) for p in os.environ.get(SERVED_DB_VARIABLE, "").split(os.pathsep) if p]
+    if not served or Path(db_path).resolve() in served:
+        return
+    files = " and ".join(f"'{p}'" for p in served)
+    raise PipelineInputError(
+        f"{subject} asks for the database file '{db_path}', but this `tdm serve` serves "
+        f"{files} only, so nothing was written: serve that file with its own `tdm serve --db`, "
+        "or run `tdm impute` / `tdm warehouse` on it."
     )

@@ -45,6 +45,7 @@ from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse
 from schemas.warehouse import load_warehouse_config
 from tasks.errors import PipelineError
+from tests.api import api_post
 from tests.conftest import build_readings, fresh_prefect_home
 
 REPO = Path(__file__).resolve().parents[2]
@@ -598,10 +599,10 @@ def test_a_run_nothing_serves_is_cancelled(served: Served) -> None:
             name="orphan", entrypoint_type=EntrypointType.MODULE_PATH
         )
         deployment_id = deployment.apply()  # type: ignore[union-attr]
-    poll = httpx.post(
-        f"{served.api_url}/deployments/get_scheduled_flow_runs",
-        json={"deployment_ids": [str(deployment_id)]},
-        timeout=10,
+    poll = api_post(
+        served.api_url,
+        "/deployments/get_scheduled_flow_runs",
+        {"deployment_ids": [str(deployment_id)]},
     )  # what a runner's poll does: the deployment is READY for a minute
     assert poll.status_code == 200
     orphan = "impute-table/orphan"
@@ -740,9 +741,10 @@ def _next_scheduled_run(api: str, deployment_id: str) -> datetime:
     """The earliest run the server's scheduler created for the deployment."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        response = httpx.post(
-            f"{api}/flow_runs/filter",
-            json={
+        response = api_post(
+            api,
+            "/flow_runs/filter",
+            {
                 "deployments": {"id": {"any_": [deployment_id]}},
                 "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}},
                 "sort": "EXPECTED_START_TIME_ASC",

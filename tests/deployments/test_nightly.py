@@ -332,7 +332,22 @@ def test_server_environment_points_the_ui_at_its_port() -> None:
         "PREFECT_SERVER_API_HOST": "127.0.0.1",
         "PREFECT_SERVER_API_PORT": "4311",
         "PREFECT_UI_API_URL": "http://127.0.0.1:4311/api",
+        "PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED": "true",
+        "PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS": "http://127.0.0.1:4311,http://localhost:4311",
     }
+
+
+def test_server_environment_lets_no_other_site_drive_the_server() -> None:
+    """Bug (security review): Prefect's defaults allowed any origin (CORS `*`) without CSRF
+    tokens, so a web page open in a browser on this machine could start runs. The user's own
+    choices of either are kept."""
+    env = server_environment(4311, {})
+    assert env["PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED"] == "true"
+    assert "*" not in env["PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS"]
+    mine = {"PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS": "https://ui.example"}
+    assert server_environment(4311, mine)["PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS"] == (
+        "https://ui.example"
+    )
 
 
 def test_server_environment_keeps_a_ui_api_url_the_user_set() -> None:

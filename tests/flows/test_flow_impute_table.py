@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -365,3 +366,21 @@ def test_a_bad_run_setting_is_refused_naming_the_table_the_setting_and_its_value
         'Invalid run settings for table "readings": range_factor: Input should be greater than '
         "0 (given: -3.0)."
     )
+
+
+def test_a_served_run_writes_no_database_file_but_the_served_ones(
+    warehouse: Path, tmp_path: Path, take_snapshot: Callable[[Path], dict], monkeypatch
+) -> None:
+    """Bug (security review): a run served by `tdm serve --db shop.duckdb` took any `db_path`
+    parameter, so whoever reached the server could have the service rewrite another file.
+    Under `tdm serve` (TDM_SERVED_DB) another file is refused, unchanged; the served one runs."""
+    other = tmp_path / "other.duckdb"
+    shutil.copy(warehouse, other)
+    before = take_snapshot(other)
+    monkeypatch.setenv("TDM_SERVED_DB", str(warehouse.resolve()))
+    arguments = {"source_table": "readings", "imputer": FAST, "replace_source": True}
+    text = _failed(impute_table(db_path=other, **arguments, return_state=True))
+    assert f"asks for the database file '{other}', but this `tdm serve` serves" in text
+    assert take_snapshot(other) == before
+    state = impute_table(db_path=warehouse, **arguments, return_state=True)
+    assert state.is_completed(), state.message

@@ -23,6 +23,7 @@ import pytest
 
 from deployments.server import local_server
 from tasks.artifacts import artifact_key
+from tests.api import api_post
 from tests.conftest import fresh_prefect_home
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -114,10 +115,8 @@ def test_the_ui_shows_the_report_statistics_and_loss_plot_of_a_run(
     with duckdb.connect(str(db), read_only=True) as con:
         run_id = str(con.execute("SELECT run_id FROM tdm_lineage").fetchall()[0][0])
 
-    found = httpx.post(
-        f"{prefect_server}/api/artifacts/filter",
-        json={"flow_runs": {"id": {"any_": [run_id]}}},
-        timeout=10,
+    found = api_post(
+        f"{prefect_server}/api", "/artifacts/filter", {"flow_runs": {"id": {"any_": [run_id]}}}
     ).json()
     ids = {a["key"]: a["id"] for a in found}
     kinds = ("report", "statistics", "loss", "progress")
@@ -162,9 +161,7 @@ def test_the_ui_shows_the_report_statistics_and_loss_plot_of_a_run(
     flow_run = httpx.get(f"{prefect_server}/api/flow_runs/{run_id}", timeout=10).json()
     assert flow_run["name"] == f"impute-{TABLE}"
     assert {f"table:{TABLE}", "warehouse:w.duckdb"} <= set(flow_run["tags"])
-    tasks = httpx.post(
-        f"{prefect_server}/api/task_runs/filter",
-        json={"flow_runs": {"id": {"any_": [run_id]}}},
-        timeout=10,
+    tasks = api_post(
+        f"{prefect_server}/api", "/task_runs/filter", {"flow_runs": {"id": {"any_": [run_id]}}}
     ).json()
     assert f"write-back-{TABLE}" in {t["name"] for t in tasks}
