@@ -227,14 +227,23 @@ def insert_model(
     version = next_model_version(con, model.target_table)
     written = None if folder is None else folder.file(model.target_table, version)
     if written is not None and folder is not None:
-        partial = written.with_suffix(".partial")
+        partial: Path | None = None
         try:
-            written.parent.mkdir(parents=True, exist_ok=True)
-            partial.write_bytes(model.model)
+            # The file holds the fitted table: the folders this makes and the file are the
+            # service account's own (0700, 0600); the partial file is a new one, never a link
+            # planted under a name it would have used.
+            written.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            handle, name = tempfile.mkstemp(
+                dir=written.parent, prefix=f"v{version}.", suffix=".partial"
+            )
+            partial = Path(name)
+            with os.fdopen(handle, "wb") as out:
+                out.write(model.model)
             os.replace(partial, written)  # a file is whole or absent, never half written
         except OSError as error:  # a full or failing disk: nothing of the model is left
             with contextlib.suppress(OSError):
-                partial.unlink(missing_ok=True)
+                if partial is not None:
+                    partial.unlink(missing_ok=True)
             full = error.errno == errno.ENOSPC
             raise PipelineError(
                 f"The model folder '{folder.root}' (TDM_MODEL_DIR) could not take version "

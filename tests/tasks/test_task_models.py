@@ -40,13 +40,10 @@ def test_scaling_survives_json_with_open_bounds() -> None:
     assert dict(back.bounds) == {"a": (-np.inf, 4.0), "b": (0.0, np.inf)}
 
 
-def test_a_full_model_folder_is_a_clear_error_that_leaves_no_file(tmp_path: Path) -> None:
-    """Bug: a full TDM_MODEL_DIR ended an incremental run in "unexpected error: OSError: No
-    space left on device ... This is a bug", naming neither the folder nor the table, and left a
-    `.partial` file on the full disk. The error names both and what to do; no file is left and
-    no row is added."""
+def _model(saved: bytes) -> NewModel:
+    """A model of `sales_imputed` whose save file is `saved`."""
     scaling = Scaling(("x",), ColumnScaling(mean=np.array([1.0]), scale=np.array([2.0])))
-    model = NewModel(
+    return NewModel(
         source_table="sales",
         target_table="sales_imputed",
         run_id="run-1",
@@ -60,8 +57,38 @@ def test_a_full_model_folder_is_a_clear_error_that_leaves_no_file(tmp_path: Path
         fit_rows=10,
         profile={},
         scaling=scaling,
-        model=bytes(200_000),
+        model=saved,
     )
+
+
+def test_a_model_file_is_the_service_s_own_and_follows_no_planted_link(tmp_path: Path) -> None:
+    """Bug (security review): model files (the fitted table, standardised) were written 0644
+    in a 0755 folder, through `v<N>.partial`, a name anyone who could write the folder could
+    plant as a link to another file, which the write then overwrote."""
+    db = tmp_path / "w.duckdb"
+    folder = ModelFolder.beside(db, "models")
+    own = folder.file("sales_imputed", 1)
+    own.parent.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    own.with_suffix(".partial").symlink_to(victim)
+    with duckdb.connect(str(db)) as con:
+        insert_model(con, _model(b"model bytes"), folder)
+    assert victim.read_text() == "precious"
+    assert own.read_bytes() == b"model bytes" and own.stat().st_mode & 0o777 == 0o600
+    fresh = ModelFolder.beside(db, "new/models")
+    with duckdb.connect(str(db)) as con:
+        insert_model(con, _model(b"again"), fresh)
+    made = fresh.file("sales_imputed", 2).parent
+    assert made.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_full_model_folder_is_a_clear_error_that_leaves_no_file(tmp_path: Path) -> None:
+    """Bug: a full TDM_MODEL_DIR ended an incremental run in "unexpected error: OSError: No
+    space left on device ... This is a bug", naming neither the folder nor the table, and left a
+    `.partial` file on the full disk. The error names both and what to do; no file is left and
+    no row is added."""
+    model = _model(bytes(200_000))
     db = tmp_path / "w.duckdb"
     with small_mount(tmp_path / "models", "64k") as where, duckdb.connect(str(db)) as con:
         folder = ModelFolder.beside(db, where)
