@@ -128,14 +128,25 @@ class ModelFolder:
         return cls(root=(base / Path(folder)).resolve(), base=base)
 
     def file(self, target: str, version: int) -> Path:
-        """The file of `target`'s `version`: `<root>/<target>/v<version>.tdm` (characters
-        other than letters, digits, `.`, `_` and `-` in the name become `_`)."""
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", target)
-        return self.root / name / f"v{version}.tdm"
+        """The file of `target`'s `version`: `<root>/<target>-<hash>/v<version>.tdm`
+        (characters other than letters, digits, `.`, `_` and `-` in the name become `_`; the
+        first 8 hex digits of the name's SHA-256 keep two names that read alike apart)."""
+        digest = hashlib.sha256(target.encode()).hexdigest()[:8]
+        return self.root / f"{_readable(target)}-{digest}" / f"v{version}.tdm"
+
+    def files(self, target: str, version: int) -> tuple[Path, Path]:
+        """Where `target`'s `version` may lie: its file (`file`), and where releases before
+        0.20.1 wrote it, `<root>/<target>/v<version>.tdm` (two names that read alike shared
+        it)."""
+        return self.file(target, version), self.root / _readable(target) / f"v{version}.tdm"
 
     def stored(self, path: Path) -> str:
         """How `path` is written in `model_path`."""
         return str(path.relative_to(self.base)) if path.is_relative_to(self.base) else str(path)
+
+
+def _readable(target: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", target)
 
 
 def model_folder(db_path: str | os.PathLike[str], model_dir: str | None) -> ModelFolder | None:
@@ -153,9 +164,8 @@ def model_file_path(
     and deletes no other file, whatever the table says."""
     if folder is None:
         return None
-    path = Path(stored) if Path(stored).is_absolute() else folder.base / stored
-    own = folder.file(target, version)
-    return own if path.resolve() == own.resolve() else None
+    path = (Path(stored) if Path(stored).is_absolute() else folder.base / stored).resolve()
+    return next((own for own in folder.files(target, version) if path == own.resolve()), None)
 
 
 def _outside_folder(stored: str, folder: ModelFolder | None) -> str:
@@ -414,8 +424,21 @@ def drop_models(
     if rows:
         _migrate(con)  # an earlier store, as a run would: `list_models` reads it afterwards
         con.execute(f"DELETE FROM {MODELS_TABLE} WHERE {where}", values)
+    # A file named by a row kept (another target's, written where two names shared a folder
+    # before 0.20.1) stays.
+    kept = (
+        {
+            (Path(p) if Path(p).is_absolute() else folder.base / p).resolve()
+            for (p,) in con.execute(
+                f"SELECT {path_column} FROM {MODELS_TABLE} WHERE {path_column} IS NOT NULL"
+            ).fetchall()
+        }
+        if folder is not None
+        else set()
+    )
     for path in files:
-        path.unlink(missing_ok=True)
+        if path.resolve() not in kept:
+            path.unlink(missing_ok=True)
     return len(rows)
 
 

@@ -87,16 +87,14 @@ def test_drop_deletes_no_file_but_the_row_s_own_in_the_model_folder(
     file. Such a row is refused by name and nothing is deleted; the row's own file is."""
     db = tmp_path / "w.duckdb"
     store_two_versions(db, ModelFolder.beside(db, "models"))
-    victims = [tmp_path / "precious.txt", tmp_path / "models" / "readings_imputed" / "v1.tdm"]
+    own_folder = ModelFolder.beside(db, "models").file("readings_imputed", 1).parent
+    folder = own_folder.relative_to(tmp_path).as_posix()
+    victims = [tmp_path / "precious.txt", own_folder / "v1.tdm"]
     victims[0].write_text("keep me")
     if model_dir is not None:
         monkeypatch.setenv("TDM_MODEL_DIR", model_dir)
     drop = ["models", "drop", "--db", str(db), "--target", "readings_imputed"]
-    for forged in (
-        str(victims[0]),
-        "models/readings_imputed/../../precious.txt",
-        "models/readings_imputed/v1.tdm",
-    ):
+    for forged in (str(victims[0]), f"{folder}/../../precious.txt", f"{folder}/v1.tdm"):
         with duckdb.connect(str(db)) as con:
             con.execute("UPDATE tdm_models SET model_path = ? WHERE version = 2", [forged])
         digest = file_hash(db)
@@ -110,7 +108,7 @@ def test_drop_deletes_no_file_but_the_row_s_own_in_the_model_folder(
             assert con.execute("SELECT count(*) FROM tdm_models").fetchall() == [(2,)]
     if model_dir is not None:
         with duckdb.connect(str(db)) as con:
-            own = "models/readings_imputed/v2.tdm"
+            own = f"{folder}/v2.tdm"
             con.execute("UPDATE tdm_models SET model_path = ? WHERE version = 2", [own])
         assert main([*drop, "--version", "1"]) == 0
         assert victims[0].exists() and not victims[1].exists()
@@ -159,12 +157,12 @@ def test_a_drop_whose_model_files_cannot_be_deleted_is_refused_before_the_rows_g
         digest = file_hash(db)
         assert main(["models", "drop", "--db", str(db), "--target", "readings_imputed"]) == 2
         err = capsys.readouterr().err
-        place = folder / "readings_imputed"
+        place = folder / ModelFolder.beside(db, "models").file("readings_imputed", 1).parent.name
         assert f"The model files of 'readings_imputed' in '{place}' cannot be written" in err
         assert "Nothing was dropped (the rows and their files stay)" in err
         assert "Traceback" not in err
         assert file_hash(db) == digest
-        assert sorted(p.name for p in (folder / "readings_imputed").iterdir()) == [
+        assert sorted(p.name for p in place.iterdir()) == [
             "v1.tdm", "v2.tdm",
         ]  # fmt: skip
 

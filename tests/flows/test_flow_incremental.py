@@ -528,19 +528,22 @@ def test_new_rows_are_imputed_in_partitions_on_a_dask_cluster_as_on_threads(
 def test_a_model_folder_keeps_the_files_and_the_table_their_path_and_digest(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With TDM_MODEL_DIR the save file goes to <folder>/<target>/v<N>.tdm beside the DuckDB
+    """With TDM_MODEL_DIR the save file goes to <folder>/<target>-<hash>/v<N>.tdm beside the DuckDB
     file and tdm_models keeps its relative path and digest (no blob); the next night reads it
     from there. A failed write removes the file it wrote; a missing file is reported and
     refitted; `tdm models drop` deletes the files with the rows."""
     import tasks.write
     from cli.main import main
+    from tasks.warehouse.models import ModelFolder
 
     monkeypatch.setenv("TDM_MODEL_DIR", "models")
-    folder = warehouse.parent / "models" / "readings_imputed"
+    folder = ModelFolder.beside(warehouse, "models").file("readings_imputed", 1).parent
+    assert folder.parent == warehouse.parent / "models"
+    assert folder.name.startswith("readings_imputed-")
     first = _run(warehouse)
     stored = _query(warehouse, "SELECT model IS NULL AS no_blob, model_path, model_sha256 "
                                "FROM tdm_models")  # fmt: skip
-    assert stored.iloc[0].tolist()[:2] == [True, "models/readings_imputed/v1.tdm"]
+    assert stored.iloc[0].tolist()[:2] == [True, f"models/{folder.name}/v1.tdm"]
     v1 = folder / "v1.tdm"
     assert hashlib.sha256(v1.read_bytes()).hexdigest() == stored["model_sha256"][0]
     _append_rows(warehouse, 81, 10, seed=5)

@@ -100,3 +100,36 @@ def test_a_full_model_folder_is_a_clear_error_that_leaves_no_file(tmp_path: Path
         )
         assert not [p for p in where.rglob("*") if p.is_file()]
         assert con.execute("SELECT count(*) FROM tdm_models").fetchone() == (0,)
+
+
+def test_targets_that_read_alike_keep_their_files_apart_and_a_shared_one_stays(
+    tmp_path: Path,
+) -> None:
+    """Bug (security review): `ventes_é_imputed` and `ventes_è_imputed` both wrote
+    `ventes___imputed/v1.tdm`, so one's model was called corrupt and refitted, and dropping one
+    deleted the file the other's row named. Now each has its own folder; a file two rows share
+    (written so by an earlier release, still read) is deleted with the last row naming it."""
+    from dataclasses import replace
+
+    from tasks.warehouse.models import drop_models, model_file_path
+
+    db = tmp_path / "w.duckdb"
+    folder = ModelFolder.beside(db, "models")
+    acute, grave = "ventes_é_imputed", "ventes_è_imputed"
+    assert folder.file(acute, 1) != folder.file(grave, 1)
+    with duckdb.connect(str(db)) as con:
+        for target, saved in ((acute, b"acute"), (grave, b"grave")):
+            insert_model(con, replace(_model(saved), target_table=target), folder)
+        assert folder.file(acute, 1).read_bytes() == b"acute"
+        assert folder.file(grave, 1).read_bytes() == b"grave"
+        shared = folder.files(acute, 1)[1]  # where both were written before
+        assert shared == folder.files(grave, 1)[1]
+        shared.parent.mkdir()
+        shared.write_bytes(b"old")
+        stored = folder.stored(shared)
+        con.execute("UPDATE tdm_models SET model_path = ?", [stored])
+        assert model_file_path(stored, folder, acute, 1) == shared  # an earlier file is read
+        assert drop_models(con, acute, folder=folder) == 1
+        assert shared.read_bytes() == b"old"  # the other row still names it
+        assert drop_models(con, grave, folder=folder) == 1
+        assert not shared.exists()
