@@ -103,8 +103,9 @@ class PipelineSettings(BaseSettings):
     draws: int = Field(
         default=0,
         ge=0,
-        description="Draws of each imputed cell made to measure its uncertainty: with K >= 2, "
-        "tdm_imputed_cells gets, per numeric cell, low and high (the 5% and 95% quantiles of "
+        description="Draws of each imputed cell made to measure its uncertainty: with "
+        "2 <= K <= 1000, tdm_imputed_cells gets, per numeric cell, low and high (the 5% and "
+        "95% quantiles of "
         "its K draws) and, per label cell, probability (the share of the draws that gave it "
         "the label written); 0: none. Draws take about one more fit.",
     )

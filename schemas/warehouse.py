@@ -38,6 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
+    "MAX_DRAWS",
     "TableEntry",
     "WarehouseConfig",
     "WarehouseConfigError",
@@ -47,10 +48,20 @@ __all__ = [
 ]
 
 
+MAX_DRAWS = 1_000
+"""Most draws a run makes: they are held in memory together (rows x columns x draws)."""
+
+
 def check_draws(draws: int | None) -> int | None:
-    """Refuse one draw per cell (0: none, else at least 2), wherever the setting is given."""
+    """Refuse one draw per cell (0: none, else 2 to :data:`MAX_DRAWS`), wherever the setting
+    is given."""
     if draws == 1:
         raise ValueError("draws is 0 (none) or at least 2: one draw gives no interval")
+    if draws is not None and draws > MAX_DRAWS:
+        raise ValueError(
+            f"draws is at most {MAX_DRAWS:,}: they are held in memory together, and the 5% "
+            "and 95% quantiles they give settle long before"
+        )
     return draws
 
 
