@@ -102,6 +102,14 @@ def target_api_url() -> str:
     return get_current_settings().api.url or api_url_for(default_port())
 
 
+def _has_auth() -> bool:
+    """Whether PREFECT_API_AUTH_STRING gives this client a login."""
+    from prefect.settings import get_current_settings
+
+    given = get_current_settings().api.auth_string
+    return bool(given and given.get_secret_value())
+
+
 def trigger_deployment(
     name: str,
     parameters: dict[str, Any],
@@ -152,6 +160,15 @@ def trigger_deployment(
                 raise PipelineError(
                     f"The Prefect server at {url} has no deployment {name!r}: start `tdm serve` "
                     "(or deploy deployments/prefect.yaml to a work pool)."
+                ) from None
+            except PrefectHTTPStatusError as error:
+                if error.response.status_code != 401:
+                    raise
+                raise PipelineError(
+                    f"The Prefect server at {url} asks for a login, and "
+                    f"{'PREFECT_API_AUTH_STRING is refused' if _has_auth() else 'none is set'}: "
+                    "set PREFECT_API_AUTH_STRING=user:password as the server's "
+                    "PREFECT_SERVER_API_AUTH_STRING."
                 ) from None
             if deployment.status != DeploymentStatus.READY:
                 raise PipelineError(

@@ -67,3 +67,39 @@ def test_records_logged_after_the_final_state_are_passed_on(
     watch = _Watch(client, run, uuid4(), None, None, shown.append)  # type: ignore[arg-type]
     watch.follow(wait=True, timeout=None, pickup_timeout=30, poll=0.05)
     assert shown == [client.late]
+
+
+class _LoginServer:
+    """A Prefect client of a server that asks for a login (PREFECT_SERVER_API_AUTH_STRING)."""
+
+    def __enter__(self) -> _LoginServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def read_deployment_by_name(self, name: str) -> object:
+        from prefect.exceptions import PrefectHTTPStatusError
+
+        request = httpx.Request("GET", "http://127.0.0.1:4200/api/deployments/name/x")
+        response = httpx.Response(401, request=request, json={"exception_message": "no"})
+        raise PrefectHTTPStatusError("401 Unauthorized", request=request, response=response)
+
+
+@pytest.mark.parametrize("login", ["", "u:wrong"], ids=["none", "refused"])
+def test_a_server_that_asks_for_a_login_is_named_with_the_setting_to_give(
+    monkeypatch: pytest.MonkeyPatch, login: str
+) -> None:
+    """Bug: `tdm run` against a server with basic auth said "unexpected error:
+    PrefectHTTPStatusError ... 401 ... This is a bug in tdm"."""
+    import prefect
+
+    monkeypatch.setenv("PREFECT_API_AUTH_STRING", login)
+    monkeypatch.setattr(trigger, "server_answers", lambda url: True)
+    monkeypatch.setattr(prefect, "get_client", lambda **kwargs: _LoginServer())
+    with pytest.raises(PipelineError) as raised:
+        trigger.trigger_deployment("impute-table/impute-table", {}, api_url="http://x:1/api")
+    said = "none is set" if not login else "PREFECT_API_AUTH_STRING is refused"
+    assert f"asks for a login, and {said}: set PREFECT_API_AUTH_STRING=user:password" in str(
+        raised.value
+    )
