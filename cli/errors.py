@@ -64,7 +64,7 @@ class ErrorLog:
 
             folder = Path(get_current_settings().home).expanduser() / "logs"
         except Exception:  # no usable Prefect settings: the log must still go somewhere
-            folder = Path(tempfile.gettempdir())
+            folder = _private_folder()
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         self.path = folder / f"tdm-{command}-{stamp}-{os.getpid()}.log"
         self._handler: logging.FileHandler | None = None
@@ -75,7 +75,7 @@ class ErrorLog:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
-            self.path = Path(tempfile.gettempdir()) / self.path.name
+            self.path = _private_folder() / self.path.name
         handler = logging.FileHandler(self.path, encoding="utf-8", delay=True)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler.addFilter(_UnexpectedTraceback(expected))
@@ -106,6 +106,12 @@ class ErrorLog:
             f"tdm {command}: unexpected error: {what}. This is a bug in tdm or an input it does "
             f"not handle yet; the traceback is in {self.path} (include it when you report it)."
         )
+
+
+def _private_folder() -> Path:
+    """A new folder of this user's alone (0700, a name no one can guess) in the temporary
+    directory: a log there cannot be a link someone planted to another file."""
+    return Path(tempfile.mkdtemp(prefix="tdm-logs-"))
 
 
 def configure_warnings(*, quiet: bool = False) -> Callable[[], None]:

@@ -252,3 +252,29 @@ def test_a_command_that_does_not_stop_after_ctrl_c_is_ended_with_exit_130(tmp_pa
     assert run.returncode == 130, err
     assert time.monotonic() - started < 30
     assert "tdm impute: interrupted, and not stopped 1 s later: ended." in err
+
+
+def test_a_traceback_log_that_cannot_go_to_prefect_home_goes_to_a_private_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Security review: where $PREFECT_HOME/logs could not be made, the traceback log went to
+    a predictable name in the shared temporary directory, which a link planted there under that
+    name would have redirected. It goes to a new folder of this user's alone."""
+    import tempfile
+
+    from prefect.settings import PREFECT_HOME, temporary_settings
+
+    from cli.errors import ErrorLog
+
+    home = tmp_path / "home"
+    home.write_text("a file where the folder should be")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with temporary_settings({PREFECT_HOME: home}):
+        log = ErrorLog("impute")
+        log.attach(ValueError)
+    try:
+        assert log.path.parent.parent == tmp_path
+        assert log.path.parent.name.startswith("tdm-logs-")
+        assert log.path.parent.stat().st_mode & 0o777 == 0o700
+    finally:
+        log.detach()
