@@ -267,6 +267,6 @@ def check_served_database(db_path: str, subject: str) -> None:
     files = " and ".join(f"'{p}'" for p in served)
     raise PipelineInputError(
         f"{subject} asks for the database file '{db_path}', but this `tdm serve` serves "
-        f"{files} only, so nothing was written: serve that file with its own `tdm serve --db`, "
-        "or run `tdm impute` / `tdm warehouse` on it."
+        f"{files} only, so nothing was written: serve that file with a `tdm serve` of its "
+        "own, or run `tdm impute` / `tdm warehouse` on it."
     )
