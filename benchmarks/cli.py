@@ -255,7 +255,7 @@ def _svm_repeats_problem(args: argparse.Namespace, mixed: bool) -> str | None:
 
     if mixed or not os.path.isfile(args.db):
         return None
-    labelled = [n for n in args.datasets if load_dataset(n, data_dir=args.data_dir).y is not None]
+    labelled = [n for n in args.datasets if load_dataset(n, data_dir=args.data_dir).svm_scored]
     planned = plan_grid(labelled, args.mechanisms, args.seeds, args.methods, args.p, args.max_iter)
     recorded = read_results(args.db)
     repeats = {

@@ -75,6 +75,12 @@ class Dataset:
     classifier_features: tuple[int, ...] = field(default=())
 
     @property
+    def svm_scored(self) -> bool:
+        """Whether trials score the downstream SVM's accuracy: labelled with more than two
+        labels, as in the paper (a binary label, as blood_transfusion's, is not scored)."""
+        return self.y is not None and np.unique(self.y).size > 2
+
+    @property
     def shape(self) -> tuple[int, int]:
         """``(n_samples, n_features)``."""
         n, d = self.X.shape

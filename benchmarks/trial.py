@@ -202,10 +202,11 @@ def _numeric_scores(
     seed: int,
     svm_repeats: int,
 ) -> dict[str, Any]:
-    """MAE, RMSE, W2²/2 and (labelled datasets) the SVM accuracy of an imputed numeric table."""
+    """MAE, RMSE, W2²/2 and (:attr:`Dataset.svm_scored` datasets) the SVM accuracy of an
+    imputed numeric table."""
     X_imputed = np.asarray(imputed, dtype=np.float64)
     accuracy: float | None = None
-    if dataset.y is not None and svm_repeats > 0:
+    if dataset.y is not None and dataset.svm_scored and svm_repeats > 0:
         columns = list(dataset.classifier_features) or list(range(dataset.X.shape[1]))
         accuracy = svm_accuracy(
             X_imputed[:, columns], dataset.y, n_repeats=svm_repeats, random_state=seed
