@@ -283,6 +283,12 @@ def _rates_problem(db_path: str, merged: Sequence[str], asked: Sequence[float]) 
     rates = held.union(*({key[4] for key in trial_keys(path)} for path in merged), asked)
     if len(rates) < 2:
         return None
+    if asked and asked[0] in held:  # a file of several rates, recorded before this rule
+        return (
+            f"results file {db_path} holds trials at --p "
+            f"{', '.join(f'{p:g}' for p in sorted(held))}, recorded before a results file held "
+            "one rate, and a report covers one: give each rate a results file of its own (--db)"
+        )
     if asked and held:
         return (
             f"results file {db_path} holds trials at --p "
@@ -300,12 +306,21 @@ def _report_would_lose_trials(
     db_path: str, report_dir: str, merged: Sequence[str] = ()
 ) -> str | None:
     """Why writing the report of `db_path` (with the results files `merged` added) into
-    `report_dir` would lose recorded trials: its `benchmark.csv` holds trials they lack (None:
-    it does not)."""
+    `report_dir` would lose recorded trials: its `benchmark.csv` holds trials they lack, or is
+    no report this release reads (None: neither)."""
+    from pandera.errors import SchemaError, SchemaErrors
+
     from benchmarks.tasks import trial_keys
 
     csv = os.path.join(report_dir, "benchmark.csv")
-    held = trial_keys(csv)
+    try:
+        held = trial_keys(csv)
+    except (ValueError, SchemaError, SchemaErrors) as error:
+        reason = str(error).removeprefix("merge: ").splitlines()[0]
+        return (
+            f"the report folder's {reason}; writing the report would replace it: move it away, "
+            "or give another --report-dir"
+        )
     if not held:
         return None
     lost = held - set().union(trial_keys(db_path), *map(trial_keys, merged))
@@ -325,12 +340,21 @@ def run_bench(args: argparse.Namespace) -> int:
 
     args = grid_settings(args)
     report_dir = args.report_dir or os.path.dirname(args.db) or "."
-    if not args.merge and (problem := grid_problem(args, report_dir)):
-        print(f"tdm bench: error: {problem}.", file=sys.stderr)
-        return EXIT_USAGE
-    if args.merge:
-        from pandera.errors import SchemaError, SchemaErrors
+    from pandera.errors import SchemaError, SchemaErrors
 
+    if not args.merge:
+        import duckdb
+
+        try:
+            problem = grid_problem(args, report_dir)
+        except (ValueError, SchemaError, SchemaErrors) as error:  # a results file it cannot read
+            problem = str(error).rstrip(".")
+        except duckdb.Error as error:
+            problem = f"results file {args.db} cannot be read: {str(error).rstrip('!.')}"
+        if problem:
+            print(f"tdm bench: error: {problem}.", file=sys.stderr)
+            return EXIT_USAGE
+    if args.merge:
         try:
             if problem := _rates_problem(args.db, args.merge, ()) or _report_would_lose_trials(
                 args.db, report_dir, args.merge

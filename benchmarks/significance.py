@@ -286,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sources.append(str(path.resolve().relative_to(ROOT)))
         except ValueError:
             sources.append(str(path))
+    if not args.selection_seeds:
+        parser.error("--selection-seeds names no seed")
     try:
         found = cells(trials, args.selection_seeds)
     except ValueError as error:  # a baseline that lacks a selection seed

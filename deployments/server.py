@@ -103,7 +103,7 @@ def server_environment(port: int, environ: Mapping[str, str] | None = None) -> d
 
     Web pages of other sites must not drive the server through a browser on this machine:
     Prefect's CSRF protection is on and cross-origin requests are allowed from the UI's own
-    addresses only (127.0.0.1 and localhost on `port`), unless the user set either variable.
+    addresses only (127.0.0.1 and localhost on `port`), unless the environment sets either.
     """
     env = dict(os.environ if environ is None else environ)
     env.pop("PREFECT_API_URL", None)  # the server is the API; it needs no client address

@@ -415,7 +415,8 @@ def label_model(
     if judged_by == "accuracy":
         return forest if forest.oob_score_ > shares.shares.max() else shares
     truth = (y[:, None] == forest.classes_[None, :]).astype(np.float64)
-    scored = np.isfinite(forest.oob_decision_function_).all(axis=1)  # rows some tree left out
+    votes = forest.oob_decision_function_.sum(axis=1)
+    scored = np.isfinite(votes) & (votes > 0)  # rows some tree left out (others have no vote)
     forest_brier = np.mean(((forest.oob_decision_function_ - truth)[scored] ** 2).sum(axis=1))
     shares_brier = np.mean(((shares.shares[None, :] - truth) ** 2).sum(axis=1))
     return forest if forest_brier < shares_brier else shares

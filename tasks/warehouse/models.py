@@ -242,7 +242,10 @@ def insert_model(
             # The file holds the fitted table: the folders this makes and the file are the
             # service account's own (0700, 0600); the partial file is a new one, never a link
             # planted under a name it would have used.
-            written.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for place in reversed(
+                [p for p in (written.parent, *written.parents) if not p.exists()]
+            ):
+                place.mkdir(mode=0o700, exist_ok=True)
             handle, name = tempfile.mkstemp(
                 dir=written.parent, prefix=f"v{version}.", suffix=".partial"
             )

@@ -351,6 +351,28 @@ def test_a_grid_asking_other_svm_repeats_than_its_recorded_trials_is_refused(
     assert bench_main([*grid, "--svm-repeats", "0"]) == 0
 
 
+def test_files_it_cannot_read_are_refused_in_a_line(
+    tmp_path: Path, data_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review: a report folder's benchmark.csv of another format, or a results file that is no
+    DuckDB file, ended a grid run in "unexpected error ... a bug in tdm"; each is named, exit 2,
+    and left as it was."""
+    grid = ["--data-dir", data_dir, "--datasets", "seeds", "--seeds", "0,", "--methods", "mean"]
+    grid += ["--mechanisms", "mcar", "--svm-repeats", "0"]
+    foreign = tmp_path / "benchmark.csv"
+    foreign.write_text("a,b\n1,2\n")
+    assert bench_main(["--db", str(tmp_path / "bench.duckdb"), *grid]) == 2
+    err = capsys.readouterr().err
+    assert f"the report folder's {foreign} lacks the report column(s)" in err
+    assert "move it away, or give another --report-dir" in err and "bug" not in err
+    assert foreign.read_text() == "a,b\n1,2\n"
+    broken = tmp_path / "other" / "bench.duckdb"
+    broken.parent.mkdir()
+    broken.write_text("not a database")
+    assert bench_main(["--db", str(broken), *grid]) == 2
+    assert f"results file {broken} cannot be read: IO Error" in capsys.readouterr().err
+
+
 def test_seeds_flag_takes_a_count_or_a_list() -> None:
     assert parse_seeds("3") == [0, 1, 2]
     assert parse_seeds("4,7") == [4, 7]

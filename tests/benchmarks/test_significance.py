@@ -132,6 +132,9 @@ def test_another_grid_names_its_selection_seeds_or_is_refused_in_a_line(
         main(["--results", str(path), "--out", str(out)])
     assert exit_info.value.code == 2
     assert "lack some of the selection seeds (3, 4, 5)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--results", str(path), "--out", str(out), "--selection-seeds", ","])
+    assert "--selection-seeds names no seed" in capsys.readouterr().err
     assert main(["--results", str(path), "--out", str(out), "--selection-seeds", "0,1"]) == 0
     assert "lowest mean MAE over seeds 0, 1" in out.read_text()
     capped = pd.DataFrame(own).assign(

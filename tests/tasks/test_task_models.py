@@ -80,7 +80,8 @@ def test_a_model_file_is_the_service_s_own_and_follows_no_planted_link(tmp_path:
     with duckdb.connect(str(db)) as con:
         insert_model(con, _model(b"again"), fresh)
     made = fresh.file("sales_imputed", 2).parent
-    assert made.stat().st_mode & 0o777 == 0o700
+    for place in (made, made.parent, made.parent.parent):  # every folder it made
+        assert place.stat().st_mode & 0o777 == 0o700
 
 
 def test_a_full_model_folder_is_a_clear_error_that_leaves_no_file(tmp_path: Path) -> None:
