@@ -333,6 +333,15 @@ def test_a_results_file_holds_one_missing_rate_and_its_report_says_which(
     assert bench_main(["--db", str(tenth), "--merge", str(half)]) == 2
     assert "would hold 2 missing rates (0.1, 0.5)" in capsys.readouterr().err
     assert tenth.read_bytes() == kept
+    # A file of both rates (the flow called from Python records before its report refuses):
+    # a grid at one of them is told so, not that its rate is another.
+    both = _grid(tenth, data_dir, datasets=["seeds"], methods=["mean"], svm_repeats=0, p=0.5)
+    with pytest.raises(ValueError, match="a report covers one"):
+        benchmark(**both)
+    assert bench_main(["--db", str(tenth), *grid, "--p", "0.1"]) == 2
+    assert "holds trials at --p 0.1, 0.5, recorded before a results file held one rate" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_grid_asking_other_svm_repeats_than_its_recorded_trials_is_refused(
