@@ -53,30 +53,48 @@ class _UnexpectedTraceback(logging.Filter):
 class ErrorLog:
     """The log file of one `tdm` command's tracebacks, created only when one is written.
 
-    It lives in `$PREFECT_HOME/logs` (`~/.prefect/logs` by default; if that cannot be made, the
-    temporary directory): every log record with the traceback of an unforeseen error goes there,
-    with the traceback the console leaves out.
+    It lives in `$PREFECT_HOME/logs` (`~/.prefect/logs` by default; if that cannot be made, a new
+    private folder in the temporary directory): every log record with the traceback of an
+    unforeseen error goes there, with the traceback the console leaves out.
     """
 
     def __init__(self, command: str) -> None:
+        self.private = False  # True: in a private temporary folder, made on the first write
         try:
             from prefect.settings import get_current_settings
 
             folder = Path(get_current_settings().home).expanduser() / "logs"
         except Exception:  # no usable Prefect settings: the log must still go somewhere
-            folder = _private_folder()
+            folder, self.private = Path(tempfile.gettempdir()), True
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         self.path = folder / f"tdm-{command}-{stamp}-{os.getpid()}.log"
         self._handler: logging.FileHandler | None = None
 
+    def _made(self) -> Path:
+        """The file's path, its folder made: a private temporary one (a new folder of this
+        user's alone, 0700, a name no one can guess, so that the file cannot be a link someone
+        planted) where `$PREFECT_HOME/logs` cannot be made."""
+        if not self.private:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                return self.path
+            except OSError:
+                self.private = True
+        if self.path.parent == Path(tempfile.gettempdir()) or not self.path.parent.is_dir():
+            self.path = Path(tempfile.mkdtemp(prefix="tdm-logs-")) / self.path.name
+        return self.path
+
     def attach(self, expected: type[BaseException]) -> None:
         """Send every log record with the traceback of an error that is not `expected` (of any
         logger that reaches the root) here."""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            self.path = _private_folder() / self.path.name
-        handler = logging.FileHandler(self.path, encoding="utf-8", delay=True)
+        log = self
+
+        class _Handler(logging.FileHandler):
+            def _open(self) -> Any:  # the first record: make the folder, then the file
+                self.baseFilename = str(log._made())
+                return super()._open()
+
+        handler = _Handler(self.path, encoding="utf-8", delay=True)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler.addFilter(_UnexpectedTraceback(expected))
         logging.getLogger().addHandler(handler)
@@ -92,10 +110,8 @@ class ErrorLog:
     def write(self, command: str, error: BaseException) -> None:
         """Append `error`'s traceback (the command's own last word)."""
         text = "".join(traceback.format_exception(error))
-        with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as log:
-                log.write(f"{datetime.now(UTC).isoformat()} tdm {command} failed:\n{text}\n")
+        with contextlib.suppress(OSError), self._made().open("a", encoding="utf-8") as log:
+            log.write(f"{datetime.now(UTC).isoformat()} tdm {command} failed:\n{text}\n")
 
     def unexpected(self, command: str, error: BaseException) -> str:
         """The paragraph the user sees for an unforeseen `error` (its traceback is logged)."""
@@ -106,12 +122,6 @@ class ErrorLog:
             f"tdm {command}: unexpected error: {what}. This is a bug in tdm or an input it does "
             f"not handle yet; the traceback is in {self.path} (include it when you report it)."
         )
-
-
-def _private_folder() -> Path:
-    """A new folder of this user's alone (0700, a name no one can guess) in the temporary
-    directory: a log there cannot be a link someone planted to another file."""
-    return Path(tempfile.mkdtemp(prefix="tdm-logs-"))
 
 
 def configure_warnings(*, quiet: bool = False) -> Callable[[], None]:

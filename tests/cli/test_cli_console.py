@@ -273,8 +273,13 @@ def test_a_traceback_log_that_cannot_go_to_prefect_home_goes_to_a_private_folder
         log = ErrorLog("impute")
         log.attach(ValueError)
     try:
+        assert list(tmp_path.iterdir()) == [home]  # nothing made before a traceback is written
+        log.write("impute", KeyError("boom"))
+        logging.getLogger("tdm-test").error("failed", exc_info=KeyError("again"))
         assert log.path.parent.parent == tmp_path
         assert log.path.parent.name.startswith("tdm-logs-")
         assert log.path.parent.stat().st_mode & 0o777 == 0o700
+        assert "boom" in log.path.read_text() and "again" in log.path.read_text()
+        assert len(list(tmp_path.glob("tdm-logs-*"))) == 1
     finally:
         log.detach()
