@@ -123,10 +123,7 @@ def read_traces(db_path: str | Path) -> pd.DataFrame:
 @task(name="load-done-trials", cache_policy=NO_CACHE)
 def load_done_trials(db_path: str) -> set[TrialKey]:
     """Keys of the trials already in the results table (none when the file is new)."""
-    frame = _read_table(db_path, RESULTS_TABLE)
-    if frame is None or frame.empty:
-        return set()
-    return {_key(*row) for row in frame[list(TRIAL_KEY)].itertuples(index=False)}
+    return trial_keys(db_path)
 
 
 @task(name="run-trial", cache_policy=NO_CACHE, task_run_name="trial-{spec.label}")

@@ -33,7 +33,7 @@ OTHER_VARIABLES = {
     "TDM_SCHEDULE_TIMEZONE": "tdm serve's schedule",
     "TDM_ALLOW_CUDA": "dev.sh",
     "TDM_DATASETS_DIR": "the benchmark's datasets",
-    "TDM_SERVED_DB": "set by tdm serve for its runs: the one database file they may write",
+    "TDM_SERVED_DB": "set by tdm serve for its runs: the database files they may write",
 }
 """The `TDM_*` variables read elsewhere than the run's and the imputer's settings."""
 SERVED_DB_VARIABLE = "TDM_SERVED_DB"
@@ -105,9 +105,8 @@ class PipelineSettings(BaseSettings):
         ge=0,
         description="Draws of each imputed cell made to measure its uncertainty: with "
         "2 <= K <= 1000, tdm_imputed_cells gets, per numeric cell, low and high (the 5% and "
-        "95% quantiles of "
-        "its K draws) and, per label cell, probability (the share of the draws that gave it "
-        "the label written); 0: none. Draws take about one more fit.",
+        "95% quantiles of its K draws) and, per label cell, probability (the share of the "
+        "draws that gave it the label written); 0: none. Draws take about one more fit.",
     )
     torch_threads: int = Field(
         default=1,

@@ -140,6 +140,11 @@ class ModelFolder:
         it)."""
         return self.file(target, version), self.root / _readable(target) / f"v{version}.tdm"
 
+    def named(self, stored: str) -> Path:
+        """The file a `model_path` names, resolved (a relative one from the DuckDB file's
+        folder)."""
+        return (Path(stored) if Path(stored).is_absolute() else self.base / stored).resolve()
+
     def stored(self, path: Path) -> str:
         """How `path` is written in `model_path`."""
         return str(path.relative_to(self.base)) if path.is_relative_to(self.base) else str(path)
@@ -164,7 +169,7 @@ def model_file_path(
     and deletes no other file, whatever the table says."""
     if folder is None:
         return None
-    path = (Path(stored) if Path(stored).is_absolute() else folder.base / stored).resolve()
+    path = folder.named(stored)
     return next((own for own in folder.files(target, version) if path == own.resolve()), None)
 
 
@@ -429,16 +434,8 @@ def drop_models(
         con.execute(f"DELETE FROM {MODELS_TABLE} WHERE {where}", values)
     # A file named by a row kept (another target's, written where two names shared a folder
     # before 0.20.1) stays.
-    kept = (
-        {
-            (Path(p) if Path(p).is_absolute() else folder.base / p).resolve()
-            for (p,) in con.execute(
-                f"SELECT {path_column} FROM {MODELS_TABLE} WHERE {path_column} IS NOT NULL"
-            ).fetchall()
-        }
-        if folder is not None
-        else set()
-    )
+    named = f"SELECT {path_column} FROM {MODELS_TABLE} WHERE {path_column} IS NOT NULL"
+    kept = {folder.named(p) for (p,) in con.execute(named).fetchall()} if folder else set()
     for path in files:
         if path.resolve() not in kept:
             path.unlink(missing_ok=True)
