@@ -59,29 +59,31 @@ class ErrorLog:
     """
 
     def __init__(self, command: str) -> None:
-        self.private = False  # True: in a private temporary folder, made on the first write
         try:
             from prefect.settings import get_current_settings
 
-            folder = Path(get_current_settings().home).expanduser() / "logs"
+            home: Path | None = Path(get_current_settings().home).expanduser() / "logs"
         except Exception:  # no usable Prefect settings: the log must still go somewhere
-            folder, self.private = Path(tempfile.gettempdir()), True
+            home = None
+        self._home = home
+        self._made_folder = False
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        self.path = folder / f"tdm-{command}-{stamp}-{os.getpid()}.log"
+        name = f"tdm-{command}-{stamp}-{os.getpid()}.log"
+        self.path = (home or Path(tempfile.gettempdir())) / name  # final once a record is written
         self._handler: logging.FileHandler | None = None
 
     def _made(self) -> Path:
-        """The file's path, its folder made: a private temporary one (a new folder of this
-        user's alone, 0700, a name no one can guess, so that the file cannot be a link someone
-        planted) where `$PREFECT_HOME/logs` cannot be made."""
-        if not self.private:
+        """The file's path, its folder made on the first call: `$PREFECT_HOME/logs`, else a new
+        private folder in the temporary directory (this user's alone, 0700, a name no one can
+        guess, so that the file cannot be a link someone planted)."""
+        if not self._made_folder:
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                return self.path
+                if self._home is None:
+                    raise OSError
+                self._home.mkdir(parents=True, exist_ok=True)
             except OSError:
-                self.private = True
-        if self.path.parent == Path(tempfile.gettempdir()) or not self.path.parent.is_dir():
-            self.path = Path(tempfile.mkdtemp(prefix="tdm-logs-")) / self.path.name
+                self.path = Path(tempfile.mkdtemp(prefix="tdm-logs-")) / self.path.name
+            self._made_folder = True
         return self.path
 
     def attach(self, expected: type[BaseException]) -> None:
