@@ -44,7 +44,8 @@ INTERRUPT_GRACE_SECONDS = 15.0
 @contextlib.contextmanager
 def _ended_after_interrupt(command: str) -> Iterator[None]:
     """Within it, a Ctrl-C (SIGINT) raises KeyboardInterrupt as usual and, should the command
-    not have ended `INTERRUPT_GRACE_SECONDS` later, ends the process with exit status 130: a
+    not have ended `INTERRUPT_GRACE_SECONDS` later, ends the process with exit status 130. An
+    interrupt raised inside a finaliser, where Python ignores it, is raised again. A
     Ctrl-C that lands inside an HTTP call to Prefect's API can leave the connection pool's lock
     held, and the crash report Prefect then sends waits on it for ever. The warehouse is safe:
     each write is one transaction. Only in the main thread (where signals are handled)."""
@@ -64,17 +65,41 @@ def _ended_after_interrupt(command: str) -> Iterator[None]:
         )
         os._exit(EXIT_INTERRUPTED)
 
+    timers: list[threading.Timer] = []
+
     def interrupted(signum: int, frame: object) -> None:
-        timer = threading.Timer(INTERRUPT_GRACE_SECONDS, end)
-        timer.daemon = True
-        timer.start()
+        if not timers:  # counted from the first Ctrl-C
+            timers.append(threading.Timer(INTERRUPT_GRACE_SECONDS, end))
+            timers[0].daemon = True
+            timers[0].start()
         raise KeyboardInterrupt
 
+    active = [True]
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def again() -> None:
+        if active[0]:
+            signal.pthread_kill(main, signal.SIGINT)
+
+    previous_hook = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        if isinstance(info.exc_value, KeyboardInterrupt):  # raised in a finaliser, which Python
+            again_soon = threading.Timer(0.1, again)  # ignores: sent again, to land outside it
+            again_soon.daemon = True
+            again_soon.start()
+            return
+        previous_hook(info)
+
     previous = signal.signal(signal.SIGINT, interrupted)
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
+        active[0] = False
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
 
 
 def missing_pipeline_packages() -> list[str]:

@@ -254,6 +254,48 @@ def test_a_command_that_does_not_stop_after_ctrl_c_is_ended_with_exit_130(tmp_pa
     assert "tdm impute: interrupted, and not stopped 1 s later: ended." in err
 
 
+def test_a_ctrl_c_that_lands_in_a_finaliser_still_ends_the_command_at_once(
+    tmp_path: Path,
+) -> None:
+    """Bug: a Ctrl-C whose KeyboardInterrupt was raised inside a finaliser (`__del__`, a weakref
+    callback: Python prints "Exception ignored in" and goes on) was lost, and the command ran on
+    until the grace period ended it. Such an interrupt is raised again in the command."""
+    code = textwrap.dedent(
+        """
+        import sys, time
+        import cli.main
+
+        class Slow:
+            def __del__(self):
+                print("finalising", flush=True)
+                time.sleep(60)
+
+        def handler(args):
+            Slow()  # collected at once: the Ctrl-C lands in its finaliser
+            time.sleep(60)
+            return 0
+
+        cli.main._run_handler = handler
+        cli.main.INTERRUPT_GRACE_SECONDS = 40.0
+        sys.exit(cli.main.main(["impute", "--db", "w.duckdb", "--table", "t", "-q"]))
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_API_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(REPO))
+    run = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert run.stdout is not None and run.stdout.readline().strip() == "finalising"
+    started = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=90)
+    assert run.returncode == 130, err
+    assert time.monotonic() - started < 20
+    assert err.startswith("tdm impute: interrupted before writing anything"), err
+    assert err.count("\n") == 1, err  # not Python's "Exception ignored in" report
+
+
 def test_a_traceback_log_that_cannot_go_to_prefect_home_goes_to_a_private_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
