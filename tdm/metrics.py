@@ -55,8 +55,14 @@ def _as_matrix(X: ArrayLike, name: str) -> NDArray[np.float64]:
     return arr
 
 
-def _as_mask(mask: ArrayLike, shape: tuple[int, ...]) -> NDArray[np.bool_]:
+def _bool_mask(mask: ArrayLike, shape: tuple[int, ...]) -> NDArray[np.bool_]:
+    """``mask`` as booleans of ``shape``: booleans (nullable ones without NA too) or 0/1."""
     arr = np.asarray(mask)
+    if arr.dtype == object:  # pandas' nullable booleans
+        if pd.isna(arr).any():
+            raise ValueError("mask has missing (NA) entries: each must be True (missing) or False")
+        if all(isinstance(value, bool | np.bool_) for value in arr.flat):
+            arr = arr.astype(bool)
     if arr.dtype != np.bool_:
         if not (np.issubdtype(arr.dtype, np.number) and np.isin(arr, (0, 1)).all()):
             raise ValueError(
@@ -65,7 +71,12 @@ def _as_mask(mask: ArrayLike, shape: tuple[int, ...]) -> NDArray[np.bool_]:
             )
         arr = arr.astype(bool)
     if arr.shape != shape:
-        raise ValueError(f"mask must have the shape of X_true {shape}; got {arr.shape}")
+        raise ValueError(f"mask must have the shape of the data {shape}; got {arr.shape}")
+    return arr
+
+
+def _as_mask(mask: ArrayLike, shape: tuple[int, ...]) -> NDArray[np.bool_]:
+    arr = _bool_mask(mask, shape)
     if not arr.any():
         raise ValueError("mask has no missing cell (no True value): the metric is undefined")
     return arr
@@ -295,12 +306,7 @@ def _check_tables(true: pd.DataFrame, imputed: pd.DataFrame, mask: ArrayLike) ->
             f"imputed must have the columns and shape of true {true.shape}; got "
             f"{imputed.shape} with columns {list(imputed.columns)}"
         )
-    missing = np.asarray(mask)
-    if missing.dtype != np.bool_ or missing.shape != true.shape:
-        raise ValueError(
-            f"mask must be boolean of shape {true.shape}; got {missing.dtype}, {missing.shape}"
-        )
-    return missing
+    return _bool_mask(mask, true.shape)
 
 
 def _scaled_numeric_errors(

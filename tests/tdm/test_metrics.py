@@ -53,6 +53,24 @@ def test_integer_mask_is_accepted() -> None:
     assert mae(TRUE, IMPUTED, MASK.astype(int)) == pytest.approx(1.25)
 
 
+def test_a_nullable_boolean_mask_is_accepted_and_one_with_na_refused_saying_so() -> None:
+    """Bug: pandas' nullable booleans (a frame of dtype "boolean") were refused as "dtype
+    object with other values", though every value was True or False."""
+    nullable = pd.DataFrame(MASK).astype("boolean")
+    assert mae(TRUE, IMPUTED, nullable) == pytest.approx(1.25)
+    true = _true()
+    mask = np.zeros(true.shape, dtype=bool)
+    mask[[1, 2], 0] = True
+    imputed = true.assign(x=true["x"] + 1.0)
+    expected = numeric_mae_sd(true, imputed, mask)
+    assert expected > 0
+    assert numeric_mae_sd(true, imputed, pd.DataFrame(mask).astype("boolean")) == expected
+    assert numeric_mae_sd(true, imputed, mask.astype(int)) == expected
+    nullable.iloc[0, 0] = pd.NA
+    with pytest.raises(ValueError, match=r"mask has missing \(NA\) entries"):
+        mae(TRUE, IMPUTED, nullable)
+
+
 # Rows 0 and 1 have missing cells; row 2 is complete and must be left out of W2.
 W_TRUE = np.array([[0.0, 0.0], [2.0, 0.0], [5.0, 5.0]])
 W_MASK = np.array([[True, True], [True, False], [False, False]])
@@ -228,7 +246,7 @@ def test_a_kind_with_no_masked_cell_gives_nan_and_bad_input_is_refused() -> None
     with pytest.raises(ValueError, match="columns and shape"):
         numeric_mae_sd(true, true.drop(columns="x"), mask)
     with pytest.raises(ValueError, match="mask must be boolean"):
-        numeric_mae_sd(true, true, mask.astype(int))
+        numeric_mae_sd(true, true, mask.astype(float) * 2)
     left = true.copy()
     left.loc[0, "x"] = np.nan
     mask[0, 0] = True
