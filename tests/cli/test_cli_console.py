@@ -213,29 +213,19 @@ def test_ctrl_c_in_a_terminal_ends_the_run_at_once_with_exit_130(
     assert err.endswith(f"tdm impute: interrupted before writing anything to '{warehouse}'.\n")
 
 
-def test_a_command_that_does_not_stop_after_ctrl_c_is_ended_with_exit_130(tmp_path: Path) -> None:
-    """Bug: a Ctrl-C that landed inside an HTTP call to Prefect's API left the connection
-    pool's lock held, and the crash report Prefect then sent waited on it for ever (`tdm
-    impute` idle 30 minutes after the interrupt). A command that has not stopped a grace
-    period after a Ctrl-C is ended, saying so, with exit status 130."""
-    code = textwrap.dedent(
-        """
-        import sys, time
+def _interrupted_when_it_says(
+    handler: str, line: str, grace: float, tmp_path: Path
+) -> tuple[int, str, float]:
+    """`tdm impute` run in a process of its own with ``handler`` (Python source defining
+    `handler(args)`) in place of the command's work, sent a Ctrl-C once it prints ``line``: its
+    exit status, its stderr and the seconds it took to end after the Ctrl-C."""
+    code = textwrap.dedent(handler) + textwrap.dedent(
+        f"""
+        import sys
         import cli.main
 
-        def deaf(args):  # as a run stuck after its interrupt
-            announced = False
-            while True:
-                try:  # "running" is said inside: the Ctrl-C that follows it is always caught
-                    if not announced:
-                        announced = True
-                        print("running", flush=True)
-                    time.sleep(60)
-                except KeyboardInterrupt:
-                    pass
-
-        cli.main._run_handler = deaf
-        cli.main.INTERRUPT_GRACE_SECONDS = 1.0
+        cli.main._run_handler = handler
+        cli.main.INTERRUPT_GRACE_SECONDS = {grace}
         sys.exit(cli.main.main(["impute", "--db", "w.duckdb", "--table", "t", "-q"]))
         """
     )
@@ -245,12 +235,35 @@ def test_a_command_that_does_not_stop_after_ctrl_c_is_ended_with_exit_130(tmp_pa
         [sys.executable, "-c", code], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert run.stdout is not None and run.stdout.readline().strip() == "running"
-    started = time.monotonic()
+    assert run.stdout is not None and run.stdout.readline().strip() == line
     run.send_signal(signal.SIGINT)
-    _, err = run.communicate(timeout=60)
-    assert run.returncode == 130, err
-    assert time.monotonic() - started < 30
+    started = time.monotonic()
+    _, err = run.communicate(timeout=120)
+    return run.returncode, err, time.monotonic() - started
+
+
+def test_a_command_that_does_not_stop_after_ctrl_c_is_ended_with_exit_130(tmp_path: Path) -> None:
+    """Bug: a Ctrl-C that landed inside an HTTP call to Prefect's API left the connection
+    pool's lock held, and the crash report Prefect then sent waited on it for ever (`tdm
+    impute` idle 30 minutes after the interrupt). A command that has not stopped a grace
+    period after a Ctrl-C is ended, saying so, with exit status 130."""
+    handler = """
+        import time
+
+        def handler(args):  # as a run stuck after its interrupt
+            announced = False
+            while True:
+                try:  # "running" is said inside: the Ctrl-C that follows it is always caught
+                    if not announced:
+                        announced = True
+                        print("running", flush=True)
+                    time.sleep(60)
+                except KeyboardInterrupt:
+                    pass
+        """
+    returncode, err, seconds = _interrupted_when_it_says(handler, "running", 1.0, tmp_path)
+    assert returncode == 130, err
+    assert seconds < 30
     assert "tdm impute: interrupted, and not stopped 1 s later: ended." in err
 
 
@@ -260,10 +273,8 @@ def test_a_ctrl_c_that_lands_in_a_finaliser_still_ends_the_command_at_once(
     """Bug: a Ctrl-C whose KeyboardInterrupt was raised inside a finaliser (`__del__`, a weakref
     callback: Python prints "Exception ignored in" and goes on) was lost, and the command ran on
     until the grace period ended it. Such an interrupt is raised again in the command."""
-    code = textwrap.dedent(
-        """
-        import sys, time
-        import cli.main
+    handler = """
+        import time
 
         class Slow:
             def __del__(self):
@@ -274,24 +285,10 @@ def test_a_ctrl_c_that_lands_in_a_finaliser_still_ends_the_command_at_once(
             Slow()  # collected at once: the Ctrl-C lands in its finaliser
             time.sleep(60)
             return 0
-
-        cli.main._run_handler = handler
-        cli.main.INTERRUPT_GRACE_SECONDS = 40.0
-        sys.exit(cli.main.main(["impute", "--db", "w.duckdb", "--table", "t", "-q"]))
         """
-    )
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_API_")}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(REPO))
-    run = subprocess.Popen(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert run.stdout is not None and run.stdout.readline().strip() == "finalising"
-    started = time.monotonic()
-    run.send_signal(signal.SIGINT)
-    _, err = run.communicate(timeout=90)
-    assert run.returncode == 130, err
-    assert time.monotonic() - started < 20
+    returncode, err, seconds = _interrupted_when_it_says(handler, "finalising", 40.0, tmp_path)
+    assert returncode == 130, err
+    assert seconds < 20
     assert err.startswith("tdm impute: interrupted before writing anything"), err
     assert err.count("\n") == 1, err  # not Python's "Exception ignored in" report
 
