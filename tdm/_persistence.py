@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
 from tdm._mixed import ColumnCoding, TableEncoding
 from tdm._validation import resolve_device, resolve_dtype
 from tdm._version import __version__
+from tdm.columns import NUMERIC_KINDS
 
 __all__ = ["FORMAT_VERSION", "SavedImputer", "load_imputer", "save_imputer"]
 
@@ -170,7 +172,8 @@ def _restore(cls: type[Imputer], state: dict[str, Any], device: str | None) -> I
     est.encoding_ = load_encoding(state["encoding_"])
     est.bounds_ = {_key(k): (float(lo), float(hi)) for k, lo, hi in state["bounds_"]}
     # In the fitted precision: loading float64 weights into a float32 network would round them.
-    network = est._make_network(est.X_fit_.shape[1], None)
+    # Its first weights are overwritten: drawn from a generator of its own, not torch's global one.
+    network = est._make_network(est.X_fit_.shape[1], torch.Generator().manual_seed(0))
     est.network_ = network.to(dtype=resolve_dtype(est.dtype, cls.__name__))
     est.network_.load_state_dict(state["network"])
     est.column_kinds_ = {c.name: c.kind for c in est.encoding_.columns}
@@ -229,13 +232,21 @@ def save_encoding(encoding: TableEncoding) -> dict[str, Any]:
     }
 
 
+def _column_dtype(saved: dict[str, Any], *, frame: bool) -> Any:
+    """A saved column's dtype: a data frame's numeric column's as pandas reads its name (its
+    bounds depend on it); otherwise its name, which nothing reads."""
+    if frame and saved["kind"] in NUMERIC_KINDS:
+        return pd.api.types.pandas_dtype(saved["dtype"])
+    return saved["dtype"]
+
+
 def load_encoding(saved: dict[str, Any]) -> TableEncoding:
     """The encoding saved by :func:`save_encoding`."""
     columns = [
         ColumnCoding(
             _key(c["name"]),
             c["kind"],
-            c["dtype"],
+            _column_dtype(c, frame=bool(saved["frame"])),
             None if c["labels"] is None else np.asarray(c["labels"], dtype=object),
             None if c["embedding"] is None else c["embedding"].numpy(),
         )

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -167,3 +168,33 @@ def test_a_device_given_to_load_is_checked_when_loading(data, tmp_path: Path) ->
         with pytest.raises(ValueError, match="CUDA is not available"):
             TDMImputer.load(saved, device="cuda")
     assert TDMImputer.load(saved, device="cpu").device == "cpu"
+
+
+def test_a_loaded_imputer_draws_for_nullable_and_narrow_columns_as_the_fitted_one(
+    tmp_path: Path,
+) -> None:
+    """Bug: a loaded imputer's `sample` of the data it was fitted on raised "data type 'Int64'
+    not understood" (a column's dtype came back as its name). Loading leaves torch's global
+    random generator as it was."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "a": rng.normal(size=60),
+            "n": pd.array(rng.integers(0, 10, 60), dtype="Int64"),
+            "u": pd.array(rng.integers(0, 5, 60), dtype="UInt8"),
+            "f": pd.array(rng.normal(size=60), dtype="Float32"),
+        }
+    )
+    for j, name in enumerate(frame.columns):
+        frame.loc[j::5, name] = pd.NA
+    est = TDMImputer(max_iter=5, init="mean", random_state=0).fit(frame)
+    est.save(tmp_path / "imputer.pt")
+    torch.manual_seed(0)
+    untouched = torch.rand(1)
+    torch.manual_seed(0)
+    loaded = TDMImputer.load(tmp_path / "imputer.pt")
+    assert torch.rand(1) == untouched
+    drawn = loaded.sample(frame, n_draws=2, random_state=0)
+    expected = est.sample(frame, n_draws=2, random_state=0)
+    for got, want in zip(drawn, expected, strict=True):
+        pd.testing.assert_frame_equal(got, want)
