@@ -17,7 +17,6 @@ from typing import Any, ClassVar, Self
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, clone
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor, nn
 
@@ -39,6 +38,7 @@ from tdm._optimise import (
     run_steps,
 )
 from tdm._persistence import load_imputer, save_imputer
+from tdm._seeds import seed_of
 from tdm._starts import fit_start, settle_many_labels
 from tdm._tables import (
     BoundsParam,
@@ -283,7 +283,8 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             The number of completions.
         random_state : int, RandomState instance or None, default=None
             Seeds the hidden cells, their imputations and the draws (the point imputation of
-            new rows is seeded by the imputer's ``random_state``, as in ``transform``).
+            new rows is seeded by the imputer's ``random_state``, as in ``transform``, or by
+            this one where the imputer's is None). None: fresh entropy.
 
         Returns
         -------
@@ -301,11 +302,15 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         )
         values = self._validate(X, reset=False)
         mask = np.isnan(values)
-        rng = np.random.default_rng(check_random_state(random_state).randint(2**31 - 1))
+        rng = np.random.default_rng(seed_of(random_state))
         refits = fingerprint(values) == self.fit_fingerprint_
-        quiet = copy.copy(self)  # the imputations of hidden cells report nothing
+        seeded = self
+        if self.random_state is None and not refits:  # new rows imputed as this call's seed says
+            seeded = copy.copy(self)
+            seeded.random_state = int(rng.integers(2**31 - 1))
+        quiet = copy.copy(seeded)  # the imputations of hidden cells report nothing
         quiet.callback, quiet.verbose = None, 0
-        point = self.X_fit_ if refits else impute_new_rows(self, values)
+        point = self.X_fit_ if refits else impute_new_rows(seeded, values)
 
         def impute(hidden: np.ndarray, seed: int) -> np.ndarray:
             return self._refit(hidden, seed) if refits else impute_new_rows(quiet, hidden)
@@ -429,7 +434,7 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             )
         device = resolve_device(self.device, owner)
         dtype = resolve_dtype(self.dtype, owner)
-        rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
+        rng = np.random.default_rng(seed_of(self.random_state))
 
         self.mean_, self.scale_ = self._scaling(values, mask)
         Z = (values.astype(np.float64) - self.mean_) / self.scale_

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.utils import check_random_state
 
 from tdm._cells import MissingCells
 from tdm._optimise import RMSprop, RowSampler, default_transform_iter
+from tdm._seeds import seed_of
 from tdm._starts import context_start, settle_many_labels
 from tdm._validation import resolve_device, resolve_dtype
 from tdm.transport import TransportTerms
@@ -36,7 +36,7 @@ def impute_new_rows(est: Any, values: np.ndarray) -> np.ndarray:
     owner = est._owner()
     device = resolve_device(est.device, owner)
     dtype = resolve_dtype(est.dtype, owner)
-    rng = np.random.default_rng(check_random_state(est.random_state).randint(2**31 - 1))
+    rng = np.random.default_rng(seed_of(est.random_state))
     Z = filled[rows_missing]
     sub_mask = mask[rows_missing]
     start = None

@@ -107,7 +107,9 @@ class TDMImputer(BatchOTImputer):
         ``"auto"`` uses CUDA when available, else the CPU; the device used is ``device_``.
     random_state : int, RandomState instance or None, default=None
         Seeds the weights, the start, the batches and the noise. The same int gives the same
-        output on the same CPU build.
+        output on the same CPU build; a RandomState advances at every ``fit``, ``transform`` of
+        new rows and ``sample``; None draws fresh entropy each time (never NumPy's global
+        random state).
     callback : callable or None, default=None
         Called after every step with a :class:`tdm.FitProgress`; returning ``True`` stops early.
         During the trees start, called after each of its models with ``stage="start"`` (the

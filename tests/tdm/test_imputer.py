@@ -275,6 +275,30 @@ def test_fit_leaves_global_state_alone(data) -> None:
     assert not torch.is_anomaly_enabled()
 
 
+@pytest.mark.filterwarnings("ignore:.*could be hidden to measure:UserWarning")
+def test_an_unseeded_imputer_leaves_numpys_global_state_alone_and_sample_keeps_its_seed(
+    data,
+) -> None:
+    """Bug: with ``random_state=None`` fit, transform of new rows and sample drew their seed
+    from NumPy's global random state, and `sample(new_rows, random_state=0)` of an unseeded
+    imputer differed from call to call (its new rows' point imputation was unseeded)."""
+    _, X_nan, _ = data
+    unseeded = {**FAST, "random_state": None}
+    np.random.seed(0)
+    state = np.random.get_state()
+    est = TDMImputer(**unseeded).fit(X_nan[:80])
+    new = X_nan[80:100]
+    est.transform(new)
+    first = est.sample(new, n_draws=2, random_state=0)
+    _, keys, position, *_ = np.random.get_state()
+    assert keys.tobytes() == state[1].tobytes() and position == state[2]
+    assert est.sample(new, n_draws=2, random_state=0).tobytes() == first.tobytes()
+    np.random.seed(0)  # the same global seed no longer gives the same unseeded fit
+    a = TDMImputer(**unseeded).fit_transform(X_nan)
+    np.random.seed(0)
+    assert not np.array_equal(a, TDMImputer(**unseeded).fit_transform(X_nan))
+
+
 def test_a_first_fit_adds_no_warning_filter() -> None:
     """Bug: the first fit of a process built its network through ``torch.nn.utils.skip_init``,
     whose meta device imports SymPy, which adds a process-wide warning filter. In a fresh
