@@ -610,6 +610,21 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """Within it, the environment variables ``values`` set; as they were after it."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _run_warehouse(args: argparse.Namespace) -> int:
     from deployments.files import WAREHOUSE_CONFIG
     from tasks.errors import PipelineError
@@ -620,19 +635,19 @@ def _run_warehouse(args: argparse.Namespace) -> int:
             "repository's demo config) is not in this folder: pass --config FILE (or set "
             "TDM_WAREHOUSE_CONFIG), or run from the repository root."
         )
-    for flag in ("task_runner", "dask_address", "fill", "draws"):
-        if getattr(args, flag) is not None:  # the flow reads its settings from the environment
-            os.environ[f"TDM_{flag.upper()}"] = str(getattr(args, flag))
+    flags = ("task_runner", "dask_address", "fill", "draws")
+    given = {f"TDM_{flag.upper()}": getattr(args, flag) for flag in flags}
     from flows.impute_warehouse import WarehouseRunError, impute_warehouse
 
     limit_torch_threads(torch_threads_setting(args.torch_threads))
     try:
-        result = impute_warehouse(
-            WAREHOUSE_CONFIG if args.config is None else args.config,
-            db_path=str(args.db) if args.db else None,
-            replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
-            dry_run=args.dry_run,
-        )
+        with _environment({name: str(v) for name, v in given.items() if v is not None}):
+            result = impute_warehouse(  # which reads those settings from the environment
+                WAREHOUSE_CONFIG if args.config is None else args.config,
+                db_path=str(args.db) if args.db else None,
+                replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
+                dry_run=args.dry_run,
+            )
     except WarehouseRunError as error:  # the tables written are said before the failures
         if error.result is not None and error.result.tables:
             _print_warehouse(error.result)
