@@ -71,7 +71,9 @@ class PipelineSettings(BaseSettings):
     db_path: Path = Field(
         default=Path("warehouse.duckdb"), description="The DuckDB warehouse file."
     )
-    seed: int = Field(default=0, ge=0, description="Random seed: same inputs and seed, same table.")
+    seed: int = Field(
+        default=0, ge=0, lt=2**32, description="Random seed: same inputs and seed, same table."
+    )
     range_factor: float = Field(
         default=RANGE_FACTOR,
         gt=0,

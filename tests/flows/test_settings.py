@@ -35,3 +35,15 @@ def test_every_setting_and_every_variable_read_elsewhere_is_known() -> None:
     known.update({"TDM_MAX_ITER": "5", "TDM_NETWORK_LR": "0.01", "TDMX": "1", "HOME": "/"})
     known["TDM_Seed"] = "7"  # read in any letter case, as pydantic-settings reads it
     check_known_variables(known)
+
+
+def test_a_seed_the_imputer_cannot_take_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bug: `TDM_SEED=4294967296` passed, and the run failed at the fit over the imputer's
+    `random_state`, a name the user never set."""
+    monkeypatch.setenv("TDM_SEED", str(2**32 - 1))
+    assert PipelineSettings.from_env().seed == 2**32 - 1
+    monkeypatch.setenv("TDM_SEED", str(2**32))
+    with pytest.raises(PipelineInputError, match=r"TDM_SEED='4294967296': .* less than"):
+        PipelineSettings.from_env()
