@@ -137,7 +137,8 @@ def add_column_flags(parser: argparse.ArgumentParser) -> None:
         type=split_names,
         action="extend",
         help="comma-separated columns to impute [every numeric column, and every text, enum or "
-        "boolean column with a NULL, but the key and the --pass-through columns]",
+        "boolean column with a NULL, but the key, identifiers, all-NULL and free-text columns "
+        "and the --pass-through columns: docs/operator.md, 'What is imputed']",
     )
     parser.add_argument(
         "--pass-through",
