@@ -417,6 +417,8 @@ def _rng_from(random_state: RandomState) -> np.random.Generator:
             "random_state must be None, an int or a numpy.random.Generator; got "
             f"{type(random_state).__name__}"
         )
+    if isinstance(random_state, int | np.integer) and random_state < 0:
+        raise ValueError(f"random_state must be a non-negative int; got {random_state}")
     return np.random.default_rng(random_state)
 
 

@@ -243,6 +243,8 @@ def test_bad_parameters_name_themselves(X: np.ndarray) -> None:
         simulate_mar(X, 0.3, rate_scope="columns")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="random_state"):
         simulate_mcar(X, 0.3, random_state=np.random.RandomState(0))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="random_state must be a non-negative int; got -1"):
+        simulate_mcar(X, 0.3, random_state=-1)  # bug: NumPy's words, naming no parameter
 
 
 def test_dispatcher_matches_direct_calls(X: np.ndarray) -> None:
