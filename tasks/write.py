@@ -81,6 +81,7 @@ from tasks.warehouse.staging import make_stage_dir
 from tasks.warehouse.tables import (
     DECIMAL_TYPE,
     TableInfo,
+    columns_sql,
     connect,
     find_table,
     fingerprint_table,
@@ -489,7 +490,7 @@ def _insert_rows(
     out = "temp.tdm_part_out"
     with register_frame(con, frame, "tdm_part") as view:
         rows = f"{src} AS s JOIN {view} AS i ON s.rowid = i.r"
-        check_alignment(con, plan, filled, rows)
+        _check_aligned(con, part, plan, filled, rows)
         replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
         replaced = f" REPLACE ({replacements})" if replacements else ""
         select = f"SELECT s.rowid AS tdm_row, s.*{replaced} FROM {rows} ORDER BY s.rowid"
@@ -515,6 +516,35 @@ def _insert_rows(
         finally:
             con.execute(f"DROP TABLE IF EXISTS {out}")
     return observed
+
+
+def _check_aligned(
+    con: duckdb.DuckDBPyConnection,
+    part: SourceTable,
+    plan: ImputationPlan,
+    filled: Sequence[FilledColumn],
+    rows: str,
+) -> None:
+    """`check_alignment`; where the rows do not line up because another process moved them
+    (an UPDATE or an INSERT OR REPLACE rewrites a row elsewhere, even with the values it had),
+    `ChangedMeanwhileError`: the rows of `part`, read again as they were read, differ."""
+    try:
+        check_alignment(con, plan, filled, rows)
+    except QualityCheckError:
+        read = columns_sql(list(part.frame.columns), part.table, plan.key)
+        sql = f"SELECT {read} FROM {part.table.sql}"
+        if not isinstance(part.frame.index, pd.RangeIndex):  # a partition, indexed by rowid
+            first, last = int(part.frame.index.min()), int(part.frame.index.max())
+            sql += f" WHERE rowid >= {first} AND rowid <= {last} ORDER BY rowid"
+        again = con.execute(sql).df()
+        if again.equals(part.frame.reset_index(drop=True)):
+            raise
+        raise ChangedMeanwhileError(
+            f'Table "{part.table.qualified}" changed while it was being imputed: another process '
+            "rewrote rows of it (an UPDATE or an INSERT OR REPLACE moves a row, even one that "
+            "keeps its values), so its rows no longer line up with the imputed ones and nothing "
+            "was written. Run again."
+        ) from None
 
 
 def _insertable(table: TableInfo) -> str:
@@ -544,9 +574,9 @@ def _aligned_rows(
     view: str,
 ) -> str:
     """The source's rows with the registered frame `view`'s imputed cells filled in, as a FROM
-    item, once `check_alignment` has found that they line up."""
+    item, once `_check_aligned` has found that they line up."""
     rows = f"{quote_table(plan.source_table)} AS s POSITIONAL JOIN {view} AS i"
-    check_alignment(con, plan, filled, rows)
+    _check_aligned(con, source, plan, filled, rows)
     values = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
     return f"({_computed(f'SELECT s.* REPLACE ({values}) FROM {rows}', source)})"
 

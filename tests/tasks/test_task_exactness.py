@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.errors import PipelineError, QualityCheckError
+from tasks.errors import ChangedMeanwhileError, PipelineError, QualityCheckError
 from tasks.impute import impute
 from tasks.lineage import LineageRecord, current_run
 from tasks.load import load_table
@@ -194,6 +194,29 @@ def test_misaligned_rows_are_refused_naming_the_column(
     with pytest.raises(QualityCheckError, match=r'do not line up.*"x" \(\d+ rows\)'):
         write_back.fn(source, plan, shuffled, lineage)
     assert take_snapshot(db) == before and file_hash(db) == digest
+
+
+def test_rows_another_process_rewrote_unchanged_during_the_fit_are_a_change_to_run_again(
+    tmp_path: Path, take_snapshot: Callable[[Path], dict]
+) -> None:
+    """Failure injection: a row deleted and inserted again with its values (as an UPDATE of an
+    indexed column or an INSERT OR REPLACE does) while the fit ran kept the table's contents but
+    not its order, and the run failed as rows that "do not line up", a quality failure served
+    runs do not retry. It is a change made meanwhile: run again."""
+    db = tmp_path / "w.duckdb"
+    write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "b": "BIGINT"}, _wide_rows("BIGINT"))
+    source, plan, imputed, lineage = _prepare(db, "t")
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "BEGIN; CREATE TEMP TABLE moved AS FROM t WHERE id = 3; DELETE FROM t WHERE id = 3; "
+            "INSERT INTO t FROM moved; COMMIT"
+        )
+    before, digest = take_snapshot(db), file_hash(db)
+    with pytest.raises(ChangedMeanwhileError, match=r'^Table "t" changed while .* Run again\.$'):
+        write_back.fn(source, plan, imputed, lineage)
+    assert take_snapshot(db) == before and file_hash(db) == digest
+    again = _prepare(db, "t")
+    write_back.fn(*again)  # read again, the rows line up
 
 
 def test_an_imputed_value_outside_the_kept_type_is_refused(
