@@ -205,15 +205,18 @@ def drop_output_after_closed_pipe() -> Callable[[], None]:
     return restore
 
 
-def interrupted_message(command: str, db_path: str | None, since: datetime) -> str:
-    """What `tdm <command>` says when stopped by Ctrl-C: the tables that `db_path`'s lineage
-    records as written by runs started since `since` (each in one transaction, so every other
-    one is as it was), or, when the file cannot be read now, where to look."""
+def interrupted_message(
+    command: str, db_path: str | None, since: datetime, *, how: str = "interrupted"
+) -> str:
+    """What `tdm <command>` says when stopped (`how`: "interrupted" by Ctrl-C, or by a
+    signal): the tables that `db_path`'s lineage records as written by runs started since
+    `since` (each in one transaction, so every other one is as it was), or, when the file
+    cannot be read now, where to look."""
     import duckdb
 
     from schemas.lineage import LINEAGE_TABLE
 
-    said = f"tdm {command}: interrupted"
+    said = f"tdm {command}: {how}"
     if db_path is None:
         return f"{said}. Each table is written in one transaction at the end of its run."
     if not Path(db_path).is_file():

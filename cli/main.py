@@ -41,64 +41,77 @@ INTERRUPT_GRACE_SECONDS = 15.0
 """How long a command that runs flows may take to stop after a Ctrl-C before it is ended."""
 
 
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM (systemd, `docker stop`, Kubernetes), which stops a command as a Ctrl-C does."""
+
+
+def _stopped_by(error: KeyboardInterrupt) -> tuple[str, int]:
+    """How a command was stopped, in words, and its exit status (128 + the signal)."""
+    if isinstance(error, Terminated):
+        return "terminated (SIGTERM)", 128 + signal.SIGTERM
+    return "interrupted", 128 + signal.SIGINT
+
+
 @contextlib.contextmanager
 def _ended_after_interrupt(command: str) -> Iterator[None]:
-    """Within it, a Ctrl-C (SIGINT) raises KeyboardInterrupt as usual and, should the command
-    not have ended `INTERRUPT_GRACE_SECONDS` later, ends the process with exit status 130. An
-    interrupt raised inside a finaliser, where Python ignores it, is raised again. A
-    Ctrl-C that lands inside an HTTP call to Prefect's API can leave the connection pool's lock
-    held, and the crash report Prefect then sends waits on it for ever. The warehouse is safe:
-    each write is one transaction. Only in the main thread (where signals are handled)."""
+    """Within it, a Ctrl-C (SIGINT) raises KeyboardInterrupt as usual, a SIGTERM `Terminated`,
+    and, should the command not have ended `INTERRUPT_GRACE_SECONDS` after the first, the
+    process ends with exit status 128 + the signal. Such an exception raised inside a
+    finaliser, where Python ignores it, is raised again. A Ctrl-C that lands inside an HTTP
+    call to Prefect's API can leave the connection pool's lock held, and the crash report
+    Prefect then sends waits on it for ever. The warehouse is safe: each write is one
+    transaction. Only in the main thread (where signals are handled)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def end() -> None:
-        from cli.errors import EXIT_INTERRUPTED
-
+    def end(how: str, status: int) -> None:
         print(
-            f"tdm {command}: interrupted, and not stopped {INTERRUPT_GRACE_SECONDS:g} s later: "
+            f"tdm {command}: {how}, and not stopped {INTERRUPT_GRACE_SECONDS:g} s later: "
             "ended. Each table is written in one transaction: a table not reported written is "
             "as it was.",
             file=sys.stderr,
             flush=True,
         )
-        os._exit(EXIT_INTERRUPTED)
+        os._exit(status)
 
     timers: list[threading.Timer] = []
 
-    def interrupted(signum: int, frame: object) -> None:
-        if not timers:  # counted from the first Ctrl-C
-            timers.append(threading.Timer(INTERRUPT_GRACE_SECONDS, end))
+    def stopped(signum: int, frame: object) -> None:
+        error = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        if not timers:  # counted from the first signal
+            timers.append(threading.Timer(INTERRUPT_GRACE_SECONDS, end, _stopped_by(error)))
             timers[0].daemon = True
             timers[0].start()
-        raise KeyboardInterrupt
+        raise error
 
     active = [True]
     main = threading.main_thread().ident
     assert main is not None
 
-    def again() -> None:
+    def again(signum: int) -> None:
         if active[0]:
-            signal.pthread_kill(main, signal.SIGINT)
+            signal.pthread_kill(main, signum)
 
     previous_hook = sys.unraisablehook
 
     def unraisable(info: Any) -> None:
         if isinstance(info.exc_value, KeyboardInterrupt):  # raised in a finaliser, which Python
-            again_soon = threading.Timer(0.1, again)  # ignores: sent again, to land outside it
-            again_soon.daemon = True
+            signum = signal.SIGTERM if isinstance(info.exc_value, Terminated) else signal.SIGINT
+            again_soon = threading.Timer(0.1, again, (signum,))  # ignores: sent again, to land
+            again_soon.daemon = True  # outside it
             again_soon.start()
             return
         previous_hook(info)
 
-    previous = signal.signal(signal.SIGINT, interrupted)
+    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
     sys.unraisablehook = unraisable
     try:
         yield
     finally:
         active[0] = False
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         sys.unraisablehook = previous_hook
 
 
@@ -154,7 +167,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pydantic import ValidationError
 
     from cli.errors import (
-        EXIT_INTERRUPTED,
         EXIT_UNEXPECTED,
         ErrorLog,
         configure_warnings,
@@ -211,17 +223,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNEXPECTED
     except KeyboardInterrupt as error:
         release_error(error)
+        how, status = _stopped_by(error)
         if args.command == "bench":  # trials are recorded one by one, not a table at the end
             from benchmarks.cli import grid_settings
 
             print(
-                f"tdm bench: interrupted. Each finished trial is recorded in "
+                f"tdm bench: {how}. Each finished trial is recorded in "
                 f"'{grid_settings(args).db}'; the same command runs only the others.",
                 file=sys.stderr,
             )
         else:
-            print(interrupted_message(args.command, _written_db(args), started), file=sys.stderr)
-        return EXIT_INTERRUPTED
+            message = interrupted_message(args.command, _written_db(args), started, how=how)
+            print(message, file=sys.stderr)
+        return status
     finally:
         log.detach()
         restore_warnings()

@@ -214,11 +214,11 @@ def test_ctrl_c_in_a_terminal_ends_the_run_at_once_with_exit_130(
 
 
 def _interrupted_when_it_says(
-    handler: str, line: str, grace: float, tmp_path: Path
+    handler: str, line: str, grace: float, tmp_path: Path, sig: int = signal.SIGINT
 ) -> tuple[int, str, float]:
     """`tdm impute` run in a process of its own with ``handler`` (Python source defining
-    `handler(args)`) in place of the command's work, sent a Ctrl-C once it prints ``line``: its
-    exit status, its stderr and the seconds it took to end after the Ctrl-C."""
+    `handler(args)`) in place of the command's work, sent ``sig`` (a Ctrl-C) once it prints
+    ``line``: its exit status, its stderr and the seconds it took to end after the signal."""
     code = textwrap.dedent(handler) + textwrap.dedent(
         f"""
         import sys
@@ -236,7 +236,7 @@ def _interrupted_when_it_says(
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert run.stdout is not None and run.stdout.readline().strip() == line
-    run.send_signal(signal.SIGINT)
+    run.send_signal(sig)
     started = time.monotonic()
     _, err = run.communicate(timeout=120)
     return run.returncode, err, time.monotonic() - started
@@ -291,6 +291,26 @@ def test_a_ctrl_c_that_lands_in_a_finaliser_still_ends_the_command_at_once(
     assert seconds < 20
     assert err.startswith("tdm impute: interrupted before writing anything"), err
     assert err.count("\n") == 1, err  # not Python's "Exception ignored in" report
+
+
+def test_a_sigterm_stops_the_command_saying_so_with_exit_143(tmp_path: Path) -> None:
+    """Failure injection: a SIGTERM (systemd, `docker stop`, Kubernetes) ended `tdm impute`
+    with exit status 143 and not a word, even after it had written a table. It stops as a
+    Ctrl-C does, naming what was written."""
+    handler = """
+        import time
+
+        def handler(args):
+            print("running", flush=True)
+            time.sleep(60)
+            return 0
+        """
+    returncode, err, seconds = _interrupted_when_it_says(
+        handler, "running", 40.0, tmp_path, signal.SIGTERM
+    )
+    assert returncode == 143, err
+    assert seconds < 20
+    assert err.startswith("tdm impute: terminated (SIGTERM) before writing anything"), err
 
 
 def test_a_traceback_log_that_cannot_go_to_prefect_home_goes_to_a_private_folder(
