@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -77,7 +76,7 @@ from tasks.warehouse.cells import (
 from tasks.warehouse.constraints import target_definition
 from tasks.warehouse.models import ModelFolder, NewModel, insert_model
 from tasks.warehouse.names import quote_identifier, quote_table
-from tasks.warehouse.staging import make_stage_dir
+from tasks.warehouse.staging import StageDir, make_stage_dir
 from tasks.warehouse.tables import (
     DECIMAL_TYPE,
     TableInfo,
@@ -149,7 +148,7 @@ class TableWriter:
         self.con: duckdb.DuckDBPyConnection  # set when the writer is entered
         self._connection: contextlib.AbstractContextManager[duckdb.DuckDBPyConnection] | None
         self._connection = None
-        self._stage_dir: str | None = None
+        self._stage_dir: StageDir | None = None
         self._stage = _STAGE  # the staging file's name in SQL (`_stage_name`)
         self._filled: list[FilledColumn] = []
         self._staged_rows = 0
@@ -398,7 +397,7 @@ class TableWriter:
             return
         if self.memory_limit:
             self.con.execute("SET memory_limit = ?", [self.memory_limit])
-        stage = str(Path(self._stage_dir) / "stage.duckdb").replace("'", "''")
+        stage = str(Path(self._stage_dir.path) / "stage.duckdb").replace("'", "''")
         self._stage = _stage_name(self.con)
         self.con.execute(f"ATTACH '{stage}' AS {self._stage} (READ_WRITE)")
 
@@ -435,7 +434,7 @@ class TableWriter:
             self._close_connection()
         finally:
             if self._stage_dir is not None:
-                shutil.rmtree(self._stage_dir, ignore_errors=True)
+                self._stage_dir.remove()
 
 
 @contextlib.contextmanager

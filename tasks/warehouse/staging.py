@@ -1,42 +1,74 @@
 """Scratch folders of partitioned runs (`.tdm-staging-*`, beside the warehouse).
 
-Each folder names its owner (PID and host); a folder whose owner is gone (a run killed with
-SIGKILL, a power loss) is removed by the next partitioned run on that warehouse.
+Each folder holds an owner file naming its run's process (PID and host), which that process
+keeps locked (`flock`) until it removes the folder. The kernel drops the lock when the process
+ends, however it ends (SIGKILL, an out-of-memory kill, a container stopped), so a folder whose
+owner file can be locked is left by a run that is gone, and the next partitioned run on that
+warehouse removes it; a PID used again by another process, as in every container, does not keep
+it. Where the file system cannot lock, the PID and host decide.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import socket
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 from tasks.logs import step_logger
 
-__all__ = ["STAGE_PREFIX", "make_stage_dir", "remove_stale_stages"]
+__all__ = ["STAGE_PREFIX", "StageDir", "make_stage_dir", "remove_stale_stages"]
 
 STAGE_PREFIX = ".tdm-staging-"
 _OWNER_FILE = "owner"
 _UNCLAIMED_GRACE_SECONDS = 3600.0
-"""A staging folder with no owner file (its run was killed while creating it) is stale after
-this."""
+"""A staging folder whose owner file names no process yet (its run was killed while creating
+it) is stale after this."""
 
 
-def make_stage_dir(where: Path) -> str:
+class StageDir:
+    """A staging folder this process owns: its owner file stays locked until :meth:`remove`."""
+
+    def __init__(self, path: str, owner: IO[str]) -> None:
+        self.path = path
+        self._owner = owner
+
+    def remove(self) -> None:
+        """Remove the folder, then let go of its owner file."""
+        try:
+            shutil.rmtree(self.path, ignore_errors=True)
+        finally:
+            self._owner.close()
+
+
+def make_stage_dir(where: Path) -> StageDir:
     """A fresh staging folder in `where`, owned by this process; stale ones are removed first."""
     remove_stale_stages(where)
-    stage_dir = tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=where)
-    (Path(stage_dir) / _OWNER_FILE).write_text(f"{os.getpid()}\n{socket.gethostname()}\n")
-    return stage_dir
+    path = tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=where)
+    owner = open(Path(path) / _OWNER_FILE, "w", encoding="utf-8")  # noqa: SIM115 (held open)
+    try:
+        with contextlib.suppress(OSError):  # no locks here: the PID and host decide
+            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        owner.write(f"{os.getpid()}\n{socket.gethostname()}\n")  # named once locked
+        owner.flush()
+    except BaseException:
+        owner.close()
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return StageDir(path, owner)
 
 
 def remove_stale_stages(where: Path) -> list[Path]:
     """Remove the staging folders in `where` whose owning process is gone; returns them.
 
-    A folder owned by a process of another host is left alone (its liveness cannot be known
-    here), and so is one this user cannot remove: it is then named in a warning."""
+    One that cannot be told gone (owned by a process of another host, where the file system
+    cannot lock) is left alone, and so is one this user cannot remove: it is then named in a
+    warning."""
     removed = []
     for folder in sorted(where.glob(f"{STAGE_PREFIX}*")):
         if not folder.is_dir() or not _is_stale(folder):
@@ -61,13 +93,30 @@ def remove_stale_stages(where: Path) -> list[Path]:
 
 def _is_stale(folder: Path) -> bool:
     try:
-        pid_text, host = [*(folder / _OWNER_FILE).read_text().split(), ""][:2]
-    except OSError:  # not claimed (yet): stale only once it is old
-        try:
-            age = time.time() - folder.stat().st_mtime
-        except OSError:
-            return False
-        return age > _UNCLAIMED_GRACE_SECONDS
+        with open(folder / _OWNER_FILE, encoding="utf-8") as owner:
+            pid_text, host = [*owner.read().split(), ""][:2]
+            if not pid_text:  # not named yet: its run is creating it, or was killed doing so
+                return _unclaimed_for_long(folder)
+            try:
+                fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # its owner holds it
+                return False
+            except OSError:  # no locks on this file system
+                return _owner_gone(pid_text, host)
+            return True  # let go when closed: the folder is removed next
+    except OSError:  # no owner file (yet)
+        return _unclaimed_for_long(folder)
+
+
+def _unclaimed_for_long(folder: Path) -> bool:
+    try:
+        return time.time() - folder.stat().st_mtime > _UNCLAIMED_GRACE_SECONDS
+    except OSError:
+        return False
+
+
+def _owner_gone(pid_text: str, host: str) -> bool:
+    """Whether the process the owner file names is gone (known on its own host only)."""
     if host != socket.gethostname() or not pid_text.isdigit():
         return False
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -195,10 +196,24 @@ def test_staging_folder_of_a_killed_run_is_removed_by_the_next(
     before = take_snapshot(warehouse)
 
     with TableWriter(str(warehouse), WriteMode.PARTITIONED):  # the next run
-        assert not stale.exists() and Path(live).is_dir()
-    assert set(warehouse.parent.glob(f"{STAGE_PREFIX}*")) == {Path(live)}
+        assert not stale.exists() and Path(live.path).is_dir()
+    assert set(warehouse.parent.glob(f"{STAGE_PREFIX}*")) == {Path(live.path)}
     assert remove_stale_stages(warehouse.parent) == []
     assert take_snapshot(warehouse) == before
+
+
+def test_a_killed_run_s_staging_folder_goes_though_its_pid_is_used_again(warehouse: Path) -> None:
+    """Failure injection: a run killed in a container (PID 1 there, as the next run's) left its
+    staging folder for ever, since its PID was alive. A folder whose owner file no process
+    holds locked is left by a run that is gone, whatever PID it names."""
+    stale = warehouse.parent / f"{STAGE_PREFIX}killed"
+    stale.mkdir()
+    (stale / "owner").write_text(f"{os.getpid()}\n{socket.gethostname()}\n")  # alive: this one
+    live = make_stage_dir(warehouse.parent)
+    assert not stale.exists()
+    assert remove_stale_stages(warehouse.parent) == [] and Path(live.path).is_dir()
+    live.remove()
+    assert not list(warehouse.parent.glob(f"{STAGE_PREFIX}*"))
 
 
 def test_a_partitioned_write_on_a_locked_file_says_so_and_leaves_nothing(
