@@ -218,7 +218,8 @@ def _impute_warehouse(
             runner_name,
             apart if large else "",
         )
-        for table, ready in prepared.items():  # written one at a time, in config order
+        # written one at a time, in config order: the whole tables, then those imputed apart
+        for table, ready in prepared.items():
             try:
                 outcome = (
                     runner_result(futures[table], settings, table, "the fit")

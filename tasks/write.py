@@ -154,9 +154,16 @@ class TableWriter:
         self._staged_rows = 0
         self._observed_checked = 0
         self._writing = mode != WriteMode.PARTITIONED  # PARTITIONED: read-only until commit
+        self._target: str | None = None  # the table being written, once known
 
     def __enter__(self) -> TableWriter:
-        check_writable(self.db_path)  # before the staging folder and the fit
+        if self.mode == WriteMode.PARTITIONED:  # before the staging folder and the fit
+            check_writable(self.db_path)
+        else:  # the file became unwritable during the fit (checked before it too)
+            check_writable(
+                self.db_path,
+                refused="The imputed table could not be written, so nothing was written",
+            )
         try:
             if self.mode == WriteMode.PARTITIONED:
                 # stale folders of killed runs are removed first
@@ -172,8 +179,9 @@ class TableWriter:
     def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
         self._close()
         if isinstance(error, duckdb.Error):
+            what = "" if self._target is None else f'table "{self._target}" '
             raise PipelineError(
-                f"Writing to '{self.db_path}' failed, and the warehouse was left as it was: "
+                f"Writing {what}to '{self.db_path}' failed, and the warehouse was left as it was: "
                 f"{str(error).splitlines()[0]}{_disk_hint(error, self.db_path)}"
             ) from None
 
@@ -193,6 +201,7 @@ class TableWriter:
     def create_stage(self, source: SourceTable, plan: ImputationPlan) -> None:
         """`PARTITIONED`: check the target name, then create the empty staged target (the
         source's columns and types) and imputed-cells record."""
+        self._target = plan.target_table
         check_target_table(self.con, plan)
         self._filled = filled_columns(source, plan)
         self.con.execute(
@@ -231,6 +240,7 @@ class TableWriter:
         for `PARTITIONED`), the imputed cells, the `model` (`APPEND`) and the lineage row, in
         one transaction. Returns what was written and `lineage` with the write's checks."""
         source, plan = lineage.source, lineage.plan
+        self._target = plan.target_table
         files: list[Path] = []
         if not self._writing:
             self._writing = True
@@ -326,8 +336,9 @@ class TableWriter:
             changed = exists and not self.replace
         if changed:
             raise WarehouseBusyError(
-                f'Another run wrote to table "{plan.target_table}" while this one imputed its '
-                "new rows, so nothing was written. Run again: it reads the target as it is now."
+                f'Another run or process wrote to table "{plan.target_table}" while this one '
+                "imputed its new rows, so nothing was written. Run again: it reads the target as "
+                "it is now."
             )
         if self.replace or not exists:
             _create_like(con, part.table, target)

@@ -164,6 +164,24 @@ def test_a_read_only_file_is_refused_before_any_work(warehouse: Path) -> None:
         warehouse.chmod(0o644)
 
 
+def test_a_file_made_read_only_during_the_fit_is_refused_as_not_written(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failure injection: a file made read-only while the fit ran was refused at the write with
+    "nothing was imputed (this is checked before the fit)", though the fit had run. A partitioned
+    run's writer, opened before its fit, says nothing was imputed."""
+    import tasks.warehouse.access as access
+
+    monkeypatch.setattr(access, "_read_only_file_system", lambda path: True)
+    with pytest.raises(PipelineInputError) as raised, TableWriter(str(warehouse), WriteMode.NEW):
+        pass
+    assert "read-only file system. The imputed table could not be written, so nothing was " in (
+        str(raised.value)
+    )
+    with pytest.raises(PipelineInputError, match="nothing was imputed"):
+        TableWriter(str(warehouse), WriteMode.PARTITIONED).__enter__()
+
+
 def test_a_writable_file_passes_the_check(warehouse: Path) -> None:
     """The check refuses nothing that can be written."""
     check_writable(warehouse)

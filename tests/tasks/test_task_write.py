@@ -115,6 +115,24 @@ def test_a_full_disk_leaves_the_warehouse_as_it_was_and_says_what_to_do(
         assert take_snapshot(db) == before
 
 
+def test_a_partitioned_write_that_fails_names_its_table(
+    warehouse: Path, steps_before_write: Callable[..., tuple]
+) -> None:
+    """Failure injection: a partitioned run whose staging failed (a full disk) said "Writing to
+    '<file>' failed", naming no table."""
+    source, plan, _, _ = steps_before_write(warehouse)
+    partitioned = tasks.write.WriteMode.PARTITIONED
+    with (
+        pytest.raises(PipelineError) as raised,
+        tasks.write.TableWriter(str(warehouse), partitioned) as writer,
+    ):
+        writer.create_stage(source, plan)
+        raise duckdb.IOException("No space left on device")
+    assert str(raised.value).startswith(
+        f"Writing table \"{plan.target_table}\" to '{warehouse}' failed, and the warehouse was "
+    )
+
+
 def test_a_source_changed_since_loading_is_not_overwritten(
     warehouse: Path,
     steps_before_write: Callable[..., tuple],
