@@ -624,21 +624,6 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    """Within it, the environment variables ``values`` set; as they were after it."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def _run_warehouse(args: argparse.Namespace) -> int:
     from deployments.files import WAREHOUSE_CONFIG
     from tasks.errors import PipelineError
@@ -652,10 +637,11 @@ def _run_warehouse(args: argparse.Namespace) -> int:
     flags = ("task_runner", "dask_address", "fill", "draws")
     given = {f"TDM_{flag.upper()}": getattr(args, flag) for flag in flags}
     from flows.impute_warehouse import WarehouseRunError, impute_warehouse
+    from flows.settings import environment_set
 
     limit_torch_threads(torch_threads_setting(args.torch_threads))
     try:
-        with _environment({name: str(v) for name, v in given.items() if v is not None}):
+        with environment_set({name: str(v) for name, v in given.items() if v is not None}):
             result = impute_warehouse(  # which reads those settings from the environment
                 WAREHOUSE_CONFIG if args.config is None else args.config,
                 db_path=str(args.db) if args.db else None,

@@ -148,7 +148,12 @@ def serve_here(
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     from flows.notify import check_notify_url
-    from flows.settings import SERVED_DB_VARIABLE, PipelineSettings, check_known_variables
+    from flows.settings import (
+        SERVED_DB_VARIABLE,
+        PipelineSettings,
+        check_known_variables,
+        environment_set,
+    )
     from tasks.impute import GPU_TAG
 
     # A bad prefect.yaml, config, schedule, database path or notification URL fails before a
@@ -186,7 +191,7 @@ def serve_here(
     try:
         with contextlib.ExitStack() as stack, contextlib.suppress(KeyboardInterrupt):
             stack.enter_context(_exit_on_sigterm())
-            stack.enter_context(_environment(run_env))  # the runs' processes inherit it
+            stack.enter_context(environment_set(run_env))  # the runs' processes inherit it
             if url is None:
                 log = Path(prefect_settings.home).expanduser() / f"tdm-server-{port}.log"
                 print(
@@ -195,7 +200,7 @@ def serve_here(
                 )
                 url = stack.enter_context(local_server(port, log_path=log))
                 stack.enter_context(temporary_settings({PREFECT_API_URL: url}))
-                stack.enter_context(_environment({"PREFECT_API_URL": url}))
+                stack.enter_context(environment_set({"PREFECT_API_URL": url}))
             elif not server_answers(url):
                 raise PipelineError(
                     f"No Prefect server answers at PREFECT_API_URL={url}: start it, or unset "
@@ -454,18 +459,3 @@ def _exit_on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
-
-
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    """Within it, `values` are set in this process's environment; restored on the way out."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -25,6 +26,7 @@ __all__ = [
     "PipelineSettings",
     "check_known_variables",
     "check_served_database",
+    "environment_set",
 ]
 
 OTHER_VARIABLES = {
@@ -271,3 +273,19 @@ def check_served_database(db_path: str, subject: str) -> None:
         f"{files} only, so nothing was written: serve that file with a `tdm serve` of its "
         "own, or run `tdm impute` / `tdm warehouse` on it."
     )
+
+
+@contextlib.contextmanager
+def environment_set(values: Mapping[str, str]) -> Iterator[None]:
+    """Within it, `values` are set in this process's environment (a run started here, and the
+    processes it starts, read them); as they were after it."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
