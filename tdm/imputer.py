@@ -152,7 +152,9 @@ class TDMImputer(BatchOTImputer):
         Each column's kind: ``"float"``, ``"integer"``, ``"boolean"`` or ``"categorical"``
         (keys: a DataFrame's column names, else positions).
     categories_ : dict
-        The labels observed in each categorical or boolean column.
+        The labels observed in each categorical or boolean column, in the order of a
+        ``category`` column's categories, else sorted; each takes the label point of its place,
+        so the same data with its categories in another order imputes a little differently.
     bounds_ : dict
         Each numeric column's ``(low, high)`` bounds, in the units of ``X`` (``-inf``/``inf``:
         open).
