@@ -500,7 +500,7 @@ def _insert_rows(
     out = "temp.tdm_part_out"
     with register_frame(con, frame, "tdm_part") as view:
         rows = f"{src} AS s JOIN {view} AS i ON s.rowid = i.r"
-        _check_aligned(con, part, plan, filled, rows)
+        _check_aligned(con, part, plan, filled, rows, rowids=f"SELECT r FROM {view}")
         replacements = ", ".join(f"{target_expression(c)} AS {c.quoted}" for c in filled)
         replaced = f" REPLACE ({replacements})" if replacements else ""
         select = f"SELECT s.rowid AS tdm_row, s.*{replaced} FROM {rows} ORDER BY s.rowid"
@@ -534,20 +534,24 @@ def _check_aligned(
     plan: ImputationPlan,
     filled: Sequence[FilledColumn],
     rows: str,
+    rowids: str | None = None,
 ) -> None:
     """`check_alignment`; where the rows do not line up because another process moved them
     (an UPDATE or an INSERT OR REPLACE rewrites a row elsewhere, even with the values it had),
-    `ChangedMeanwhileError`: the rows of `part`, read again as they were read, differ."""
+    `ChangedMeanwhileError`: the rows of `part`, read again as they were read, differ. `rowids`:
+    a query of the rowids `part.frame` is indexed by (None: it is the whole table, in storage
+    order)."""
     try:
         check_alignment(con, plan, filled, rows)
     except QualityCheckError:
         read = columns_sql(list(part.frame.columns), part.table, plan.key)
         sql = f"SELECT {read} FROM {part.table.sql}"
-        if not isinstance(part.frame.index, pd.RangeIndex):  # a partition, indexed by rowid
-            first, last = int(part.frame.index.min()), int(part.frame.index.max())
-            sql += f" WHERE rowid >= {first} AND rowid <= {last} ORDER BY rowid"
+        read_before = part.frame
+        if rowids is not None:
+            sql += f" WHERE rowid IN ({rowids}) ORDER BY rowid"
+            read_before = read_before.sort_index()
         again = con.execute(sql).df()
-        if again.equals(part.frame.reset_index(drop=True)):
+        if again.equals(read_before.reset_index(drop=True)):
             raise
         raise ChangedMeanwhileError(
             f'Table "{part.table.qualified}" changed while it was being imputed: another process '
