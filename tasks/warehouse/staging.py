@@ -5,7 +5,8 @@ keeps locked (`flock`) until it removes the folder. The kernel drops the lock wh
 ends, however it ends (SIGKILL, an out-of-memory kill, a container stopped), so a folder whose
 owner file can be locked is left by a run that is gone, and the next partitioned run on that
 warehouse removes it; a PID used again by another process, as in every container, does not keep
-it. Where the file system cannot lock, the PID and host decide.
+it. A folder of another host's run goes only once nothing in it has changed for an hour (some
+mounts keep locks to each host); where the file system cannot lock, the PID and host decide.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ STAGE_PREFIX = ".tdm-staging-"
 _OWNER_FILE = "owner"
 _UNCLAIMED_GRACE_SECONDS = 3600.0
 """A staging folder whose owner file names no process yet (its run was killed while creating
-it) is stale after this."""
+it), or names one of another host, is stale once nothing in it has changed for this long."""
 
 
 class StageDir:
@@ -97,22 +98,27 @@ def _is_stale(folder: Path) -> bool:
             pid_text, host = [*owner.read().split(), ""][:2]
             if not pid_text:  # not named yet: its run is creating it, or was killed doing so
                 return _unclaimed_for_long(folder)
-            try:
-                fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try:  # shared: it needs no write access, and meets the owner's exclusive lock
+                fcntl.flock(owner, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:  # its owner holds it
                 return False
             except OSError:  # no locks on this file system
                 return _owner_gone(pid_text, host)
-            return True  # let go when closed: the folder is removed next
+            # Let go when closed: the folder is removed next. A run of another host may hold a
+            # lock this host cannot see (a mount that keeps locks local): its folder goes only
+            # once nothing in it has changed for long.
+            return host == socket.gethostname() or _unclaimed_for_long(folder)
     except OSError:  # no owner file (yet)
         return _unclaimed_for_long(folder)
 
 
 def _unclaimed_for_long(folder: Path) -> bool:
+    """Whether nothing in `folder` has changed for `_UNCLAIMED_GRACE_SECONDS`."""
     try:
-        return time.time() - folder.stat().st_mtime > _UNCLAIMED_GRACE_SECONDS
+        changed = max(path.stat().st_mtime for path in (folder, *folder.iterdir()))
     except OSError:
         return False
+    return time.time() - changed > _UNCLAIMED_GRACE_SECONDS
 
 
 def _owner_gone(pid_text: str, host: str) -> bool:

@@ -232,6 +232,15 @@ def test_a_killed_run_s_staging_folder_goes_though_its_pid_is_used_again(warehou
     assert remove_stale_stages(warehouse.parent) == [] and Path(live.path).is_dir()
     live.remove()
     assert not list(warehouse.parent.glob(f"{STAGE_PREFIX}*"))
+    # Another host's run may hold a lock this host cannot see: its folder goes once unchanged
+    # for an hour.
+    other = warehouse.parent / f"{STAGE_PREFIX}elsewhere"
+    other.mkdir()
+    (other / "owner").write_text("1\nanother-host\n")
+    assert remove_stale_stages(warehouse.parent) == []
+    for path in (other / "owner", other):
+        os.utime(path, (0, 0))
+    assert remove_stale_stages(warehouse.parent) == [other]
 
 
 def test_a_partitioned_write_on_a_locked_file_says_so_and_leaves_nothing(
