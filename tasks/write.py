@@ -451,7 +451,8 @@ class TableWriter:
 @contextlib.contextmanager
 def transaction(con: duckdb.DuckDBPyConnection, target: str, db_path: str) -> Iterator[None]:
     """Run the block in one transaction: committed if it ends, rolled back if anything fails; a
-    DuckDB error becomes a `PipelineError` saying the warehouse was left as it was."""
+    DuckDB error becomes a `PipelineError` saying the warehouse was left as it was. Once
+    committed, the write-ahead log is folded into the file (`_checkpoint`)."""
     con.execute("BEGIN TRANSACTION")
     try:
         yield
@@ -465,6 +466,28 @@ def transaction(con: duckdb.DuckDBPyConnection, target: str, db_path: str) -> It
                 f"as it was: {str(error).splitlines()[0]}{_disk_hint(error, db_path)}"
             ) from None
         raise
+    _checkpoint(con, target, db_path)
+
+
+def _checkpoint(con: duckdb.DuckDBPyConnection, target: str, db_path: str) -> None:
+    """Fold the committed write into the database file now rather than when it is closed, where
+    a full disk fails without a word: then the table is safe in the write-ahead log, and a
+    warning says so and where to free space. Any other failure is left to the close."""
+    try:
+        con.execute("CHECKPOINT")
+    except duckdb.Error as error:
+        if not _disk_hint(error, db_path):
+            return
+        step_logger(__name__).warning(
+            "Table \"%s\" was written to '%s' and is safe in its write-ahead log (%s.wal), but "
+            "DuckDB could not fold it into the file: %s. Free space in '%s': the next "
+            "connection to the file folds it in.",
+            target,
+            db_path,
+            Path(db_path).name,
+            str(error).splitlines()[0],
+            Path(db_path).resolve().parent,
+        )
 
 
 def _disk_hint(error: BaseException, db_path: str) -> str:

@@ -115,6 +115,36 @@ def test_a_full_disk_leaves_the_warehouse_as_it_was_and_says_what_to_do(
         assert take_snapshot(db) == before
 
 
+def test_a_checkpoint_a_full_disk_refuses_after_the_commit_is_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Failure injection: with room for the write-ahead log but not for the checkpoint, the
+    run said nothing and exited 0, the disk left full. The commit stands (the table is safe in
+    the log), and a warning says where to free space; another checkpoint failure is left to the
+    close."""
+
+    class Connection:  # DuckDB's, with a disk too full to checkpoint
+        def __init__(self, failure: str) -> None:
+            self.failure, self.done = failure, []
+
+        def execute(self, sql: str) -> None:
+            if sql == "CHECKPOINT":
+                raise duckdb.IOException(self.failure)
+            self.done.append(sql)
+
+    db = str(tmp_path / "w.duckdb")
+    full = Connection("Could not write file: No space left on device")
+    with tasks.write.transaction(full, "t_imputed", db):  # type: ignore[arg-type]
+        pass
+    assert full.done == ["BEGIN TRANSACTION", "COMMIT"]
+    assert "is safe in its write-ahead log (w.duckdb.wal)" in caplog.text
+    assert f"Free space in '{tmp_path}'" in caplog.text
+    caplog.clear()
+    with tasks.write.transaction(Connection("another transaction is running"), "t", db):  # type: ignore[arg-type]
+        pass
+    assert "write-ahead log" not in caplog.text
+
+
 def test_a_partitioned_write_that_fails_names_its_table(
     warehouse: Path, steps_before_write: Callable[..., tuple]
 ) -> None:
