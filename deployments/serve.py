@@ -206,6 +206,7 @@ def serve_here(
                     f"No Prefect server answers at PREFECT_API_URL={url}: start it, or unset "
                     "PREFECT_API_URL to let `tdm serve` start one."
                 )
+            refuse_work_pool_deployments(specs, url)
             gpu = ensure_tag_limit(GPU_TAG, gpu_slots)
             absent = tables_not_found(specs, database[0])
             _print_banner(url, gpu, specs, database, absent, started_server=started_server)
@@ -217,6 +218,33 @@ def serve_here(
         if serving:
             server = " and stopped its Prefect server" if started_server else ""
             print(f"tdm serve: stopped serving the deployments{server}.", flush=True)
+
+
+def refuse_work_pool_deployments(specs: list[DeploymentSpec], url: str) -> None:
+    """Refuse to serve deployments that the server at `url` has as a work pool's (`prefect
+    deploy`): serving them takes them over (no pull step, no pool's settings) and leaves them
+    paused, their scheduled runs deleted, when serving stops, so the team's nightly run would
+    stop without a word."""
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    pooled = []
+    with get_client(sync_client=True) as client:
+        for deployment in build_deployments(specs=specs):
+            name = f"{deployment.flow_name}/{deployment.name}"
+            try:
+                found = client.read_deployment_by_name(name)
+            except ObjectNotFound:
+                continue
+            if found.work_pool_name:
+                pooled.append(f"'{name}' (work pool '{found.work_pool_name}')")
+    if pooled:
+        raise PipelineError(
+            f"The Prefect server at {url} has {' and '.join(pooled)} from `prefect deploy`: "
+            "serving them here would take them over from the pool's workers, and leave them "
+            "paused without their scheduled runs when this stops. Nothing was served. Unset "
+            "PREFECT_API_URL to serve on a server of tdm serve's own, or use the workers."
+        )
 
 
 def leftover_runs(specs: list[DeploymentSpec]) -> list[str]:

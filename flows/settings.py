@@ -35,7 +35,7 @@ OTHER_VARIABLES = {
     "TDM_SCHEDULE_TIMEZONE": "tdm serve's schedule",
     "TDM_ALLOW_CUDA": "dev.sh",
     "TDM_DATASETS_DIR": "the benchmark's datasets",
-    "TDM_SERVED_DB": "set by tdm serve for its runs: the database files they may write",
+    "TDM_SERVED_DB": "the database files served runs may write (set by tdm serve, or a worker)",
 }
 """The `TDM_*` variables read elsewhere than the run's and the imputer's settings."""
 SERVED_DB_VARIABLE = "TDM_SERVED_DB"
@@ -261,17 +261,19 @@ def check_known_variables(environ: Mapping[str, str]) -> None:
 
 
 def check_served_database(db_path: str, subject: str) -> None:
-    """In a run served by `tdm serve` (:data:`SERVED_DB_VARIABLE` set), refuse a database file
-    other than the one it serves: a run's parameters come from whoever can reach the server,
-    and must not point the service at another file. Outside `tdm serve`, nothing."""
-    served = [Path(p) for p in os.environ.get(SERVED_DB_VARIABLE, "").split(os.pathsep) if p]
+    """In a run served by `tdm serve`, or by a worker given :data:`SERVED_DB_VARIABLE`, refuse
+    a database file other than those it names: a run's parameters come from whoever can reach
+    the server, and must not point the service at another file. Where it is unset, nothing."""
+    served = [
+        Path(p).resolve() for p in os.environ.get(SERVED_DB_VARIABLE, "").split(os.pathsep) if p
+    ]
     if not served or Path(db_path).resolve() in served:
         return
     files = " and ".join(f"'{p}'" for p in served)
     raise PipelineInputError(
-        f"{subject} asks for the database file '{db_path}', but this `tdm serve` serves "
-        f"{files} only, so nothing was written: serve that file with a `tdm serve` of its "
-        "own, or run `tdm impute` / `tdm warehouse` on it."
+        f"{subject} asks for the database file '{db_path}', but this service writes {files} "
+        f"only ({SERVED_DB_VARIABLE}), so nothing was written: serve that file with a "
+        "`tdm serve` of its own, or run `tdm impute` / `tdm warehouse` on it."
     )
 
 

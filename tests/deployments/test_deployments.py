@@ -36,6 +36,7 @@ from deployments.serve import (
     drop_replaced_schedules,
     leftover_runs,
     load_flow,
+    refuse_work_pool_deployments,
     serve_here,
 )
 from deployments.server import _stop as stop_process_group
@@ -230,6 +231,34 @@ def test_runs_an_earlier_serve_left_going_are_named_at_start() -> None:
         assert f"row of run_id '{run.id}' in tdm_lineage were written" in line
         client.set_flow_run_state(run.id, Completed(), force=True)
     assert leftover_runs([spec]) == []
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_deployments_of_a_work_pool_are_not_taken_over_by_serve() -> None:
+    """Review (the work-pool recipe): `tdm serve` against the team's server took over the
+    deployments `prefect deploy` had given to a work pool, and left them paused, their scheduled
+    runs deleted, when it stopped: the nightly run stopped without a word. It refuses."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists
+    from prefect.settings import PREFECT_API_URL
+
+    specs = with_settings(read_deployment_specs(), ServeSettings(), cwd=REPO)
+    served = nightly_spec(specs).model_copy(update={"name": "served-here", "schedules": []})
+    pooled = served.model_copy(update={"name": "pooled-elsewhere"})
+    with get_client(sync_client=True) as client, contextlib.suppress(ObjectAlreadyExists):
+        client.create_work_pool(WorkPoolCreate(name="tdm-test-pool", type="process"))
+    build_deployments(specs=[served])[0].apply()  # type: ignore[union-attr]
+    build_deployments(specs=[pooled])[0].apply(work_pool_name="tdm-test-pool")  # type: ignore[union-attr]
+    url = str(PREFECT_API_URL.value())
+    refuse_work_pool_deployments([served], url)  # served before: served again
+    with pytest.raises(PipelineError) as raised:
+        refuse_work_pool_deployments([served, pooled], url)
+    flow = build_deployments(specs=[pooled])[0].flow_name
+    assert str(raised.value).startswith(
+        f"The Prefect server at {url} has '{flow}/pooled-elsewhere' (work pool 'tdm-test-pool') "
+        "from `prefect deploy`: "
+    )
 
 
 @pytest.mark.usefixtures("prefect_harness")

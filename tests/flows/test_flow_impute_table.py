@@ -380,7 +380,8 @@ def test_a_served_run_writes_no_database_file_but_the_served_ones(
     monkeypatch.setenv("TDM_SERVED_DB", str(warehouse.resolve()))
     arguments = {"source_table": "readings", "imputer": FAST, "replace_source": True}
     text = _failed(impute_table(db_path=other, **arguments, return_state=True))
-    assert f"asks for the database file '{other}', but this `tdm serve` serves" in text
+    served = f"'{warehouse.resolve()}' only (TDM_SERVED_DB)"
+    assert f"asks for the database file '{other}', but this service writes {served}" in text
     assert take_snapshot(other) == before
     state = impute_table(db_path=warehouse, **arguments, return_state=True)
     assert state.is_completed(), state.message
