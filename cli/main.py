@@ -715,9 +715,18 @@ def _print_where_to_look(db_path: str, target: str, run_id: str) -> None:
         f"  SELECT * FROM tdm_lineage WHERE run_id = '{run_id}';\n"
         "  SELECT column_name, count(*) AS cells FROM tdm_imputed_cells "
         f"WHERE run_id = '{run_id}' GROUP BY ALL;\n"
-        "Prefect UI: run `prefect server start` and open http://127.0.0.1:4200 "
-        "(flow impute-table)."
+        f"Prefect UI: {_where_the_ui_is()} (flow impute-table)."
     )
+
+
+def _where_the_ui_is() -> str:
+    """Where the run just made can be seen in Prefect's UI: its server's, when PREFECT_API_URL
+    names one; else a server started on the Prefect home that recorded it."""
+    api = os.environ.get("PREFECT_API_URL")
+    if api:
+        return f"open {api.rstrip('/').removesuffix('/api')}"
+    port = os.environ.get("PREFECT_SERVER_API_PORT", "4200")
+    return f"run `prefect server start` and open http://127.0.0.1:{port}"
 
 
 if __name__ == "__main__":

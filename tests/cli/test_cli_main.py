@@ -281,3 +281,17 @@ def test_dry_run_reports_what_would_be_written_and_leaves_the_file_as_it_was(
     assert "a run would create the table 'readings_imputed' with 80 rows" in out
     assert "cells imputed (temperature " in out
     assert file_hash(warehouse) == before
+
+
+def test_where_to_see_the_run_names_the_server_the_run_was_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review (the work-pool recipe): `tdm demo` on a server of the user's own said to start
+    one on port 4200."""
+    from cli.main import _where_the_ui_is
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_SERVER_API_PORT", raising=False)
+    assert _where_the_ui_is() == "run `prefect server start` and open http://127.0.0.1:4200"
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4461/api")
+    assert _where_the_ui_is() == "open http://127.0.0.1:4461"
