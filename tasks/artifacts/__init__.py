@@ -170,8 +170,8 @@ def _draws_lines(outcome: ImputationOutcome) -> list[str]:
     lines = []
     if fill == "draw":
         lines.append(
-            "- fill: one draw of the missing cells (their spread and label shares follow the "
-            "data's), not each cell's best guess"
+            "- fill: one draw of the missing cells (their spread and label shares closer to "
+            "the data's), not each cell's best guess"
         )
     if draws:
         # Partitions draw as they are imputed: their time is the partitions' step.
