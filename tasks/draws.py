@@ -38,14 +38,19 @@ def draw_imputation(
     imputer: Any, frame: pd.DataFrame, filled: pd.DataFrame, *, n_draws: int, fill: Fill, seed: int
 ) -> Imputed:
     """`frame`'s rows as the run writes them: `filled` (the point imputation) or, with
-    `fill="draw"`, the first of the draws; and, with `n_draws` >= 2, what `n_draws` draws of
-    each imputed cell show. `imputer` is fitted; `frame` is the data it was fitted on or new
-    rows; `seed` seeds the draws."""
+    `fill="draw"`, a draw; and, with `n_draws` >= 2, what `n_draws` draws of each imputed cell
+    show (other than the one written: an interval holds a written draw as often as a new one,
+    and a label's share is that of the others). `imputer` is fitted; `frame` is the data it was
+    fitted on or new rows; `seed` seeds the draws."""
     if n_draws < 2 and fill == "point":
         return Imputed(filled)
-    completions = imputer.sample(frame, n_draws=max(n_draws, 1), random_state=seed)
+    drawn = (n_draws if n_draws >= 2 else 0) + (fill == "draw")
+    completions = imputer.sample(frame, n_draws=drawn, random_state=seed)
     completions = [c.set_axis(frame.index, axis=0)[list(frame.columns)] for c in completions]
-    written = completions[0] if fill == "draw" else filled
+    if fill == "draw":
+        written, completions = completions[0], completions[1:] or completions
+    else:
+        written = filled
     unmeasured = _unmeasured(frame.isna(), filled, completions)
     if n_draws < 2:
         return Imputed(written, unmeasured=unmeasured)
