@@ -111,12 +111,13 @@ def impute_table(
             without it a column to impute that holds NaN (a value in DuckDB, not NULL) is
             refused. Empty: TDM_NAN_AS_MISSING.
         fill: What the missing cells receive: "point" (each cell's best guess) or "draw"
-            (one draw of the missing cells: the table keeps the data's spread and label
-            shares). Empty: TDM_FILL (default "point").
+            (one draw of the missing cells: the table's spread and label shares come near
+            the data's). Empty: TDM_FILL (default "point").
         draws: With K >= 2, K draws of each imputed cell measure its uncertainty:
             tdm_imputed_cells gets low and high (the 5% and 95% quantiles of a numeric cell's
             draws) and probability (the share of a label cell's draws that agree with the
-            label written). Draws take about one more fit. Empty: TDM_DRAWS (default 0, none).
+            label written). Draws take one to two more fits. Empty: TDM_DRAWS (default 0,
+            none).
     """
     increment = IncrementalRequest(watermark, refit) if incremental else None
 

@@ -102,7 +102,7 @@ class PipelineSettings(BaseSettings):
         default="point",
         description="What the target's missing cells receive: 'point', each cell's best guess, "
         "or 'draw', one draw from the imputer's distribution of the missing cells (a table "
-        "whose imputed spread and label shares follow the data's).",
+        "whose imputed spread and label shares come near the data's).",
     )
     draws: int = Field(
         default=0,
@@ -110,7 +110,7 @@ class PipelineSettings(BaseSettings):
         description="Draws of each imputed cell made to measure its uncertainty: with "
         "2 <= K <= 1000, tdm_imputed_cells gets, per numeric cell, low and high (the 5% and "
         "95% quantiles of its K draws) and, per label cell, probability (the share of the "
-        "draws that gave it the label written); 0: none. Draws take about one more fit.",
+        "draws that gave it the label written); 0: none. Draws take one to two more fits.",
     )
     torch_threads: int = Field(
         default=1,
