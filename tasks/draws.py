@@ -47,10 +47,9 @@ def draw_imputation(
     drawn = (n_draws if n_draws >= 2 else 0) + (fill == "draw")
     completions = imputer.sample(frame, n_draws=drawn, random_state=seed)
     completions = [c.set_axis(frame.index, axis=0)[list(frame.columns)] for c in completions]
-    if fill == "draw":
-        written, completions = completions[0], completions[1:] or completions
-    else:
-        written = filled
+    written = completions[0] if fill == "draw" else filled
+    if fill == "draw" and n_draws >= 2:  # the others measure it
+        completions = completions[1:]
     unmeasured = _unmeasured(frame.isna(), filled, completions)
     if n_draws < 2:
         return Imputed(written, unmeasured=unmeasured)

@@ -170,7 +170,7 @@ def _draws_lines(outcome: ImputationOutcome) -> list[str]:
     lines = []
     if fill == "draw":
         lines.append(
-            "- fill: one draw of the missing cells (their spread and label shares closer to "
+            "- fill: one draw of the missing cells (their spread and label shares near "
             "the data's), not each cell's best guess"
         )
     if draws:
