@@ -133,7 +133,7 @@ def impute_partitioned(
         tags = gpu_tags(options, settings)
         for index, (start, stop) in enumerate(profile.bounds):
             part = profile.source(read_partition(write.con, profile, start, stop))
-            frame = apply_scaling(part.frame, scaled.scaling)
+            frame = apply_scaling(part.frame, scaled.scaling, table=table)
             parameters = partition_parameters(fitted.imputer, frame, table, index, options)
             transform = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
             with gpu_annotation(settings):
@@ -281,7 +281,14 @@ def scale_by_profile(db_path: str, profile: TableProfile, frame: Any) -> Standar
     plan = profile.plan
     scale = for_table(standardise, plan.source_table, db_path)
     bounds = {name: b.for_imputer() for name, b in plan.bounds.items()}
-    return scale(frame, plan.columns, profile.moments, kinds=plan.kinds, bounds=bounds)
+    return scale(
+        frame,
+        plan.columns,
+        profile.moments,
+        kinds=plan.kinds,
+        bounds=bounds,
+        table=plan.source_table,
+    )
 
 
 def _sample(

@@ -174,6 +174,7 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
             plan.columns,
             kinds=plan.kinds,
             bounds={name: b.for_imputer() for name, b in plan.bounds.items()},
+            table=table,
         )
         if plan.n_missing
         else None

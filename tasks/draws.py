@@ -84,7 +84,8 @@ def unmeasured_note(table: str, where: str, columns: Iterable[str], advice: str 
     names = ", ".join(f'"{name}"' for name in columns)
     return (
         f'Table "{table}", {where}: the imputation\'s error of {names} could not be measured '
-        "(too few of their cells are observed there to hide some and impute them again): "
+        "(too few of their cells are observed there, or those observed are all alike, for "
+        "hiding some and imputing them again to show an error): "
         "their imputed cells' draws are their best guess, with no interval (low and high NULL "
         f"in tdm_imputed_cells). {advice}"
     ).rstrip()

@@ -18,6 +18,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from tasks.errors import PipelineInputError
 from tasks.frames import as_float_frame, as_labels
 from tasks.results import CellDraws
 from tasks.warehouse.tables import BOOLEAN, FLOAT, INTEGER
@@ -79,12 +80,13 @@ def standardise(
     *,
     kinds: Mapping[str, str] | None = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
+    table: str = "",
 ) -> Standardised:
     """Centre and scale each numeric column by the mean and std of its observed values, or by
     `moments` (mean, std per numeric column) where given: a whole table's, when `frame` is a
     sample. `kinds` (None: from the dtypes, `tdm.columns.column_kinds`) tells numeric columns
     from labelled ones; `bounds` (None: each numeric column's observed [min, max]) are in the
-    data's units."""
+    data's units. `table` names the table in errors."""
     # imported here: `tdm --help` needs no torch
     from tdm.columns import column_kinds
     from tdm.scaling import ColumnScaling, fit_column_scaling
@@ -106,7 +108,9 @@ def standardise(
         bounds={name: bounds[name] for name in numeric},
     )
     return Standardised(
-        frame=apply_scaling(frame, scaling), scaling=scaling, bounds=_standardised(scaling)
+        frame=apply_scaling(frame, scaling, table=table),
+        scaling=scaling,
+        bounds=_standardised(scaling),
     )
 
 
@@ -202,11 +206,27 @@ def _within_bounds(
     return result
 
 
-def apply_scaling(frame: pd.DataFrame, scaling: Scaling) -> pd.DataFrame:
+def apply_scaling(frame: pd.DataFrame, scaling: Scaling, *, table: str) -> pd.DataFrame:
     """The columns of `frame` as the imputer takes them, scaled with a scaling fitted elsewhere
-    (e.g. on a sample): numeric ones standardised, labelled ones as labels."""
+    (e.g. on a sample): numeric ones standardised, labelled ones as labels. A value too far
+    from its column's mean to standardise (`tdm.scaling.first_too_far`) is refused, naming
+    `table`, the column and the row."""
+    from tdm.scaling import first_too_far  # imported here: `tdm --help` needs no torch
+
     values = as_float_frame(frame, scaling.columns)
-    scaled = (values - scaling.statistics.mean) / scaling.statistics.scale
+    with np.errstate(over="ignore"):
+        scaled = (values - scaling.statistics.mean) / scaling.statistics.scale
+    found = first_too_far(scaled.to_numpy())
+    if found is not None:
+        row, j = found
+        name = scaling.columns[j]
+        raise PipelineInputError(
+            f'Table "{table}" cannot be imputed: column "{name}" holds '
+            f"{values[name].iloc[row]:.6g} (0-based row {row}), too far from the column's mean "
+            f"to standardise in float64 (mean {scaling.statistics.mean[j]:.6g}, standard "
+            f"deviation {scaling.statistics.scale[j]:.6g}): if such values are codes (for "
+            "unknown, say), replace them with NULL; otherwise store the column in larger units"
+        )
     return pd.DataFrame(
         {
             name: scaled[name]

@@ -47,6 +47,7 @@ from tdm._tables import (
     fingerprint,
     fitted_bounds,
     read_table,
+    standardised,
 )
 from tdm._validation import (
     MIN_SAMPLES,
@@ -392,7 +393,11 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return type(self).__name__
 
     def _validate(self, X: Any, *, reset: bool) -> np.ndarray:
-        return read_table(self, X, reset=reset, owner=self._owner())
+        values = read_table(self, X, reset=reset, owner=self._owner())
+        if not reset:  # new rows must standardise with the fitted scaling too
+            labels = column_labels(X, len(self.encoding_.columns))
+            standardised(values, self.mean_, self.scale_, self.encoding_, labels, self._owner())
+        return values
 
     def _complete(self, X: Any, values: np.ndarray, filled: np.ndarray) -> Any:
         return complete_table(
@@ -437,7 +442,7 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         rng = np.random.default_rng(seed_of(self.random_state))
 
         self.mean_, self.scale_ = self._scaling(values, mask)
-        Z = (values.astype(np.float64) - self.mean_) / self.scale_
+        Z = standardised(values, self.mean_, self.scale_, encoding, labels(), owner)
         config = self._config
         self.bounds_ = fitted_bounds(self.bounds, config.bounds_margin, encoding, values, owner)
         self.column_kinds_ = {c.name: c.kind for c in encoding.columns}

@@ -25,6 +25,7 @@ ICE and MissForest baselines are built here too (:func:`make_ice`, :func:`make_m
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -547,7 +548,11 @@ def choose_start(
     }
     # Scored as each start is used: a column of many labels keeps a classifier's labels.
     filled["ice"] = settle_many_labels("ice", filled["ice"], hidden, encoding, rng, n_jobs)
-    scores = {name: float(np.abs(f[probe] - Z[probe]).mean()) for name, f in filled.items()}
+    # No probe cell (each column's few observed cells all kept): no score, ICE the cheaper.
+    scores = {
+        name: float(np.abs(f[probe] - Z[probe]).mean()) if probe.any() else math.nan
+        for name, f in filled.items()
+    }
     choice = "trees" if scores["trees"] < TREES_MARGIN * scores["ice"] else "ice"
     models.planned = models.done + chosen[choice]
     return choice, scores, start_fill(choice, Z, mask, seed, encoding, n_jobs, models)

@@ -20,8 +20,16 @@ from tdm._bounds import column_bounds
 from tdm._mixed import BOOLEAN, INTEGER, TableEncoding
 from tdm._validation import caller_stacklevel, check_finite_or_nan
 from tdm.columns import FLOAT, holds_only_numbers, mostly_distinct
+from tdm.scaling import first_too_far
 
-__all__ = ["BoundsParam", "complete_table", "fingerprint", "fitted_bounds", "read_table"]
+__all__ = [
+    "BoundsParam",
+    "complete_table",
+    "fingerprint",
+    "fitted_bounds",
+    "read_table",
+    "standardised",
+]
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
         if not reset and estimator.encoding_.frame:  # before its cells are read as numbers
             raise ValueError(f"{owner} was fitted on a DataFrame; pass a DataFrame.")
         _check_numbers(X, owner)
+        _check_exact_integers(X, owner)
         check_finite_or_nan(X, owner)
         values: np.ndarray = validate_data(
             estimator,
@@ -77,6 +86,58 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
     if not reset:
         _check_fitted_columns(X, encoding, owner)
     return encoding.encode(X)
+
+
+def standardised(
+    values: np.ndarray,
+    mean: np.ndarray,
+    scale: np.ndarray,
+    encoding: TableEncoding,
+    labels: list[str],
+    owner: str,
+) -> np.ndarray:
+    """``(values - mean) / scale``, refusing (a ``ValueError`` naming the column and the row) an
+    observed value that this puts more than :data:`tdm.scaling.MAX_STANDARDISED` standard
+    deviations from the mean or out of float64's range: values too far apart to standardise,
+    such as huge codes for "unknown". ``labels`` name the table's columns."""
+    with np.errstate(over="ignore"):
+        Z = (values.astype(np.float64) - mean) / scale
+    found = first_too_far(Z)
+    if found is None:
+        return Z
+    row, k = found  # a numeric coordinate: label coordinates are not rescaled
+    raise ValueError(
+        f"{owner}: {labels[encoding.numeric[k]]} holds {values[row, k]:.6g} (row {row}), too far "
+        f"from the column's mean to standardise in float64 (mean {mean[k]:.6g}, standard "
+        f"deviation {scale[k]:.6g}). If such values are codes (for 'unknown', say), replace them "
+        "with NaN; otherwise divide the column by a power of ten."
+    )
+
+
+def _inexact(value: Any) -> bool:
+    """Whether ``value`` is an integer that float64 cannot hold exactly."""
+    is_integer = isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+    return is_integer and abs(int(value)) > 2**53 and int(float(value)) != int(value)
+
+
+def _check_exact_integers(X: Any, owner: str) -> None:
+    """Refuse an integer of a 2-D NumPy array that float64 cannot hold exactly (beyond 2**53),
+    naming its column and row: an array is read as float64, so it would come back changed."""
+    if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "iuO"):
+        return
+    if X.dtype.kind == "O":
+        candidates = np.frompyfunc(_inexact, 1, 1)(X).astype(bool)
+    else:
+        candidates = (X > 2**53) | (X < -(2**53))
+    for row, j in zip(*np.nonzero(candidates), strict=True):
+        value = X[row, j]
+        if _inexact(value):
+            raise ValueError(
+                f"{owner}: column {j} of the array holds {int(value)} (row {row}), an integer "
+                "beyond 2**53 that float64 cannot hold exactly; an array is read as float64, so "
+                "it would come back changed. Pass a DataFrame with an integer column to keep "
+                "such values exact, or leave the column out (an identifier is not imputed)."
+            )
 
 
 def _check_numbers(X: Any, owner: str) -> None:

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ColumnScaling", "fit_column_scaling"]
+__all__ = ["MAX_STANDARDISED", "ColumnScaling", "first_too_far", "fit_column_scaling"]
+
+MAX_STANDARDISED = 1e15
+"""The farthest an observed value may lie from its column's mean, in standard deviations: no
+imputation is meaningful beyond, and the squares of values much farther overflow float32 in
+the transport costs. Within one table it cannot be reached (a column's values lie within
+``sqrt(2 n)`` standard deviations of its mean), so only float64's own overflow or new rows
+meet it."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,3 +51,14 @@ def fit_column_scaling(X: np.ndarray) -> ColumnScaling:
     scale = np.sqrt(var) * magnitude
     scale[~(scale > 0) | ~np.isfinite(scale)] = 1.0
     return ColumnScaling(mean=mean * magnitude, scale=scale)
+
+
+def first_too_far(standardised: np.ndarray) -> tuple[int, int] | None:
+    """The (row, column) of the first cell of a standardised 2-D array (NaN: missing) more than
+    :data:`MAX_STANDARDISED` from 0, infinite included: a value too far from its column's mean
+    to standardise (a huge code for "unknown", say); ``None`` where there is none."""
+    too_far = np.abs(standardised) > MAX_STANDARDISED  # NaN compares False
+    if not too_far.any():
+        return None
+    column = int(np.flatnonzero(too_far.any(axis=0))[0])
+    return int(np.flatnonzero(too_far[:, column])[0]), column

@@ -14,6 +14,7 @@ import pytest
 
 from tasks.errors import PipelineInputError
 from tasks.load import load_table
+from tasks.scaling import standardise
 from tasks.validate import validate_input
 
 
@@ -123,3 +124,25 @@ def test_a_missing_relative_database_file_says_where_it_was_looked_for(
     with pytest.raises(PipelineInputError) as absolute:
         load_table.fn(str(tmp_path / "wh.duckdb"), "t", None)
     assert "working folder" not in str(absolute.value)
+
+
+def test_values_too_far_apart_to_standardise_are_refused_naming_table_and_column(
+    tmp_path: Path, take_snapshot: Callable[[Path], dict]
+) -> None:
+    """Bug: a DOUBLE column holding +-1.79e308 (finite codes for "unknown") was refused as
+    holding "1 infinite value(s)", which `isinf` in the warehouse denies: the standardise step
+    overflowed. It is refused there, naming the table, the column, the value and its row."""
+    path = _db_with(
+        "SELECT i AS k, CASE WHEN i = 1 THEN -1.79e308 WHEN i IN (0, 2) THEN 1.79e308 "
+        "WHEN i = 5 THEN NULL ELSE i END AS a FROM range(20) r(i)"
+    )(tmp_path)
+    before = take_snapshot(path)
+    source = load_table.fn(str(path), "t", "k")
+    plan = validate_input.fn(source, columns=None, key="k", target=None)
+    with pytest.raises(PipelineInputError) as refused:
+        standardise.fn(source.frame, plan.columns, kinds=plan.kinds, table=plan.source_table)
+    assert re.search(
+        r'^Table "t" cannot be imputed: column "a" holds -1\.79e\+308 \(0-based row 1\), too far',
+        str(refused.value),
+    ), refused.value
+    assert take_snapshot(path) == before

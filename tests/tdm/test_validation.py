@@ -3,9 +3,11 @@ owner, the parameter, what is allowed and what came."""
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tdm import TDMImputer
@@ -122,3 +124,64 @@ def test_an_array_of_text_is_refused_naming_the_column_and_value() -> None:
     numbers = np.array([[1.0, None], [2, 3], [3, 4], [4, 5], [5, 6.0]], dtype=object)
     out = TDMImputer(max_iter=3, init="mean", random_state=0).fit_transform(numbers)
     assert np.isfinite(out.astype(float)).all() and out[1:, 1].tolist() == [3, 4, 5, 6.0]
+
+
+def test_an_array_integer_that_float64_cannot_hold_is_refused_naming_column_and_row() -> None:
+    """Bug: an int64 (or object) array holding integers beyond 2**53 came back as float64
+    with its observed cells changed (4611686018427387905 became ...904), silently. Such an
+    integer is refused, naming the column and the row; one float64 holds exactly (2**60, the
+    int64 minimum) passes, and a DataFrame's integer column keeps it exact."""
+    ids = 2**62 + 1 + 3 * np.arange(6, dtype=np.int64)
+    X = np.column_stack([ids, np.arange(6)])
+    with pytest.raises(
+        ValueError, match=r"column 0 of the array holds 4611686018427387905 \(row 0\)"
+    ):
+        TDMImputer(max_iter=3).fit(X)
+    objects = np.array([[1.0, 2**62 + 1], [2.0, None], [3.0, 5], [4.0, 6], [5.0, 7]], dtype=object)
+    with pytest.raises(ValueError, match=r"column 1 of the array holds 4611686018427387905"):
+        TDMImputer(max_iter=3).fit(objects)
+    exact = np.array([[2**60, 1.0], [-(2**63), np.nan], [3, 4.0], [5, 6.0], [7, 8.0]])
+    out = TDMImputer(max_iter=3, init="mean", random_state=0).fit_transform(exact)
+    assert out[0, 0] == 2**60 and out[1, 0] == -(2**63)
+    frame = pd.DataFrame({"id": pd.array(ids, dtype="Int64"), "x": [1.0, np.nan, 3, 4, 5, 6]})
+    kept = TDMImputer(max_iter=3, init="mean", random_state=0).fit_transform(frame)
+    assert kept["id"].tolist() == ids.tolist()
+
+
+def test_values_too_far_apart_to_standardise_are_refused_naming_the_column() -> None:
+    """Bug: finite values near float64's largest (codes for "unknown") were refused as
+    "infinite" or failed in scikit-learn ("Input X contains infinity"), and a new row
+    1e160 standard deviations out failed in BayesianRidge ("contains NaN"), one 1e20 out in
+    the float32 transport ("lower lr"). All are refused, naming the column and the row, before
+    any model sees them; 1e12 is imputed."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 2))
+    X[0, 0], X[1, 0], X[2, 0] = 1.79e308, -1.79e308, 1.79e308
+    X[5, 0] = X[6, 1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning either
+        for init in ("auto", "mean"):
+            with pytest.raises(ValueError, match=r"column 0 holds -1\.79e\+308 \(row 1\), too far"):
+                TDMImputer(max_iter=3, init=init).fit(X)
+    frame = pd.DataFrame(rng.normal(size=(30, 2)), columns=["a", "b"]).mask(
+        rng.random((30, 2)) < 0.2
+    )
+    imputer = TDMImputer(max_iter=3, init="mean", random_state=0).fit(frame)
+    far = pd.DataFrame({"a": [1.0, np.nan], "b": [np.nan, -1e20]})
+    with pytest.raises(
+        ValueError, match=r"'b' holds -1e\+20 \(row 1\), too far from the column's mean"
+    ):
+        imputer.transform(far)
+    near = imputer.transform(far.replace(-1e20, -1e12))
+    assert near["b"].iloc[1] == -1e12 and np.isfinite(near.to_numpy()).all()
+
+
+def test_a_table_too_sparse_to_probe_its_start_fits_without_numpy_warnings() -> None:
+    """Bug: with one observed cell per column, the start's probe hid nothing and its score
+    was the mean of an empty slice: NumPy's RuntimeWarnings reached the user."""
+    X = np.full((6, 2), np.nan)
+    X[0, 0], X[1, 1] = 1.0, 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = TDMImputer(max_iter=5, random_state=0).fit_transform(X)
+    assert (out[:, 0] == 1.0).all() and (out[:, 1] == 2.0).all()
