@@ -123,13 +123,18 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
     )  # fmt: skip
     assert lineage.iloc[0].tolist() == ["appended", 1, 20, 80]
     cells = _query(
-        warehouse, "SELECT row_key, row_number, model_version FROM tdm_imputed_cells "
+        warehouse, "SELECT row_key, row_number, column_name, model_version FROM tdm_imputed_cells "
         f"WHERE run_id = '{second.run_id}'",
     )  # fmt: skip
     assert int(observed.size - observed.sum()) == len(cells)
     assert set(cells["model_version"]) == {1}
     assert set(cells["row_key"].astype(int)) <= set(range(81, 101))
-    assert cells["row_number"].min() >= 80
+    # each record names the row where it was written (helper-57: one off went unseen)
+    target = _query(warehouse, "SELECT id FROM readings_imputed ORDER BY rowid")["id"]
+    by_key = source.set_index("id")
+    for cell in cells.itertuples():
+        assert target.iloc[cell.row_number] == int(cell.row_key)
+        assert pd.isna(by_key.at[int(cell.row_key), cell.column_name])
 
     third = _run(warehouse)
     assert (third.status, third.rows_new, third.rows_reused) == ("appended", 0, 100)
@@ -153,6 +158,30 @@ def test_nightly_run_imputes_new_rows_with_the_stored_model_and_keeps_old_ones(
                          incremental=True, return_state=True)  # fmt: skip
     assert state.is_failed() and "Another run or process wrote to table" in str(state.message)
     assert len(_query(warehouse, "SELECT * FROM readings_imputed")) == 101  # its row, not ours
+
+
+def test_a_model_version_stored_meanwhile_by_another_run_fails_the_run_and_writes_nothing(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch, take_snapshot
+) -> None:
+    """The model a refit stores must be the version its lineage row and imputed cells name;
+    another run's model stored meanwhile (simulated: the store answers the next version) fails
+    the run with "Another run stored a model" and leaves the warehouse as it was."""
+    import tasks.write
+
+    _run(warehouse)
+    _append_rows(warehouse, 81, 10, seed=5)
+    real = tasks.write.insert_model
+
+    def raced(con, model, folder=None):  # type: ignore[no-untyped-def]
+        version, file = real(con, model, folder)
+        return version + 1, file
+
+    monkeypatch.setattr(tasks.write, "insert_model", raced)
+    before = take_snapshot(warehouse)
+    state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=1,
+                         incremental=True, refit=True, return_state=True)  # fmt: skip
+    assert state.is_failed() and "Another run stored a model" in str(state.message)
+    assert take_snapshot(warehouse) == before
 
 
 def test_an_append_marks_a_target_written_before_markers(warehouse: Path) -> None:

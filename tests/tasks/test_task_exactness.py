@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import tasks.write
 from flows.steps import plan_for_rows
 from tasks.errors import ChangedMeanwhileError, PipelineError, QualityCheckError
 from tasks.impute import impute
@@ -22,7 +23,8 @@ from tasks.load import load_table
 from tasks.quality import check_quality
 from tasks.scaling import inverse_scale, standardise
 from tasks.validate import validate_input
-from tasks.write import _insert_rows, filled_columns, write_back
+from tasks.warehouse import cells
+from tasks.write import _insert_rows, check_write, filled_columns, write_back
 from tests.tables import (
     column_types,
     differing_cells,
@@ -406,3 +408,72 @@ def test_the_rounding_note_counts_decimal_places() -> None:
     notes = {c.name: c.detail for c in write_checks(filled, 3)}["imputed_cell_types"]
     assert '"price" kept its type DECIMAL(2,1): imputed cells rounded to 1 decimal place;' in notes
     assert '"rate" kept its type DECIMAL(9,4): imputed cells rounded to 4 decimal places' in notes
+
+
+def test_a_write_that_would_change_observed_cells_is_refused_and_writes_nothing(
+    tmp_path: Path, take_snapshot: Callable[[Path], dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failure injection for the exactness proof (`verify_cells`): were the target's cells
+    taken from the imputed frame (float64) for observed cells too, BIGINT values above 2**53
+    would change. The proof in DuckDB refuses the write, names the column, and the file is
+    left as it was (docs/operator.md, "Observed values are never changed")."""
+
+    db = tmp_path / "w.duckdb"
+    write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "b": "BIGINT"}, _wide_rows("BIGINT"))
+    source, plan, imputed, lineage = _prepare(db, "t")
+    monkeypatch.setattr(tasks.write, "target_expression", cells._fill_value)  # observed too
+    before, digest = take_snapshot(db), file_hash(db)
+    with pytest.raises(QualityCheckError, match=r'would change observed cells \("b" \(BIGINT\)'):
+        write_back.fn(source, plan, imputed, lineage)
+    assert take_snapshot(db) == before and file_hash(db) == digest
+
+
+def test_an_in_place_update_that_gives_other_values_than_proved_is_refused(
+    tmp_path: Path, take_snapshot: Callable[[Path], dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failure injection for `update_in_place`'s after-check (`_check_same_values`): an UPDATE
+    that lands on other rows than the proved ones (here: the row after each) is refused, and
+    the source is left as it was."""
+
+    db = tmp_path / "w.duckdb"
+    strict_table(db, index=False)
+    source, plan, imputed, lineage = _prepare(db, "strict", replace_source=True)
+    execute = duckdb.DuckDBPyConnection.execute
+
+    class Shifted:  # the connection, its UPDATE matched on the next row
+        def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+            self._con = con
+
+        def execute(self, sql: str, *args: object) -> object:
+            if sql.startswith("UPDATE "):
+                sql = sql.replace("rowid = i.tdm_row", "rowid = i.tdm_row + 1")
+            return execute(self._con, sql, *args)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._con, name)
+
+    real = cells.update_in_place
+    monkeypatch.setattr("tasks.write.update_in_place", lambda con, *a: real(Shifted(con), *a))
+    before, digest = take_snapshot(db), file_hash(db)
+    with pytest.raises(PipelineError, match=r"in place did not give the values that were checked"):
+        write_back.fn(source, plan, imputed, lineage)
+    assert take_snapshot(db) == before and file_hash(db) == digest
+
+
+def test_a_dry_run_refuses_an_imputed_value_outside_the_kept_type_as_the_write_does(
+    tmp_path: Path, take_snapshot: Callable[[Path], dict]
+) -> None:
+    """docs/operator.md: a dry run makes the write's checks, "raising as the write would";
+    an imputed cell that does not fit its column's type (DECIMAL(4,2)) is refused by the dry
+    run's check too, naming the column, with the file left as it was."""
+
+    db = tmp_path / "w.duckdb"
+    rng = np.random.default_rng(2)
+    rows = [(i, float(rng.normal()), None if i % 5 == 0 else 90 + i / 10) for i in range(40)]
+    write_table(db, "t", {"id": "INTEGER", "x": "DOUBLE", "p": "DECIMAL(4,2)"}, rows)
+    source, plan, imputed, _ = _prepare(db, "t")
+    imputed.loc[source.frame["p"].isna().to_numpy(), "p"] = 150.0  # as if the imputer overshot
+    before, digest = take_snapshot(db), file_hash(db)
+    with pytest.raises(QualityCheckError, match=r'"p" \(DECIMAL\(4,2\)\): 8 cells out of'):
+        check_write(source, plan, imputed)
+    assert take_snapshot(db) == before and file_hash(db) == digest

@@ -120,3 +120,17 @@ def test_a_registered_frame_is_dropped_when_the_block_fails() -> None:
             assert view in _views(con)
             raise RuntimeError("inside")
         assert not [name for name in _views(con) if name.startswith("tdm_test")]
+
+
+def test_the_fingerprint_sees_a_change_to_a_pair_of_identical_rows(tmp_path: Path) -> None:
+    """A change made meanwhile to two identical rows alike (an UPDATE ... WHERE matching both)
+    keeps the row count and the XOR of row hashes; the sum still tells it, so the write sees
+    the source changed."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE a AS SELECT i % 5 AS x, 1.5 AS y FROM range(10) r(i)")
+        first = fingerprint_table(con, find_table(con, "a"))
+        con.execute("UPDATE a SET y = 2.5 WHERE x = 3")  # two identical rows, changed alike
+        second = fingerprint_table(con, find_table(con, "a"))
+    assert first.rows == second.rows == 10
+    assert first.content_hash != second.content_hash

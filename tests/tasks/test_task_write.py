@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pytest
 
 import tasks.write
@@ -282,3 +283,56 @@ def test_a_record_table_from_before_the_draws_gains_their_columns(
     assert columns[-4:] == ["model_version", "low", "high", "probability"]
     assert old == [("old", "t", 3, "4", "x", None, None, None, None)]
     assert new == [(plan.n_missing,)]
+
+
+def test_each_imputed_cell_record_names_its_row_and_column_in_a_whole_table_write(
+    warehouse: Path, steps_before_write: Callable[..., tuple]
+) -> None:
+    """docs/operator.md: `row_number` is the row's 0-based position in the target when written
+    (for a whole table, its position in the source as read too), `row_key` the key's text.
+    Every missing cell is recorded once, at the row and column where it was missing and where
+    the target now holds a value."""
+    source, plan, imputed, lineage = steps_before_write(warehouse)
+    write_back.fn(source, plan, imputed, lineage)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        before = con.execute("SELECT * FROM readings ORDER BY rowid").df()
+        after = con.execute("SELECT * FROM readings_imputed ORDER BY rowid").df()
+        cells = con.execute("SELECT row_number, row_key, column_name FROM tdm_imputed_cells").df()
+    expected = {
+        (int(i), name) for name in plan.columns for i in np.flatnonzero(before[name].isna())
+    }
+    recorded = list(zip(cells["row_number"].astype(int), cells["column_name"], strict=True))
+    assert len(recorded) == len(set(recorded)) == plan.n_missing
+    assert set(recorded) == expected
+    for row in cells.itertuples():
+        assert str(before.at[row.row_number, "id"]) == row.row_key
+        assert str(after.at[row.row_number, "id"]) == row.row_key
+        assert pd.notna(after.at[row.row_number, row.column_name])
+
+
+def test_an_imputed_frame_that_marks_an_observed_cell_missing_is_refused(
+    warehouse: Path,
+    steps_before_write: Callable[..., tuple],
+    take_snapshot: Callable[[Path], dict],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Failure injection for `check_alignment`'s missing-cell comparison: the exactness proof
+    checks only the cells the frame marks observed, so a frame marking an observed cell as
+    missing would overwrite it unseen. The alignment check refuses it, naming the column."""
+
+    source, plan, imputed, lineage = steps_before_write(warehouse)
+    real = tasks.write.imputed_frame
+
+    def marking_one_observed(source, plan, imputed, filled):  # type: ignore[no-untyped-def]
+        frame = real(source, plan, imputed, filled)
+        column = next(c for c in filled if c.name == "temperature")
+        observed = np.flatnonzero(~frame[f"m{column.j}"].to_numpy())[0]
+        frame.loc[observed, f"m{column.j}"] = True
+        frame.loc[observed, f"c{column.j}"] = 1e6
+        return frame
+
+    monkeypatch.setattr(tasks.write, "imputed_frame", marking_one_observed)
+    before = take_snapshot(warehouse)
+    with pytest.raises(QualityCheckError, match=r'do not line up.*"temperature" \(1 rows\)'):
+        write_back.fn(source, plan, imputed, lineage)
+    assert take_snapshot(warehouse) == before

@@ -422,6 +422,9 @@ def test_early_stopping_keeps_the_best_iterate_and_all_observed_cells(data) -> N
     )
     out = est.fit_transform(X_nan)
     assert out[~mask].tobytes() == X_nan[~mask].tobytes()  # held-out cells come back observed
+    # ... in the fitted rows too (transform's context, a saved model): X_fit_, float32
+    standardised = (X_nan - est.mean_) / est.scale_
+    np.testing.assert_allclose(est.X_fit_[~mask], standardised[~mask], rtol=1e-6, atol=1e-6)
     assert est.best_iteration_ is not None and est.best_iteration_ > 0
     scores = est.validation_scores_
     assert scores is not None
