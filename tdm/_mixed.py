@@ -28,17 +28,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tdm.columns import BOOLEAN, CATEGORICAL, FLOAT, INTEGER, NUMERIC_KINDS, column_kind
+from tdm.columns import BOOLEAN, FLOAT, NUMERIC_KINDS, column_kind
 
 __all__ = [
-    "BOOLEAN",
-    "CATEGORICAL",
-    "FLOAT",
-    "INTEGER",
     "MAX_EMBEDDING_DIM",
     "ColumnCoding",
     "TableEncoding",
-    "column_kind",
     "label_distances",
     "label_embedding",
 ]

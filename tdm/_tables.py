@@ -17,9 +17,9 @@ import pandas as pd
 from sklearn.utils.validation import validate_data
 
 from tdm._bounds import column_bounds
-from tdm._mixed import BOOLEAN, INTEGER, TableEncoding
+from tdm._mixed import TableEncoding
 from tdm._validation import caller_stacklevel, check_finite_or_nan
-from tdm.columns import FLOAT, holds_only_numbers, mostly_distinct
+from tdm.columns import BOOLEAN, FLOAT, INTEGER, holds_only_numbers, mostly_distinct
 from tdm.scaling import first_too_far
 
 __all__ = [
