@@ -35,7 +35,7 @@ from tasks.imputer_settings import environment_settings, imputer_settings
 from tasks.results import ImputeTableResult
 from tasks.validate import TableRequest
 
-__all__ = ["ImputeTableResult", "impute_table"]
+__all__ = ["impute_table"]
 
 
 @flow(
