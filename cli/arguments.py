@@ -93,7 +93,7 @@ def _parsed(text: str, kind: type[_N], accepted: Callable[[_N], bool], expected:
     return value
 
 
-def add_torch_threads_flag(parser: argparse.ArgumentParser, *, what: str = "") -> None:
+def add_torch_threads_flag(parser: argparse.ArgumentParser) -> None:
     """`--torch-threads N`: the CPU threads torch may use (`TDM_TORCH_THREADS`)."""
     from flows.settings import PipelineSettings
 
@@ -102,9 +102,7 @@ def add_torch_threads_flag(parser: argparse.ArgumentParser, *, what: str = "") -
         "--torch-threads",
         type=int,
         metavar="N",
-        help=f"{field.description}{what} [env TDM_TORCH_THREADS; {field.default}]".replace(
-            "%", "%%"
-        ),
+        help=f"{field.description} [env TDM_TORCH_THREADS; {field.default}]".replace("%", "%%"),
     )
 
 
