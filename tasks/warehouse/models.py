@@ -474,7 +474,6 @@ def load_model(
     key: str | None,
     kinds: Mapping[str, str],
     folder: ModelFolder | None,
-    device: str | None = None,
 ) -> tuple[Any, Scaling]:
     """The stored imputer of `info` and its scaling, once checked against the run's columns,
     key and column kinds (a file kept in a model folder is read from `folder` only); a
@@ -511,7 +510,7 @@ def load_model(
         path = Path(scratch) / "model.pt"
         path.write_bytes(bytes(blob))
         try:
-            imputer = TDMImputer.load(path, device=device)
+            imputer = TDMImputer.load(path)
         except Exception as error:  # any unreadable file: reported, then refit
             detail = str(error).splitlines()[0] if str(error) else type(error).__name__
             # The library names the scratch copy, and says what its user should do: the
