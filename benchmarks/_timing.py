@@ -3,6 +3,7 @@ description, Prefect's start, and the BENCHMARKS.md section each one writes."""
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -30,6 +31,7 @@ __all__ = [
     "events",
     "header",
     "median_ms",
+    "number_cell",
     "publish",
     "replace_section",
     "start_prefect",
@@ -61,6 +63,11 @@ def replace_section(title: str, body: str, path: Path = BENCHMARKS) -> None:
     else:
         text = text.rstrip() + "\n\n" + block
     path.write_text(text)
+
+
+def number_cell(value: float, digits: int = 3) -> str:
+    """A table cell of ``value`` with ``digits`` decimals; "-" where it is NaN (not measured)."""
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
 
 
 def publish(title: str, body: str, *, write: bool) -> None:

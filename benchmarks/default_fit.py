@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._timing import command, header, publish
+from benchmarks._timing import command, header, number_cell, publish
 from benchmarks.datasets import load_dataset
 from benchmarks.registry import make_imputer
 from tdm import FitProgress, TDMImputer
@@ -108,8 +108,8 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['dataset']} | {n:,} x {d} | {r['plain_s']:.1f} | {r['default_s']:.1f} "
             f"({r['start_s']:.1f}) | **{r['default_s'] / r['plain_s']:.2f}x** | "
-            f"{r['default_mae']:.4f} | {_number(r['missforest_s'], 1)} | "
-            f"{_number(r['missforest_mae'], 4)} | "
+            f"{r['default_mae']:.4f} | {number_cell(r['missforest_s'], 1)} | "
+            f"{number_cell(r['missforest_mae'], 4)} | "
             f"{r['plain_mae']:.4f} |"
         )
     if args.wide:
@@ -120,10 +120,6 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]]) -> str:
             '"Wide tables"); the tables of the section above have fewer.',
         ]
     return "\n".join(lines)
-
-
-def _number(value: float, digits: int) -> str:
-    return "-" if math.isnan(value) else f"{value:.{digits}f}"
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks._timing import command, header, publish
+from benchmarks._timing import command, header, number_cell, publish
 from benchmarks.datasets import (
     apply_mask,
     load_dataset,
@@ -223,10 +223,6 @@ def measure(name: str, seed: int, mixed: bool, baselines: bool) -> list[dict[str
     return rows + ([label_marginal(name, seed)] if mixed else [])
 
 
-def _cell(value: float, digits: int = 3) -> str:
-    return "-" if math.isnan(value) else f"{value:.{digits}f}"
-
-
 def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
     """The markdown body: command, machine, protocol, one row per dataset and method (seeds
     averaged)."""
@@ -256,8 +252,8 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> str:
             "-" if math.isnan(r["labels"]) else (f"{r['labels']:.3f} ({r['labels_worst']:.3f})")
         )
         lines.append(
-            f"| {dataset} | {method} | {_cell(r['coverage'])} | {_cell(r['spread'], 2)} | "
-            f"{labels} | {r['s']:.1f} |"
+            f"| {dataset} | {method} | {number_cell(r['coverage'])} | "
+            f"{number_cell(r['spread'], 2)} | {labels} | {r['s']:.1f} |"
         )
     return "\n".join(lines)
 
