@@ -197,15 +197,13 @@ def versus_best(
 def rank_table(
     summary: pd.DataFrame,
     method: str = "tdm",
-    metric: str = "mae",
     *,
     leave_out: tuple[str, ...] = (),
 ) -> str:
-    """Markdown: ``method``'s rank among all methods but ``leave_out`` per dataset and
-    mechanism, and on how many datasets per mechanism it is the best."""
+    """Markdown: ``method``'s rank by MAE (lower is better) among all methods but
+    ``leave_out`` per dataset and mechanism, and on how many datasets per mechanism it is the
+    best."""
     summary = summary[~summary["method"].isin(leave_out)]
-    lower = _LOWER_IS_BETTER[metric]
-    column = f"{metric}_mean"
     lines = [
         f"| dataset | mechanism | {method} | rank | best other | best other mean | difference |",
         "|---|---|---|---|---|---|---|",
@@ -217,13 +215,13 @@ def rank_table(
         key=lambda item: (item[0][0], order.get(item[0][1], len(order)), item[0][1]),
     )
     for (dataset, mechanism), group in groups:
-        scores = group.set_index("method")[column].dropna()
+        scores = group.set_index("method")["mae_mean"].dropna()
         if method not in scores.index or len(scores) < 2:
             continue
         ours = float(scores[method])
         others = scores.drop(method)
-        best = others.idxmin() if lower else others.idxmax()
-        better = int((others < ours).sum() if lower else (others > ours).sum())
+        best = others.idxmin()
+        better = int((others < ours).sum())
         firsts.setdefault(str(mechanism), [0, 0])[0] += int(better == 0)
         firsts[str(mechanism)][1] += 1
         lines.append(
