@@ -73,21 +73,20 @@ def parse_setting(text: str) -> Any:
     return word
 
 
-def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def settings_from_env() -> dict[str, Any]:
     """The settings given as `TDM_<NAME>` variables (parsed, not yet validated)."""
-    environ = os.environ if environ is None else environ
     found = {}
     for name in setting_names():
         variable = f"{ENV_PREFIX}{name.upper()}"
-        if variable in environ:
-            found[name] = parse_setting(environ[variable])
+        if variable in os.environ:
+            found[name] = parse_setting(os.environ[variable])
     return found
 
 
-def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def environment_settings() -> dict[str, Any]:
     """`settings_from_env`, validated on their own, so that a bad value is refused naming its
     variable rather than the settings it is merged with."""
-    found = settings_from_env(environ)
+    found = settings_from_env()
     for name, value in found.items():
         imputer_settings(
             {name: value}, subject=f"The imputer settings of {ENV_PREFIX}{name.upper()}"
