@@ -24,7 +24,6 @@ __all__ = [
     "InvalidParameterError",
     "Options",
     "caller_stacklevel",
-    "check_choice",
     "check_finite_or_nan",
     "column_labels",
     "parse_device",
@@ -186,11 +185,6 @@ def validate_params(
         raise InvalidParameterError(f"{owner}: {name} must be {what}; got {name}={value!r}")
 
 
-def check_choice(owner: str, name: str, value: Any, allowed: Sequence[str]) -> None:
-    """Raise :class:`InvalidParameterError` unless ``value`` is one of ``allowed``."""
-    validate_params(owner, {name: value}, {name: [Options(tuple(allowed))]})
-
-
 def column_labels(X: Any, n_features: int) -> list[str]:
     """Names to use in messages: the DataFrame's column names (``'a'``; ``column 1`` for a
     name that is not text), else ``column 0`` … ."""
@@ -262,7 +256,7 @@ def resolve_device(device: str | torch.device, owner: str) -> torch.device:
 
 def resolve_dtype(dtype: str, owner: str) -> torch.dtype:
     """``"float32"`` or ``"float64"`` as a torch dtype."""
-    check_choice(owner, "dtype", dtype, ("float32", "float64"))
+    validate_params(owner, {"dtype": dtype}, {"dtype": [Options(("float32", "float64"))]})
     return torch.float32 if dtype == "float32" else torch.float64
 
 
