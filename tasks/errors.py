@@ -73,10 +73,10 @@ def problem(error: Any) -> str:
     return str(error["msg"]).removeprefix("Value error, ")
 
 
-def validation_problems(error: ValidationError, root: str = "value") -> str:
-    """A pydantic error as one line: `field: message; ...` (`root` names a top-level error)."""
+def validation_problems(error: ValidationError) -> str:
+    """A pydantic error as one line: `field: message; ...` (`value`: a top-level error)."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or root}: {problem(e)}" for e in error.errors()
+        f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {problem(e)}" for e in error.errors()
     )
 
 
