@@ -45,12 +45,6 @@ def tdm_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def run_tdm(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*TDM, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=180
-    )
-
-
 def add_blob_keyed_table(db: Path) -> None:
     """A table keyed by a BLOB column (refused clearly since issue 14; `unforeseen_tdm` makes its
     key check fail as an unforeseen error would)."""
