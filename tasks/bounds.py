@@ -86,7 +86,9 @@ class ColumnBounds:
 def _shown(value: float) -> str:
     if not math.isfinite(value):
         return "-inf" if value < 0 else "inf"
-    return str(int(value)) if value.is_integer() else f"{value:.6g}"  # whole numbers in full
+    if value.is_integer() and abs(value) < 2**64:  # whole numbers in full, up to UBIGINT's
+        return str(int(value))
+    return f"{value:.6g}"
 
 
 def _json(value: float) -> float | None:

@@ -20,6 +20,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.errors import PipelineInputError
 from tasks.frames import as_float_frame, as_labels
+from tasks.logs import step_logger
 from tasks.results import CellDraws
 from tasks.warehouse.tables import BOOLEAN, FLOAT, INTEGER
 
@@ -94,6 +95,7 @@ def standardise(
     kinds = dict(kinds) if kinds is not None else column_kinds(frame[list(columns)])
     numeric = [name for name in columns if kinds.get(name, FLOAT) in (FLOAT, INTEGER)]
     values = as_float_frame(frame, numeric)
+    _warn_far_values(values, table)
     if moments is None:
         statistics = fit_column_scaling(values.to_numpy())
     else:
@@ -112,6 +114,24 @@ def standardise(
         scaling=scaling,
         bounds=_standardised(scaling),
     )
+
+
+def _warn_far_values(values: pd.DataFrame, table: str) -> None:
+    """Log a warning for each column with a few values far beyond all the others
+    (`tdm.scaling.far_values`), naming them: likely codes for "unknown"."""
+    from tdm.scaling import FAR_RATIO, far_values
+
+    for name in values.columns:
+        far = far_values(values[name].dropna().to_numpy())
+        if far.size:
+            shown = ", ".join(f"{v:.10g}" for v in np.unique(far)[:3])
+            step_logger(__name__).warning(
+                'Table "%s": column "%s" has %d observed value(s) (%s) over %s times farther '
+                "from its median than any other; if they are codes (for unknown, say), replace "
+                "them with NULL: they set the column's scale, so its imputed cells may land "
+                "between them and the rest.",
+                table, name, far.size, shown, f"{FAR_RATIO:,.0f}",
+            )  # fmt: skip
 
 
 def _standardised(scaling: Scaling) -> dict[str, tuple[float | None, float | None]]:

@@ -48,6 +48,7 @@ from tdm._tables import (
     fitted_bounds,
     read_table,
     standardised,
+    warn_far_values,
 )
 from tdm._validation import (
     MIN_SAMPLES,
@@ -416,6 +417,9 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _fit(self, X: Any) -> np.ndarray:
         validate_params(self._owner(), self._settings(), self._PARAMETER_CONSTRAINTS)
         values = self._validate(X, reset=True)
+        if self.standardize:  # else the caller scaled the columns, and checks them
+            labels = column_labels(X, self.n_features_in_)
+            warn_far_values(values, self.encoding_, labels, self._owner())
         self._fit_values(values, lambda: column_labels(X, self.n_features_in_))
         return values
 

@@ -20,7 +20,7 @@ from tdm._bounds import column_bounds
 from tdm._mixed import TableEncoding
 from tdm._validation import caller_stacklevel, check_finite_or_nan
 from tdm.columns import BOOLEAN, FLOAT, INTEGER, holds_only_numbers, mostly_distinct
-from tdm.scaling import first_too_far
+from tdm.scaling import FAR_RATIO, far_values, first_too_far
 
 __all__ = [
     "BoundsParam",
@@ -29,6 +29,7 @@ __all__ = [
     "fitted_bounds",
     "read_table",
     "standardised",
+    "warn_far_values",
 ]
 
 
@@ -112,6 +113,28 @@ def standardised(
         f"deviation {scale[k]:.6g}). If such values are codes (for 'unknown', say), replace them "
         "with NaN; otherwise divide the column by a power of ten."
     )
+
+
+def warn_far_values(
+    values: np.ndarray, encoding: TableEncoding, labels: list[str], owner: str
+) -> None:
+    """Warn of each numeric column with :func:`tdm.scaling.far_values`, naming it and the
+    values: they set the column's scale, so its imputed cells may land between them and the
+    rest."""
+    for k, j in enumerate(encoding.numeric):
+        column = values[:, k]
+        far = far_values(column[~np.isnan(column)])
+        if not far.size:
+            continue
+        shown = ", ".join(f"{v:.10g}" for v in np.unique(far)[:3])
+        warnings.warn(
+            f"{owner}: {labels[j]} has {far.size} observed value(s) ({shown}) over "
+            f"{FAR_RATIO:,.0f} times farther from its median than any other; if they are codes "
+            "(for 'unknown', say), replace them with NaN: they set the column's scale, so its "
+            "imputed cells may land between them and the rest.",
+            UserWarning,
+            stacklevel=caller_stacklevel(),
+        )
 
 
 def _inexact(value: Any) -> bool:

@@ -6,7 +6,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAX_STANDARDISED", "ColumnScaling", "first_too_far", "fit_column_scaling"]
+__all__ = [
+    "FAR_RATIO",
+    "MAX_STANDARDISED",
+    "ColumnScaling",
+    "far_values",
+    "first_too_far",
+    "fit_column_scaling",
+]
+
+FAR_RATIO = 1_000.0
+"""How many times farther from its column's median than every other observed value a few
+values must lie to be taken for likely codes (:func:`far_values`)."""
 
 MAX_STANDARDISED = 1e15
 """The farthest an observed value may lie from its column's mean, in standard deviations: no
@@ -62,3 +73,21 @@ def first_too_far(standardised: np.ndarray) -> tuple[int, int] | None:
         return None
     column = int(np.flatnonzero(too_far.any(axis=0))[0])
     return int(np.flatnonzero(too_far[:, column])[0]), column
+
+
+def far_values(column: np.ndarray) -> np.ndarray:
+    """The few observed values of ``column`` (no NaN) that lie more than :data:`FAR_RATIO`
+    times farther from its median than every other value: at most 1% of the values (five where
+    that is more, fewer than half); empty where there are none. Codes such as 2147483647 for
+    "unknown" look like this; the largest values of a heavy-tailed column (Cauchy, log-normal)
+    lie a few times farther than the next."""
+    distance = np.abs(column - np.median(column)) if column.size >= 3 else column[:0]
+    limit = min(max(5, distance.size // 100), (distance.size - 1) // 2)
+    if limit < 1:
+        return column[:0]
+    cut = distance.size - limit - 1
+    top = np.sort(np.partition(distance, cut)[cut:])[::-1]  # the limit + 1 largest
+    for k in range(1, top.size):
+        if top[k] > 0 and top[k - 1] > FAR_RATIO * top[k]:
+            return np.sort(column[distance > FAR_RATIO * top[k]])
+    return column[:0]

@@ -11,7 +11,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from tasks.bounds import column_bounds
+from tasks.bounds import ColumnBounds, column_bounds
 from tasks.errors import PipelineInputError
 from tasks.impute import impute
 from tasks.lineage import LineageRecord, current_run
@@ -172,3 +172,10 @@ def test_bounds_open_at_both_ends_lift_the_range_of_a_double(tmp_path: Path) -> 
     with duckdb.connect(str(db), read_only=True) as con:
         last = con.execute("SELECT x FROM t_imputed WHERE id = 59").fetchall()[0][0]
     assert last > 2.0 * 55 + 1.0  # above the largest observed x (id 55)
+
+
+def test_bounds_show_whole_numbers_in_full_but_not_a_309_digit_float() -> None:
+    """Bug: a DOUBLE column observed up to 1.79e308 was logged with a 309-digit upper bound
+    ("whole numbers in full"). Integers of the warehouse's types still show every digit."""
+    assert ColumnBounds(-2.5, 1.79e308).describe() == "[-2.5, 1.79e+308] (observed)"
+    assert ColumnBounds(0.0, float(2**63)).describe() == "[0, 9223372036854775808] (observed)"

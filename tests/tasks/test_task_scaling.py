@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from tasks.scaling import inverse_scale, standardise
 
@@ -59,3 +62,23 @@ def test_labels_pass_through_scaling_and_integers_come_back_whole_within_bounds(
     assert result["n"].tolist() == [1.0, 4.0, 4.0, 7.0, 7.0, 9.0]
     assert result["s"].tolist() == ["a", "b", "b", "a", "a", "b"]
     assert result["ok"].tolist() == [True, False, False, True, True, True]
+
+
+def test_standardise_warns_of_codes_far_beyond_a_column_s_values_naming_table_and_column(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """helper-58: an INTEGER age column holding 2147483647 twice ("unknown") got imputed ages
+    in the millions in a run that passed. The standardise step logs a warning naming the
+    table, the column and the codes, in the column's units, and advising NULL."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"age": rng.normal(45, 12, 50).round(), "y": rng.normal(size=50)})
+    frame.loc[:1, "age"] = 2147483647
+    frame.loc[5:9, "age"] = np.nan
+    with caplog.at_level(logging.WARNING):
+        standardise.fn(frame, ["age", "y"], table="people")
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith(
+        'Table "people": column "age" has 2 observed value(s) (2147483647) over 1,000 times'
+    )
+    assert "replace them with NULL" in warned[0]
