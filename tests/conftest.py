@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import duckdb
-import httpx
 import numpy as np
 import pandas as pd
 import pytest
@@ -228,6 +226,8 @@ def shared_prefect_server() -> str:
             start_new_session=True,  # stopped as a group
         )
         (where / "pid").write_text(str(process.pid))
+        import httpx  # here: the library's tests need no pipeline package
+
         url = f"http://127.0.0.1:{port}/api"
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -291,6 +291,8 @@ def build_readings(
     Columns: id (INTEGER key), temperature, pressure, humidity (DOUBLE, correlated), visits
     (INTEGER), site (VARCHAR), day (DATE), ok (BOOLEAN), price (DECIMAL(8,2), never missing).
     """
+    import duckdb  # here: the library's tests need no pipeline package
+
     rng = np.random.default_rng(seed)
     latent = rng.normal(size=(n_rows, 2))
     truth = pd.DataFrame(
@@ -369,6 +371,7 @@ def read_only_warehouse(warehouse: Path, tmp_path: Path) -> Iterator[Path]:
 def snapshot(path: Path) -> Snapshot:
     """Every table of the file (any schema; ``schema.table`` outside main) with its row count
     and a hash of its contents."""
+    import duckdb  # here: the library's tests need no pipeline package
 
     def quoted(name: str) -> str:
         return '"' + name.replace('"', '""') + '"'

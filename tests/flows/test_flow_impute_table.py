@@ -66,7 +66,8 @@ def test_mixed_table_is_imputed_end_to_end(warehouse: Path) -> None:
     assert not target[numeric].isna().any().any()
     observed = source[numeric].notna().to_numpy()
     assert np.array_equal(
-        target[numeric].to_numpy(float)[observed], source[numeric].to_numpy(float)[observed]
+        target[numeric].to_numpy(float)[observed],
+        source[numeric].to_numpy(float, na_value=np.nan)[observed],
     )
     for untouched in ("id", "site", "day", "ok", "price"):
         pd.testing.assert_series_equal(target[untouched], source[untouched])

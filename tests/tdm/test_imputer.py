@@ -100,7 +100,8 @@ def test_dataframe_in_dataframe_out(data) -> None:
     assert not out.isna().any().any()
     observed = ~frame.isna().to_numpy()
     np.testing.assert_array_equal(
-        out.to_numpy(dtype=np.float64)[observed], frame.to_numpy(dtype=np.float64)[observed]
+        out.to_numpy(dtype=np.float64)[observed],
+        frame.to_numpy(dtype=np.float64, na_value=np.nan)[observed],
     )
 
 

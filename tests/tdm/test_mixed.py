@@ -124,6 +124,8 @@ def test_bounds_hold_on_numpy_input_and_in_transform() -> None:
 def test_integers_at_the_top_of_their_type_are_imputed_within_it(dtype: str) -> None:
     """Bug: a column holding 2**63 - 1 failed with pandas' "cannot safely cast": the observed
     maximum, as a double, is 2**63, past the type. Imputed cells are the double below it."""
+    if dtype.endswith("[pyarrow]"):
+        pytest.importorskip("pyarrow")  # not a dependency of the library
     rng = np.random.default_rng(0)
     top = int(np.iinfo(np.dtype(dtype.lower().removesuffix("[pyarrow]"))).max)
     column = pd.array([top - int(v) for v in rng.integers(0, 5, size=60)], dtype=dtype)
