@@ -81,13 +81,14 @@ def far_values(column: np.ndarray) -> np.ndarray:
     that is more, fewer than half); empty where there are none. Codes such as 2147483647 for
     "unknown" look like this; the largest values of a heavy-tailed column (Cauchy, log-normal)
     lie a few times farther than the next."""
-    distance = np.abs(column - np.median(column)) if column.size >= 3 else column[:0]
-    limit = min(max(5, distance.size // 100), (distance.size - 1) // 2)
-    if limit < 1:
+    if column.size < 3:
         return column[:0]
+    with np.errstate(over="ignore"):  # values near float64's largest: an infinite distance
+        distance = np.abs(column - np.median(column))
+    limit = min(max(5, distance.size // 100), (distance.size - 1) // 2)
     cut = distance.size - limit - 1
     top = np.sort(np.partition(distance, cut)[cut:])[::-1]  # the limit + 1 largest
     for k in range(1, top.size):
-        if top[k] > 0 and top[k - 1] > FAR_RATIO * top[k]:
-            return np.sort(column[distance > FAR_RATIO * top[k]])
+        if top[k] > 0 and top[k - 1] / FAR_RATIO > top[k]:
+            return np.sort(column[distance / FAR_RATIO > top[k]])
     return column[:0]

@@ -159,9 +159,14 @@ def test_values_too_far_apart_to_standardise_are_refused_naming_the_column() -> 
     X[0, 0], X[1, 0], X[2, 0] = 1.79e308, -1.79e308, 1.79e308
     X[5, 0] = X[6, 1] = np.nan
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no overflow warning either
+        warnings.simplefilter("error", RuntimeWarning)  # no overflow warning either
         for init in ("auto", "mean"):
-            with pytest.raises(ValueError, match=r"column 0 holds -1\.79e\+308 \(row 1\), too far"):
+            with (
+                pytest.warns(
+                    UserWarning, match=r"column 0 has 3 observed value\(s\) \(-1\.79e\+308"
+                ),
+                pytest.raises(ValueError, match=r"column 0 holds -1\.79e\+308 \(row 1\), too far"),
+            ):
                 TDMImputer(max_iter=3, init=init).fit(X)
     frame = pd.DataFrame(rng.normal(size=(30, 2)), columns=["a", "b"]).mask(
         rng.random((30, 2)) < 0.2
