@@ -73,6 +73,8 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
     if X.columns.has_duplicates:
         repeated = X.columns[X.columns.duplicated()][0]
         raise ValueError(f"{owner}: column names must be unique; {repeated!r} is repeated.")
+    if not reset and estimator.encoding_.frame:
+        _refuse_reordered_columns(X, estimator.encoding_, owner)
     validate_data(estimator, X, reset=reset, skip_check_array=True)
     if len(X) < 1:
         raise ValueError(f"{owner}: the DataFrame has no row; at least 1 is required.")
@@ -218,6 +220,22 @@ def _warn_doubtful_labels(X: pd.DataFrame, encoding: TableEncoding, owner: str) 
 
 # The nullable dtype that holds a column of each kind with missing cells.
 _NULLABLE = {INTEGER: "Int64", BOOLEAN: "boolean"}
+
+
+def _refuse_reordered_columns(X: pd.DataFrame, encoding: TableEncoding, owner: str) -> None:
+    """Refuse new rows ``X`` holding the fitted columns in another order, saying how to reorder
+    them (scikit-learn's contract: a transformer does not match columns by name; its message
+    comes first, as its checks expect). Names match by value and type (``repr``)."""
+    names = [coding.name for coding in encoding.columns]
+    given = list(X.columns)
+    if given == names or X.columns.has_duplicates:
+        return
+    if sorted(map(repr, given)) == sorted(map(repr, names)):
+        raise ValueError(
+            "The feature names should match those that were passed during fit.\n"
+            "Feature names must be in the same order as they were in fit.\n"
+            f"{owner}: X has the fitted columns in another order; pass X[{names!r}]."
+        )
 
 
 def _check_fitted_columns(X: pd.DataFrame, encoding: TableEncoding, owner: str) -> None:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import (
+    check_dataframe_column_names_consistency,
     check_get_feature_names_out_error,
     check_set_output_transform,
     check_transformer_get_feature_names_out,
@@ -47,6 +48,14 @@ def test_feature_names_and_set_output_follow_scikit_learn(check: Callable) -> No
     leaves out, pass: the output features are the input features. (Its pandas set_output checks
     also transform an array with a model fitted on a DataFrame, which the imputer refuses.)"""
     check("TDMImputer", TDMImputer(max_iter=3, batch_size=8, random_state=0))
+
+
+def test_column_names_are_checked_as_scikit_learn_says() -> None:
+    """scikit-learn's check of column names, which its default suite leaves out: new rows
+    with the fitted columns reversed, renamed or fewer are refused with its messages (a
+    transformer does not match columns by name)."""
+    estimator = TDMImputer(max_iter=3, batch_size=8, random_state=0)
+    check_dataframe_column_names_consistency("TDMImputer", estimator)
 
 
 def test_a_pipeline_with_pandas_output_keeps_the_columns_and_their_dtypes() -> None:

@@ -4,6 +4,7 @@ frames), and the categorical imputation learns from the other columns."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -348,8 +349,31 @@ def test_new_rows_with_other_column_names_of_any_type_are_refused(names: list[in
     X = pd.DataFrame(rng.normal(size=(50, 3)) * [1.0, 10.0, 100.0])
     X.iloc[::4, 0] = np.nan
     imputer = TDMImputer(**FAST, random_state=0).fit(X)
-    with pytest.raises(ValueError, match=r"not those seen in fit.*fitted \[0, 1, 2\]"):
+    with pytest.raises(ValueError, match=r"(not those seen in fit|another order).*\[0, 1, 2\]"):
         imputer.transform(X[[2, 1, 0]].set_axis(names, axis=1))
+
+
+@pytest.mark.parametrize("names", [[0, 1, 2], ["a", "b", "c"]], ids=["int-names", "str-names"])
+def test_new_rows_with_the_fitted_columns_in_another_order_are_told_how_to_reorder(
+    names: list[int | str],
+) -> None:
+    """New rows with the fitted columns in another order are refused, as scikit-learn's
+    contract says, by transform and sample alike, with the selection that puts them in order;
+    a column ``"1"`` is not a column ``1``."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(50, 3)), columns=names)
+    X.iloc[::4, 0] = np.nan
+    imputer = TDMImputer(**FAST, random_state=0).fit(X)
+    shuffled = X[[names[2], names[0], names[1]]]
+    hint = re.escape(f"another order; pass X[{names!r}]")
+    with pytest.raises(ValueError, match=hint):
+        imputer.transform(shuffled)
+    with pytest.raises(ValueError, match=hint):
+        imputer.sample(shuffled, n_draws=2, random_state=0)
+    pd.testing.assert_frame_equal(imputer.transform(shuffled[names]), imputer.transform(X))
+    if isinstance(names[0], int):
+        with pytest.raises(ValueError, match="not those seen in fit"):
+            imputer.transform(X.set_axis([str(name) for name in names], axis=1))
 
 
 def test_a_complete_integer_column_with_gaps_in_new_rows_is_refused_with_the_dtype_to_use() -> None:
