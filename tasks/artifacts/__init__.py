@@ -59,6 +59,7 @@ CHECK_KINDS: Mapping[str, str] = {
     "observed_labels_identical": "observed labels unchanged",
     "label_shares": "imputed label shares",
     "imputed_spread": "imputed spread",
+    "observed_share": "observed share",
 }
 _RANGE_KIND = "sane range"
 _CHECK_NAME = re.compile(r'(?P<kind>[^\[]+)(?:\["(?P<column>.*)"\])?', re.DOTALL)

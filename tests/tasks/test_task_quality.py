@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tasks.artifacts import CHECK_KINDS
 from tasks.errors import QualityCheckError
 from tasks.quality import (
     LABEL_SHARES,
@@ -44,6 +45,8 @@ def test_good_imputation_passes_every_check(
     }  # what the report shows as each column's allowed [low, high]
     merged = add_checks(merge_reports([report, report]), [CheckOutcome("x", True, "")])
     assert merged.bounds == report.bounds and merged.checks[-1].name == "x"
+    # Every kind of check has its short name in the run report (observed_share had none).
+    assert {c.name.split("[")[0] for c in report.checks} <= set(CHECK_KINDS)
 
 
 @pytest.mark.parametrize(
