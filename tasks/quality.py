@@ -1,4 +1,10 @@
-"""Quality step: checks the imputed columns must pass before anything is written."""
+"""Quality step: checks the imputed columns must pass before anything is written.
+
+A check is built here (plain pandas) or as a Great Expectations expectation in
+`schemas/expectations.py` (its name and threshold there); either way its outcome is a
+`CheckOutcome`, a failure or a warning, which the lineage's quality report keeps. Its short name
+in the run report is an entry of `tasks.artifacts.CHECK_KINDS` (a test holds every check to
+one), and docs/operator.md lists what each check does."""
 
 from __future__ import annotations
 
