@@ -449,7 +449,7 @@ def _transform(
 ) -> Imputed:
     """The new rows, scaled, imputed by the model's `transform` (and drawn as `options` say):
     one task per `TDM_PARTITION_ROWS` rows over `runner` (with the `gpu` tag on a GPU)."""
-    frame = apply_scaling(new.frame, model.scaling, table=table)
+    frame = apply_scaling(new.frame, model.scaling, table=table, new_rows=True)
     if not len(frame):
         return Imputed(frame)
     tags = gpu_tags(options, settings)

@@ -37,6 +37,7 @@ _WAYS = {
     "TDM_REPLACE_TARGET=true",
     "nan_as_missing": "the nan_as_missing parameter, --nan-as-missing flag, a config entry's "
     "nan_as_missing or TDM_NAN_AS_MISSING=true",
+    "refit": "the refit parameter or --refit flag",
 }
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.errors import PipelineInputError
+from tasks.errors import PipelineInputError, setting
 from tasks.frames import as_float_frame, as_labels
 from tasks.logs import step_logger
 from tasks.results import CellDraws
@@ -81,7 +81,7 @@ def standardise(
     *,
     kinds: Mapping[str, str] | None = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
-    table: str = "",
+    table: str,
 ) -> Standardised:
     """Centre and scale each numeric column by the mean and std of its observed values, or by
     `moments` (mean, std per numeric column) where given: a whole table's, when `frame` is a
@@ -226,26 +226,40 @@ def _within_bounds(
     return result
 
 
-def apply_scaling(frame: pd.DataFrame, scaling: Scaling, *, table: str) -> pd.DataFrame:
+def apply_scaling(
+    frame: pd.DataFrame, scaling: Scaling, *, table: str, new_rows: bool = False
+) -> pd.DataFrame:
     """The columns of `frame` as the imputer takes them, scaled with a scaling fitted elsewhere
-    (e.g. on a sample): numeric ones standardised, labelled ones as labels. A value too far
-    from its column's mean to standardise (`tdm.scaling.first_too_far`) is refused, naming
-    `table`, the column and the row."""
-    from tdm.scaling import first_too_far  # imported here: `tdm --help` needs no torch
+    (e.g. on a sample): numeric ones standardised, labelled ones as labels. Refused, naming
+    `table`, the column and the row (its rowid where `frame` is indexed by rowid): a value too
+    far from its column's mean to standardise in float64, and for `new_rows` (rows a stored
+    model's scaling was not fitted on) one more than `tdm.scaling.MAX_STANDARDISED` standard
+    deviations from it."""
+    # imported here: `tdm --help` needs no torch
+    from tdm.scaling import MAX_STANDARDISED, first_too_far
 
     values = as_float_frame(frame, scaling.columns)
+    mean, scale = scaling.statistics.mean, scaling.statistics.scale
     with np.errstate(over="ignore"):
-        scaled = (values - scaling.statistics.mean) / scaling.statistics.scale
-    found = first_too_far(scaled.to_numpy())
+        scaled = (values - mean) / scale
+    found = first_too_far(scaled.to_numpy(), MAX_STANDARDISED if new_rows else np.inf)
     if found is not None:
         row, j = found
-        name = scaling.columns[j]
+        name, z = scaling.columns[j], float(scaled.iloc[row, j])
+        where = f"rowid {frame.index[row]}" if frame.index.name == "rowid" else f"0-based row {row}"
+        value = f"{values.iloc[row, j]:.6g} ({where})"
+        held = f'Table "{table}" cannot be imputed: column "{name}" holds {value}'
+        moments = f"mean {mean[j]:.6g}, standard deviation {scale[j]:.6g}"
+        if math.isinf(z):
+            raise PipelineInputError(
+                f"{held}, too far from the column's mean to standardise in float64 ({moments}): "
+                "if such values are codes (for unknown, say), replace them with NULL; "
+                "otherwise store the column in larger units"
+            )
         raise PipelineInputError(
-            f'Table "{table}" cannot be imputed: column "{name}" holds '
-            f"{values[name].iloc[row]:.6g} (0-based row {row}), too far from the column's mean "
-            f"to standardise in float64 (mean {scaling.statistics.mean[j]:.6g}, standard "
-            f"deviation {scaling.statistics.scale[j]:.6g}): if such values are codes (for "
-            "unknown, say), replace them with NULL; otherwise store the column in larger units"
+            f"{held}, {abs(z):.3g} standard deviations from the mean of the values its model "
+            f"was fitted on ({moments}): too far to impute with that model; refit it "
+            f"({setting('refit')}), or replace such values with NULL if they are codes"
         )
     return pd.DataFrame(
         {

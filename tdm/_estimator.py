@@ -397,7 +397,10 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         values = read_table(self, X, reset=reset, owner=self._owner())
         if not reset:  # new rows must standardise with the fitted scaling too
             labels = column_labels(X, len(self.encoding_.columns))
-            standardised(values, self.mean_, self.scale_, self.encoding_, labels, self._owner())
+            standardised(
+                values, self.mean_, self.scale_, self.encoding_, labels, self._owner(),
+                new_rows=self.standardize,  # else the caller scaled them, as it saw fit
+            )  # fmt: skip
         return values
 
     def _complete(self, X: Any, values: np.ndarray, filled: np.ndarray) -> Any:
@@ -446,7 +449,7 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         rng = np.random.default_rng(seed_of(self.random_state))
 
         self.mean_, self.scale_ = self._scaling(values, mask)
-        Z = standardised(values, self.mean_, self.scale_, encoding, labels(), owner)
+        Z = standardised(values, self.mean_, self.scale_, encoding, labels(), owner, new_rows=False)
         config = self._config
         self.bounds_ = fitted_bounds(self.bounds, config.bounds_margin, encoding, values, owner)
         self.column_kinds_ = {c.name: c.kind for c in encoding.columns}

@@ -20,7 +20,7 @@ from tdm._bounds import column_bounds
 from tdm._mixed import TableEncoding
 from tdm._validation import caller_stacklevel, check_finite_or_nan
 from tdm.columns import BOOLEAN, FLOAT, INTEGER, holds_only_numbers, mostly_distinct
-from tdm.scaling import FAR_RATIO, far_values, first_too_far
+from tdm.scaling import FAR_RATIO, MAX_STANDARDISED, far_values, first_too_far
 
 __all__ = [
     "BoundsParam",
@@ -56,8 +56,8 @@ def read_table(estimator: Any, X: Any, *, reset: bool, owner: str) -> np.ndarray
     if not isinstance(X, pd.DataFrame):
         if not reset and estimator.encoding_.frame:  # before its cells are read as numbers
             raise ValueError(f"{owner} was fitted on a DataFrame; pass a DataFrame.")
-        _check_numbers(X, owner)
         _check_exact_integers(X, owner)
+        _check_numbers(X, owner)
         check_finite_or_nan(X, owner)
         values: np.ndarray = validate_data(
             estimator,
@@ -98,22 +98,33 @@ def standardised(
     encoding: TableEncoding,
     labels: list[str],
     owner: str,
+    *,
+    new_rows: bool,
 ) -> np.ndarray:
-    """``(values - mean) / scale``, refusing (a ``ValueError`` naming the column and the row) an
-    observed value that this puts more than :data:`tdm.scaling.MAX_STANDARDISED` standard
-    deviations from the mean or out of float64's range: values too far apart to standardise,
-    such as huge codes for "unknown". ``labels`` name the table's columns."""
+    """``(values - mean) / scale``, refusing (a ``ValueError`` naming the column and the row)
+    an observed value this puts out of float64's range (values too far apart to standardise,
+    such as huge codes for "unknown") and, for ``new_rows`` (rows the scaling was not fitted
+    on), one more than :data:`tdm.scaling.MAX_STANDARDISED` standard deviations from the mean.
+    ``labels`` name the table's columns."""
     with np.errstate(over="ignore"):
         Z = (values.astype(np.float64) - mean) / scale
-    found = first_too_far(Z)
+    found = first_too_far(Z, MAX_STANDARDISED if new_rows else np.inf)
     if found is None:
         return Z
     row, k = found  # a numeric coordinate: label coordinates are not rescaled
+    value, label = values[row, k], labels[encoding.numeric[k]]
+    if np.isinf(Z[row, k]):
+        raise ValueError(
+            f"{owner}: {label} holds {value:.6g} (row {row}), too far from the column's mean "
+            f"to standardise in float64 (mean {mean[k]:.6g}, standard deviation "
+            f"{scale[k]:.6g}). If such values are codes (for 'unknown', say), replace them with "
+            "NaN; otherwise divide the column by a power of ten."
+        )
     raise ValueError(
-        f"{owner}: {labels[encoding.numeric[k]]} holds {values[row, k]:.6g} (row {row}), too far "
-        f"from the column's mean to standardise in float64 (mean {mean[k]:.6g}, standard "
-        f"deviation {scale[k]:.6g}). If such values are codes (for 'unknown', say), replace them "
-        "with NaN; otherwise divide the column by a power of ten."
+        f"{owner}: {label} holds {value:.6g} (row {row}), {abs(Z[row, k]):.3g} standard "
+        f"deviations from the mean of the values it was fitted on (mean {mean[k]:.6g}, standard "
+        f"deviation {scale[k]:.6g}): too far to impute. Refit on rows that include such "
+        "values, or replace them with NaN if they are codes."
     )
 
 
@@ -141,24 +152,41 @@ def warn_far_values(
 
 def _inexact(value: Any) -> bool:
     """Whether ``value`` is an integer that float64 cannot hold exactly."""
-    is_integer = isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-    return is_integer and abs(int(value)) > 2**53 and int(float(value)) != int(value)
+    if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_):
+        return False
+    try:
+        return abs(int(value)) > 2**53 and int(float(value)) != int(value)
+    except OverflowError:  # beyond float64's range
+        return True
 
 
 def _check_exact_integers(X: Any, owner: str) -> None:
-    """Refuse an integer of a 2-D NumPy array that float64 cannot hold exactly (beyond 2**53),
-    naming its column and row: an array is read as float64, so it would come back changed."""
-    if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "iuO"):
+    """Refuse an integer of a 2-D array (or nested list) that float64 cannot hold exactly
+    (beyond 2**53), naming its column and row: an array is read as float64, so it would come
+    back changed."""
+    raw = (
+        X
+        if isinstance(X, np.ndarray)
+        else np.array(X, dtype=object)
+        if isinstance(X, list)
+        else None
+    )
+    if raw is None or raw.ndim != 2 or raw.dtype.kind not in "iuO":
         return
-    if X.dtype.kind == "O":
-        candidates = np.frompyfunc(_inexact, 1, 1)(X).astype(bool)
+    if raw.dtype.kind in "iu":
+        cells = np.argwhere((raw > 2**53) | (raw < -(2**53)))
     else:
-        candidates = (X > 2**53) | (X < -(2**53))
-    for row, j in zip(*np.nonzero(candidates), strict=True):
-        value = X[row, j]
+        try:  # most cells are small: test only those a double may not hold
+            cells = np.argwhere(np.abs(raw.astype(np.float64)) >= 2**53)
+        except (TypeError, ValueError, OverflowError):
+            cells = np.argwhere(np.ones(raw.shape, dtype=bool))
+    for row, j in cells:
+        value = raw[row, j]
         if _inexact(value):
+            digits = str(int(value))
+            shown = digits if len(digits) <= 40 else f"{digits[:12]}... ({len(digits)} digits)"
             raise ValueError(
-                f"{owner}: column {j} of the array holds {int(value)} (row {row}), an integer "
+                f"{owner}: column {j} of the array holds {shown} (row {row}), an integer "
                 "beyond 2**53 that float64 cannot hold exactly; an array is read as float64, so "
                 "it would come back changed. Pass a DataFrame with an integer column to keep "
                 "such values exact, or leave the column out (an identifier is not imputed)."

@@ -9,6 +9,7 @@ import numpy as np
 __all__ = [
     "FAR_RATIO",
     "MAX_STANDARDISED",
+    "MIN_FAR_ROWS",
     "ColumnScaling",
     "far_values",
     "first_too_far",
@@ -17,14 +18,15 @@ __all__ = [
 
 FAR_RATIO = 1_000.0
 """How many times farther from its column's median than every other observed value a few
-values must lie to be taken for likely codes (:func:`far_values`)."""
+values must lie to be taken for likely codes (:func:`far_values`) ..."""
+MIN_FAR_ROWS = 20
+"""... among at least this many observed values."""
 
-MAX_STANDARDISED = 1e15
-"""The farthest an observed value may lie from its column's mean, in standard deviations: no
-imputation is meaningful beyond, and the squares of values much farther overflow float32 in
-the transport costs. Within one table it cannot be reached (a column's values lie within
-``sqrt(2 n)`` standard deviations of its mean), so only float64's own overflow or new rows
-meet it."""
+MAX_STANDARDISED = 1e17
+"""The farthest a new row's value may lie from the mean of the values a column was fitted on,
+in their standard deviations: the squares of values much farther overflow float32 in the
+transport costs. Within the table a column is fitted on, its values lie within ``sqrt(2 n)``
+standard deviations of its mean."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,11 +66,12 @@ def fit_column_scaling(X: np.ndarray) -> ColumnScaling:
     return ColumnScaling(mean=mean * magnitude, scale=scale)
 
 
-def first_too_far(standardised: np.ndarray) -> tuple[int, int] | None:
-    """The (row, column) of the first cell of a standardised 2-D array (NaN: missing) more than
-    :data:`MAX_STANDARDISED` from 0, infinite included: a value too far from its column's mean
-    to standardise (a huge code for "unknown", say); ``None`` where there is none."""
-    too_far = np.abs(standardised) > MAX_STANDARDISED  # NaN compares False
+def first_too_far(standardised: np.ndarray, limit: float) -> tuple[int, int] | None:
+    """The (row, column) of the first cell of a standardised 2-D array (NaN: missing) that is
+    infinite (its value too far from its column's mean to standardise in float64) or farther
+    than ``limit`` from 0; ``None`` where there is none."""
+    too_far = np.abs(standardised) > limit  # NaN compares False; inf > inf is False
+    too_far |= np.isinf(standardised)
     if not too_far.any():
         return None
     column = int(np.flatnonzero(too_far.any(axis=0))[0])
@@ -78,10 +81,10 @@ def first_too_far(standardised: np.ndarray) -> tuple[int, int] | None:
 def far_values(column: np.ndarray) -> np.ndarray:
     """The few observed values of ``column`` (no NaN) that lie more than :data:`FAR_RATIO`
     times farther from its median than every other value: at most 1% of the values (five where
-    that is more, fewer than half); empty where there are none. Codes such as 2147483647 for
-    "unknown" look like this; the largest values of a heavy-tailed column (Cauchy, log-normal)
-    lie a few times farther than the next."""
-    if column.size < 3:
+    that is more, fewer than half), of :data:`MIN_FAR_ROWS` or more; empty where there are none.
+    Codes such as 2147483647 for "unknown" look like this; the largest values of a heavy-tailed
+    column (Cauchy, log-normal) lie a few times farther than the next."""
+    if column.size < MIN_FAR_ROWS:  # a few values tell no code from a spread
         return column[:0]
     with np.errstate(over="ignore"):  # values near float64's largest: an infinite distance
         distance = np.abs(column - np.median(column))

@@ -423,7 +423,7 @@ def prepare_write(
     params = {"max_iter": max_iter, "init": "mean"}  # as TDM_INIT above
     source = load_table.fn(str(db_path), table, key)
     plan = validate_input.fn(source, columns, key)
-    scaled = standardise.fn(source.frame, plan.columns)
+    scaled = standardise.fn(source.frame, plan.columns, table="t")
     outcome = impute.fn(scaled.frame, params, 0, table=table)
     imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
     report = check_quality.fn(source, plan, imputed)

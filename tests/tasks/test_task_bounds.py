@@ -135,7 +135,7 @@ def test_replace_source_with_open_bounds_never_breaks_a_strict_check(tmp_path: P
     plan = validate_input.fn(source, None, "id", None, True, bounds={"d": [None, None]})
     assert (plan.bounds["d"].low, plan.bounds["d"].low_from) == (0.01, "CHECK")
     limits = {name: b.for_imputer() for name, b in plan.bounds.items()}
-    scaled = standardise.fn(source.frame, plan.columns, kinds=plan.kinds, bounds=limits)
+    scaled = standardise.fn(source.frame, plan.columns, kinds=plan.kinds, bounds=limits, table="t")
     outcome = impute.fn(scaled.frame, params, 0, table="t", bounds=scaled.bounds)
     imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
     report = check_quality.fn(source, plan, imputed)
@@ -162,7 +162,7 @@ def test_bounds_open_at_both_ends_lift_the_range_of_a_double(tmp_path: Path) -> 
     plan = validate_input.fn(source, None, "id", "t_imputed", bounds={"x": [None, None]})
     assert (plan.bounds["x"].low, plan.bounds["x"].high) == (-math.inf, math.inf)
     limits = {name: b.for_imputer() for name, b in plan.bounds.items()}
-    scaled = standardise.fn(source.frame, plan.columns, kinds=plan.kinds, bounds=limits)
+    scaled = standardise.fn(source.frame, plan.columns, kinds=plan.kinds, bounds=limits, table="t")
     outcome = impute.fn(scaled.frame, params, 0, table="t", bounds=scaled.bounds)
     imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
     report = check_quality.fn(source, plan, imputed)

@@ -48,7 +48,7 @@ def _prepare(
     params = {"max_iter": 20, "init": "mean"}  # the start is the library's to test
     source = load_table.fn(str(db), table, key)
     plan = validate_input.fn(source, None, key, None, replace_source)
-    scaled = standardise.fn(source.frame, plan.columns)
+    scaled = standardise.fn(source.frame, plan.columns, table="t")
     outcome = impute.fn(scaled.frame, params, 0, table=table)
     imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
     report = check_quality.fn(source, plan, imputed)

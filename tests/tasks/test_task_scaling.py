@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.scaling import inverse_scale, standardise
+from tasks.errors import PipelineInputError
+from tasks.scaling import apply_scaling, inverse_scale, standardise
 
 
 def test_standardise_uses_observed_values_and_gives_constant_columns_scale_one() -> None:
     """Means and stds come from observed values; a constant column is centred, not divided."""
     frame = pd.DataFrame({"a": [1.0, np.nan, 3.0, 5.0], "b": [2.0, 2.0, np.nan, 2.0]})
-    result = standardise.fn(frame, ["a", "b"])
+    result = standardise.fn(frame, ["a", "b"], table="t")
     np.testing.assert_allclose(result.scaling.statistics.mean, [3.0, 2.0])
     np.testing.assert_allclose(result.scaling.statistics.scale, [np.std([1.0, 3.0, 5.0]), 1.0])
     assert result.frame["a"].isna().tolist() == [False, True, False, False]
@@ -26,7 +28,7 @@ def test_inverse_scale_keeps_observed_cells_bit_for_bit() -> None:
     rng = np.random.default_rng(0)
     frame = pd.DataFrame(rng.normal(10, 3, size=(20, 3)) / 7, columns=list("xyz"))
     frame.iloc[::4, 1] = np.nan
-    scaled = standardise.fn(frame, list("xyz"))
+    scaled = standardise.fn(frame, list("xyz"), table="t")
     filled = scaled.frame.fillna(0.5)
     result = inverse_scale.fn(filled, scaled.scaling, frame)
     observed = frame.notna().to_numpy()
@@ -47,7 +49,7 @@ def test_labels_pass_through_scaling_and_integers_come_back_whole_within_bounds(
             "ok": pd.array([True, None, False, True, True, None], dtype="boolean"),
         }
     )
-    scaled = standardise.fn(frame, ["n", "s", "ok"], bounds={"n": (1.0, 7.0)})
+    scaled = standardise.fn(frame, ["n", "s", "ok"], bounds={"n": (1.0, 7.0)}, table="t")
     assert scaled.scaling.columns == ("n",)
     assert scaled.frame["s"].tolist() == ["a", None, "b", "a", None, "b"]
     assert str(scaled.frame["ok"].dtype) == "boolean"
@@ -82,3 +84,26 @@ def test_standardise_warns_of_codes_far_beyond_a_column_s_values_naming_table_an
         'Table "people": column "age" has 2 observed value(s) (2147483647) over 1,000 times'
     )
     assert "replace them with NULL" in warned[0]
+
+
+def test_apply_scaling_refuses_values_it_cannot_scale_naming_the_row_by_rowid() -> None:
+    """A partition (indexed by rowid) holding a value too far from the whole table's mean to
+    standardise names it by rowid, not by its position in the partition (helper-62); new rows
+    for a stored model (an incremental run) that lie beyond `MAX_STANDARDISED` standard
+    deviations of the values it was fitted on are refused with the refit's hint, while the
+    rows the scaling came from are only held to float64's range."""
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, np.nan]})
+    scaling = standardise.fn(frame, ["a"], table="t").scaling
+    part = pd.DataFrame({"a": [2.0, -1.79e308]}, index=pd.Index([500, 501], name="rowid"))
+    with pytest.raises(PipelineInputError, match=r'column "a" holds -1\.79e\+308 \(rowid 501\)'):
+        apply_scaling(part, scaling, table="t")
+    new = pd.DataFrame({"a": [2.0, 1e20]})
+    assert apply_scaling(new, scaling, table="t")["a"].iloc[1] > 1e19  # the same table's
+    with pytest.raises(PipelineInputError) as refused:
+        apply_scaling(new, scaling, table="t", new_rows=True)
+    assert re.match(
+        r'Table "t" cannot be imputed: column "a" holds 1e\+20 \(0-based row 1\), [\d.]+e\+20 '
+        r"standard deviations from the mean of the values its model was fitted on .*refit it "
+        r"\(the refit parameter or --refit flag\)",
+        str(refused.value),
+    ), refused.value

@@ -46,7 +46,7 @@ def _run(db: Path, table: str, **kwargs: object) -> object:
     source = load_table.fn(str(db), table, "id")
     plan = validate_input.fn(source, None, "id", **kwargs)
     check_target_writable.fn(str(db), plan)
-    scaled = standardise.fn(source.frame, plan.columns)
+    scaled = standardise.fn(source.frame, plan.columns, table="t")
     outcome = impute.fn(scaled.frame, params, 0, table=table)
     imputed = inverse_scale.fn(outcome.frame, scaled.scaling, source.frame)
     quality = check_quality.fn(source, plan, imputed)

@@ -388,7 +388,7 @@ def test_a_complete_label_column_informs_the_fit_by_default(tmp_path: Path) -> N
     for passed in ([], ["species"]):
         source = load_table.fn(str(path), "penguins", None, passed)
         plan = validate_input.fn(source, pass_through=passed)
-        scaled = standardise.fn(source.frame, plan.columns, kinds=plan.kinds)
+        scaled = standardise.fn(source.frame, plan.columns, kinds=plan.kinds, table="t")
         fitted = impute.fn(scaled.frame, {"max_iter": 10, "init": "ice"}, 0, bounds=scaled.bounds)
         imputed = inverse_scale.fn(fitted.frame, scaled.scaling, source.frame)
         assert check_quality.fn(source, plan, imputed).passed  # observed cells unchanged

@@ -44,7 +44,7 @@ def test_far_values_are_a_few_codes_beyond_the_rest_not_a_heavy_tail() -> None:
         draws = np.random.default_rng(seed)
         for column in (draws.standard_cauchy(2_000), draws.lognormal(0, 3, 2_000)):
             assert far_values(column).size == 0
-    assert far_values(np.array([1.0, 1e12])).size == 0  # too few values to tell
+    assert far_values(np.array([163.441, 227.381, 227.383])).size == 0  # too few to tell
 
     frame = pd.DataFrame({"age": rng.normal(45, 12, 60), "x": rng.normal(size=60)})
     frame.loc[:1, "age"] = 2147483647
