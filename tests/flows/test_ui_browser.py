@@ -138,7 +138,7 @@ def test_the_ui_shows_the_report_statistics_and_loss_plot_of_a_run(
     assert f"TDM training loss on {TABLE}" in listing
 
     # Each artifact's own page, in the default UI, renders its content.
-    report = page(f"/artifacts/artifact/{ids[keys['report']]}", run_id)
+    report = page(f"/artifacts/artifact/{ids[keys['report']]}", run_id, f"{TABLE}_imputed")
     assert "Can't connect to Server API" not in report  # the UI found its API on this port
     text = re.sub(r"<[^>]+>", "", report)  # what the page shows, without its markup
     # The verdict comes first, then the checks, passing ones one line per kind.
