@@ -252,11 +252,14 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
         :meth:`transform` (and ``fit_transform``) give the point imputation, each cell's best
         guess: use it where a cell's value matters on its own. Its imputed numbers are less
-        spread than the data, and its labels lean to the most common one. Draws keep the
-        spread and the label shares: use them for what depends on the distribution (shares,
-        variances, quantiles, models trained on the table), for an imputed cell's uncertainty
-        (the quantiles of its draws), and for a figure computed on every draw and pooled
-        (:mod:`tdm.pooling`).
+        spread than the data, and its labels lean to the most common one; the relations
+        between columns it gives can be stronger than the data's. Draws come near the spread
+        and the label shares: use them for what depends on a column's distribution (shares,
+        variances, quantiles), for an imputed cell's uncertainty (the quantiles of its draws:
+        Weibull's plotting positions), and for a mean, share or group mean computed on every
+        draw and pooled (:mod:`tdm.pooling`). Relations between columns are weakened in the
+        draws (a cell's error is drawn from its column, apart from its row): correlations and
+        regression slopes pooled over them lean towards zero.
 
         A numeric cell's draw is its point imputation plus the imputer's own error. Observed
         cells of ``X`` are hidden and imputed again as the point was (by fits with this
