@@ -164,14 +164,8 @@ def _check_exact_integers(X: Any, owner: str) -> None:
     """Refuse an integer of a 2-D array (or nested list) that float64 cannot hold exactly
     (beyond 2**53), naming its column and row: an array is read as float64, so it would come
     back changed."""
-    raw = (
-        X
-        if isinstance(X, np.ndarray)
-        else np.array(X, dtype=object)
-        if isinstance(X, list)
-        else None
-    )
-    if raw is None or raw.ndim != 2 or raw.dtype.kind not in "iuO":
+    raw = np.array(X, dtype=object) if isinstance(X, list) else X  # a list keeps its ints
+    if not (isinstance(raw, np.ndarray) and raw.ndim == 2 and raw.dtype.kind in "iuO"):
         return
     if raw.dtype.kind in "iu":
         cells = np.argwhere((raw > 2**53) | (raw < -(2**53)))
