@@ -10,17 +10,27 @@ rest of their rows: on the fit's own data by fits with the imputer's settings
 other rows by ``transform`` (:data:`PROBE_SHARE`, at most :data:`MAX_ROUNDS` rounds). This
 gives, per column:
 
-- numeric: the residuals, true minus imputed value (standardised units). A draw adds to each
-  missing cell a residual drawn at random from its column's residuals, so that the draws of a
-  cell have the spread of the imputer's errors, and their quantiles make its interval.
+- numeric: a straight line through the probed cells' true values on their imputed ones (the
+  point leans too far from its column's mean where it knows less: the line pulls it back), and
+  the residuals about that line, each left out of the line it is measured from (standardised
+  units). A draw takes each missing cell's point through its column's line and adds one of the
+  column's residuals, so that the draws of a cell have the spread of the imputer's errors, and
+  their quantiles make its interval. The cells missing in one row are drawn together: each
+  residual is its column's residual at the rank of a normal score, the scores of a row's missing
+  cells correlated as those cells are given the row's observed numeric cells (a normal model
+  with the columns' correlation, over the rows where both cells of a pair are observed; a pair
+  seen together in fewer than :data:`MIN_PAIRS` rows counts as uncorrelated). A cell missing
+  alone gets a residual at random; cells missing together get errors that go together, as
+  their values do, so that the relations between them are kept. A column with fewer than
+  :data:`MIN_RESIDUALS` residuals keeps its point, its residuals taken about the point.
 - label: the counts of (imputed label, true label) pairs, ``P(t | l)``: the probed cells
   imputed as ``l``, counted by their true label, plus one cell spread by the observed label
   shares (so a label never probed keeps a small chance, and a rare imputed label leans on the
   shares).
 
 Both are calibrated where the probe is like the missing cells (missing completely at random):
-the probe cells are a random share of the observed ones. The residuals of a column are drawn
-independently of the row's other cells.
+the probe cells are a random share of the observed ones. A column's residuals do not depend on
+the row's observed cells (a cell's spread is its column's).
 
 A missing label is drawn from its own probabilities (:func:`label_probabilities`): those of
 the trees start's model of its column (:func:`tdm._starts.label_model`, a random forest's
@@ -39,12 +49,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from tdm._early_stopping import holdout_cells
 from tdm._mixed import TableEncoding
 from tdm._starts import fitted_rows, label_model, label_table, model_features
 
-__all__ = ["PROBE_CELLS", "ProbeErrors", "draw_cells", "label_probabilities", "probe_errors"]
+__all__ = [
+    "PROBE_CELLS",
+    "ProbeErrors",
+    "calibration",
+    "draw_cells",
+    "joint_scores",
+    "label_probabilities",
+    "observed_correlation",
+    "probe_errors",
+]
 
 PROBE_SHARE = 0.1
 """Share of the observed cells hidden in a round of probe cells imputed by ``transform`` ..."""
@@ -63,6 +83,8 @@ MIN_RESIDUALS = 10
 the point)."""
 MODEL_ROWS = 20
 """Observed rows from which a label column's draws come from a classifier of its own."""
+MIN_PAIRS = 10
+"""Rows with both cells observed from which two numeric columns' correlation is used."""
 
 #: Imputes ``values`` (the optimised space, NaN where missing) as the point was, seeded by
 #: the int: their standardised completion.
@@ -71,12 +93,17 @@ Impute = Callable[[np.ndarray, int], np.ndarray]
 
 @dataclass(frozen=True, eq=False)
 class ProbeErrors:
-    """What the probe measured: per numeric coordinate its residuals (standardised units, empty
-    where nothing was probed), per categorical column ``P(true label | imputed label)`` as a
-    matrix whose row ``l`` sums to one."""
+    """What the probe measured: per numeric coordinate its line (intercept and slope, a row of
+    ``lines``: the true value on the imputed one, :func:`calibration`) and the residuals about
+    it (standardised units, empty where nothing was probed), per categorical column
+    ``P(true label | imputed label)`` as a matrix whose row ``l`` sums to one; and the
+    correlation of the numeric coordinates' observed values (:func:`observed_correlation`), by
+    which cells missing together are drawn together."""
 
     residuals: list[np.ndarray]
     label_given_imputed: list[np.ndarray]
+    correlation: np.ndarray
+    lines: np.ndarray
 
 
 def probe_errors(
@@ -99,7 +126,8 @@ def probe_errors(
     )
     Z = (values - est.mean_) / est.scale_
     p = len(encoding.numeric)
-    residuals: list[list[np.ndarray]] = [[] for _ in range(p)]
+    truths: list[list[np.ndarray]] = [[] for _ in range(p)]
+    guesses: list[list[np.ndarray]] = [[] for _ in range(p)]
     counts = [np.zeros((_n_labels(encoding, j),) * 2) for j in encoding.categorical]
     truth = encoding.decode_labels(np.where(mask, 0.0, Z))
     probed = np.zeros_like(mask)
@@ -112,12 +140,18 @@ def probe_errors(
         probed |= probe
         filled = impute(np.where(probe, np.nan, values), int(rng.integers(2**31 - 1)))
         for k in range(p):
-            residuals[k].append(Z[probe[:, k], k] - filled[probe[:, k], k])
+            truths[k].append(Z[probe[:, k], k])
+            guesses[k].append(filled[probe[:, k], k])
         guess = encoding.decode_labels(filled)
         for i, (a, _) in enumerate(encoding.blocks):
             cells = probe[:, a]
             np.add.at(counts[i], (guess[i][cells], truth[i][cells]), 1.0)
-    pools = [np.concatenate(r) if r else np.zeros(0) for r in residuals]
+    lines = np.tile([0.0, 1.0], (p, 1))
+    pools = []
+    for k in range(p):
+        true, imputed = (np.concatenate(c) if c else np.zeros(0) for c in (truths[k], guesses[k]))
+        lines[k], residuals = calibration(true, imputed)
+        pools.append(residuals)
     for k, pool in enumerate(pools):
         if pool.size >= MIN_RESIDUALS or not mask[:, k].any():
             continue
@@ -150,8 +184,76 @@ def probe_errors(
         shares = np.bincount(codes, minlength=len(counts[i])).astype(np.float64)
         priors.append(shares / shares.sum())
     return ProbeErrors(
-        pools, [_label_given_imputed(c, s) for c, s in zip(counts, priors, strict=True)]
+        pools,
+        [_label_given_imputed(c, s) for c, s in zip(counts, priors, strict=True)],
+        observed_correlation(Z[:, :p]),
+        lines,
     )
+
+
+def calibration(true: np.ndarray, imputed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The least-squares line of ``true`` on ``imputed`` (intercept, slope) and its residuals,
+    each that of the line fitted without its cell (leave-one-out): what a new cell's error about
+    the line is. Fewer than :data:`MIN_RESIDUALS` cells, or imputed values all alike: the line
+    is the identity and the residuals ``true - imputed``."""
+    spread = imputed - imputed.mean() if imputed.size else imputed
+    sxx = float(spread @ spread)
+    if true.size < MIN_RESIDUALS or sxx <= 1e-12 * true.size:
+        return np.array([0.0, 1.0]), true - imputed
+    slope = float(spread @ (true - true.mean())) / sxx
+    intercept = float(true.mean() - slope * imputed.mean())
+    leverage = 1.0 / true.size + spread**2 / sxx
+    fitted = intercept + slope * imputed
+    return np.array([intercept, slope]), (true - fitted) / np.maximum(1.0 - leverage, 1e-3)
+
+
+def observed_correlation(Z: np.ndarray) -> np.ndarray:
+    """The correlation of the columns of ``Z`` (NaN where missing), each pair over the rows
+    where both are observed; 0 for a pair seen together in fewer than :data:`MIN_PAIRS` rows
+    or where one of them is constant there. Made positive definite (its eigenvalues at least
+    1e-3) and rescaled to a unit diagonal."""
+    seen = ~np.isnan(Z)
+    x = np.where(seen, Z, 0.0)
+    w = seen.astype(np.float64)
+    n = w.T @ w  # rows where both are observed
+    with np.errstate(all="ignore"):
+        sums = x.T @ w  # [a, b]: the sum of a over the rows where b is observed too
+        means = sums / n
+        cross = x.T @ x / n - means * means.T
+        squares = (x * x).T @ w / n - means**2
+        r = cross / np.sqrt(squares * squares.T)
+    r[(n < MIN_PAIRS) | ~np.isfinite(r)] = 0.0
+    r = np.clip((r + r.T) / 2, -1.0, 1.0)
+    np.fill_diagonal(r, 1.0)
+    values, vectors = np.linalg.eigh(r)
+    r = (vectors * np.maximum(values, 1e-3)) @ vectors.T
+    scale = np.sqrt(np.diag(r))
+    return r / scale[:, None] / scale[None, :]
+
+
+def joint_scores(
+    mask: np.ndarray, correlation: np.ndarray, n_draws: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Normal scores of shape ``(n_draws, *mask.shape)``, standard normal each, those of a row's
+    ``mask`` cells correlated as those columns are given the row's other columns, in the normal
+    model of ``correlation`` (the inverse of its precision matrix's block of the missing
+    columns, rescaled to a unit diagonal)."""
+    scores = rng.standard_normal((n_draws, *mask.shape))
+    several = mask.sum(axis=1) >= 2
+    if not several.any():
+        return scores
+    precision = np.linalg.inv(correlation)
+    patterns, which = np.unique(mask[several], axis=0, return_inverse=True)
+    rows = np.flatnonzero(several)
+    for i, pattern in enumerate(patterns):
+        cols = np.flatnonzero(pattern)
+        at = rows[which.ravel() == i]
+        given = np.linalg.inv(precision[np.ix_(cols, cols)])
+        scale = np.sqrt(np.diag(given))
+        root = np.linalg.cholesky(given / scale[:, None] / scale[None, :])
+        block = np.ix_(np.arange(n_draws), at, cols)
+        scores[block] = scores[block] @ root.T
+    return scores
 
 
 def _unseen_labels(values: np.ndarray, encoding: TableEncoding) -> np.ndarray:
@@ -222,19 +324,24 @@ def draw_cells(
     rng: np.random.Generator,
 ) -> list[np.ndarray]:
     """``n_draws`` copies of ``point`` (the standardised completion) whose ``mask`` cells are
-    drawn: numeric cells plus a residual of their column, label cells from their
-    ``probabilities`` (:func:`label_probabilities`), or by ``P(t | l)`` where a column has
-    none."""
+    drawn: numeric cells through their column's line plus a residual of their column, at the
+    rank of their :func:`joint_scores`, label cells from their ``probabilities``
+    (:func:`label_probabilities`), or by ``P(t | l)`` where a column has none."""
     p = len(encoding.numeric)
     imputed = encoding.decode_labels(point)
+    scores = joint_scores(mask[:, :p], errors.correlation, n_draws, rng)
+    pools = [np.sort(pool) for pool in errors.residuals]
     draws = []
-    for _ in range(n_draws):
+    lined = point.copy()
+    lined[:, :p] = errors.lines[:, 0] + errors.lines[:, 1] * point[:, :p]
+    for m in range(n_draws):
         draw = point.copy()
         for k in range(p):
             cells = mask[:, k]
-            pool = errors.residuals[k]
+            pool = pools[k]
             if pool.size and cells.any():
-                draw[cells, k] += rng.choice(pool, size=int(cells.sum()))
+                rank = (special.ndtr(scores[m, cells, k]) * pool.size).astype(np.int64)
+                draw[cells, k] = lined[cells, k] + pool[np.minimum(rank, pool.size - 1)]
         for i, (j, (a, b)) in enumerate(zip(encoding.categorical, encoding.blocks, strict=True)):
             cells = mask[:, a]
             if not cells.any():
