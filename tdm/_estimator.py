@@ -258,21 +258,25 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         variances, quantiles), for an imputed cell's uncertainty (the quantiles of its draws:
         Weibull's plotting positions), and for a mean, share or group mean computed on every
         draw and pooled (:mod:`tdm.pooling`). Relations between columns are weakened in the
-        draws (a cell's error is drawn from its column, apart from its row): correlations and
-        regression slopes pooled over them lean towards zero.
+        draws (a cell's error does not depend on its row's observed cells): correlations and
+        regression slopes pooled over them lean towards zero, less where cells are missing
+        together.
 
         A numeric cell's draw is its point imputation plus the imputer's own error. Observed
         cells of ``X`` are hidden and imputed again as the point was (by fits with this
         imputer's settings when ``X`` is the data passed to ``fit``, by ``transform`` for
-        other rows), and compared with their values: a numeric cell gets a residual of its
-        column, drawn at random. A label cell's draw comes from its own probabilities: a
-        classifier of its column on the row's other cells (point-imputed where missing),
-        fitted on the rows of ``X`` where the column is observed; a column with too few of
-        them (a handful of new rows) draws from the shares of the true labels among the
-        hidden cells given the same imputed label. The draws are calibrated where cells are
-        missing completely at random. They carry each cell's uncertainty given the fitted
-        model, not the model's own estimation error, and a cell is drawn apart from its row's
-        other cells.
+        other rows), and compared with their values: a numeric cell's point is taken through
+        the straight line of its column's hidden cells' true values on their imputed ones
+        (towards the column's mean where the point leans away from it), and gets a residual
+        about that line, drawn at random; the residuals of cells missing in one row go
+        together as their columns do given the row's observed cells. A label cell's draw comes
+        from its own probabilities: a classifier of its column on the row's other cells
+        (point-imputed where missing), fitted on the rows of ``X`` where the column is
+        observed; a column with too few of them (a handful of new rows) draws from the shares
+        of the true labels among the hidden cells given the same imputed label. The draws are
+        calibrated where cells are missing completely at random. They carry each cell's
+        uncertainty given the fitted model, not the model's own estimation error, and a label
+        is drawn apart from its row's other missing cells.
 
         Observed cells are identical in every draw; numeric draws stay within ``bounds_`` and
         integer columns are rounded, as in ``transform``. A numeric column of ``X`` with too few

@@ -11,9 +11,9 @@ Rubin's rules assume each draw also carries the uncertainty of the imputation mo
 :meth:`~tdm.TDMImputer.sample`'s draws carry the cells' uncertainty given one fitted model, so
 the pooled variance leaves out the model's own estimation error: where few rows are observed,
 the intervals are somewhat narrow. Pool a mean, a share or a group mean: a figure that relates
-columns (a correlation, a regression slope) leans towards zero in the draws, each cell drawn
-with an error of its own column apart from its row's other cells, and its pooled interval can
-miss the truth often (docs/decisions.md, "Draws")::
+columns (a correlation, a regression slope) leans towards zero in the draws, each cell's error
+drawn apart from its row's observed cells, and its pooled interval can miss the truth often
+(docs/decisions.md, "Draws")::
 
     >>> import numpy as np
     >>> from tdm import TDMImputer, simulate_mcar
