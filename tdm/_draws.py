@@ -10,19 +10,20 @@ rest of their rows: on the fit's own data by fits with the imputer's settings
 other rows by ``transform`` (:data:`PROBE_SHARE`, at most :data:`MAX_ROUNDS` rounds). This
 gives, per column:
 
-- numeric: a straight line through the probed cells' true values on their imputed ones (the
-  point leans too far from its column's mean where it knows less: the line pulls it back), and
-  the residuals about that line, each left out of the line it is measured from (standardised
-  units). A draw takes each missing cell's point through its column's line and adds one of the
-  column's residuals, so that the draws of a cell have the spread of the imputer's errors, and
-  their quantiles make its interval. The cells missing in one row are drawn together: each
-  residual is its column's residual at the rank of a normal score, the scores of a row's missing
-  cells correlated as those cells are given the row's observed numeric cells (a normal model
-  with the columns' correlation, over the rows where both cells of a pair are observed; a pair
-  seen together in fewer than :data:`MIN_PAIRS` rows counts as uncorrelated). A cell missing
-  alone gets a residual at random; cells missing together get errors that go together, as
-  their values do, so that the relations between them are kept. A column with fewer than
-  :data:`MIN_RESIDUALS` residuals keeps its point, its residuals taken about the point.
+- numeric: a straight line through the probed cells' true values on their imputed ones (where the
+  point leans too far from its column's mean, as where it knows less, the line pulls it back; where
+  it leans too little, the line takes it further; its slope is drawn towards one as far as it is
+  uncertain), and the residuals about that line, each left out of the line it is measured from
+  (standardised units). A draw takes each missing cell's point through its column's line and adds
+  one of the column's residuals, so that the draws of a cell have the spread of the imputer's
+  errors, and their quantiles make its interval. The cells missing in one row are drawn together:
+  each residual is its column's residual at the rank of a normal score, the scores of a row's
+  missing cells correlated as those cells are given the row's observed numeric cells (a normal model
+  with the columns' correlation, over the rows where both cells of a pair are observed; a pair seen
+  together in fewer than :data:`MIN_PAIRS` rows counts as uncorrelated). A cell missing alone gets a
+  residual at random; cells missing together get errors that go together, as their values do, so
+  that the relations between them are kept. A column with fewer than :data:`MIN_RESIDUALS` probed
+  cells keeps its point, its residuals taken about the point.
 - label: the counts of (imputed label, true label) pairs, ``P(t | l)``: the probed cells
   imputed as ``l``, counted by their true label, plus one cell spread by the observed label
   shares (so a label never probed keeps a small chance, and a rare imputed label leans on the
@@ -192,17 +193,24 @@ def probe_errors(
 
 
 def calibration(true: np.ndarray, imputed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The least-squares line of ``true`` on ``imputed`` (intercept, slope) and its residuals,
-    each that of the line fitted without its cell (leave-one-out): what a new cell's error about
-    the line is. Fewer than :data:`MIN_RESIDUALS` cells, or imputed values all alike: the line
-    is the identity and the residuals ``true - imputed``."""
+    """The line of ``true`` on ``imputed`` (intercept, slope) and its residuals, each that of
+    the line fitted without its cell (leave-one-out): what a new cell's error about the line is.
+    The slope is the least-squares one drawn towards one as far as it is uncertain (by the
+    share ``se² / (b - 1)²`` of its distance ``b - 1``, all of it where that share is one or
+    more), and never below zero. Fewer than :data:`MIN_RESIDUALS` cells, or imputed values
+    all alike: the line is the identity and the residuals ``true - imputed``."""
     spread = imputed - imputed.mean() if imputed.size else imputed
     sxx = float(spread @ spread)
     if true.size < MIN_RESIDUALS or sxx <= 1e-12 * true.size:
         return np.array([0.0, 1.0]), true - imputed
-    slope = float(spread @ (true - true.mean())) / sxx
+    least_squares = float(spread @ (true - true.mean())) / sxx
+    errors = true - true.mean() - least_squares * spread
+    variance = float(errors @ errors) / (true.size - 2) / sxx  # the least-squares slope's
+    gap = least_squares - 1.0
+    kept = max(1.0 - variance / gap**2, 0.0) if gap else 0.0
+    slope = max(1.0 + kept * gap, 0.0)
     intercept = float(true.mean() - slope * imputed.mean())
-    leverage = 1.0 / true.size + spread**2 / sxx
+    leverage = 1.0 / true.size + kept * spread**2 / sxx
     fitted = intercept + slope * imputed
     return np.array([intercept, slope]), (true - fitted) / np.maximum(1.0 - leverage, 1e-3)
 
@@ -234,25 +242,27 @@ def observed_correlation(Z: np.ndarray) -> np.ndarray:
 def joint_scores(
     mask: np.ndarray, correlation: np.ndarray, n_draws: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """Normal scores of shape ``(n_draws, *mask.shape)``, standard normal each, those of a row's
-    ``mask`` cells correlated as those columns are given the row's other columns, in the normal
-    model of ``correlation`` (the inverse of its precision matrix's block of the missing
-    columns, rescaled to a unit diagonal)."""
-    scores = rng.standard_normal((n_draws, *mask.shape))
-    several = mask.sum(axis=1) >= 2
+    """Normal scores of shape ``(n_draws, mask.sum())``, one per ``mask`` cell in row-major
+    order (that of ``np.nonzero``), standard normal each, those of a row's cells correlated as
+    their columns are given the row's other columns, in the normal model of ``correlation``
+    (the inverse of its precision matrix's block of the missing columns, rescaled to a unit
+    diagonal)."""
+    per_row = mask.sum(axis=1)
+    scores = rng.standard_normal((n_draws, int(per_row.sum())))
+    several = per_row >= 2
     if not several.any():
         return scores
+    first = np.cumsum(per_row) - per_row  # each row's first score
     precision = np.linalg.inv(correlation)
     patterns, which = np.unique(mask[several], axis=0, return_inverse=True)
     rows = np.flatnonzero(several)
     for i, pattern in enumerate(patterns):
         cols = np.flatnonzero(pattern)
-        at = rows[which.ravel() == i]
+        at = first[rows[which.ravel() == i]][:, None] + np.arange(cols.size)
         given = np.linalg.inv(precision[np.ix_(cols, cols)])
         scale = np.sqrt(np.diag(given))
         root = np.linalg.cholesky(given / scale[:, None] / scale[None, :])
-        block = np.ix_(np.arange(n_draws), at, cols)
-        scores[block] = scores[block] @ root.T
+        scores[:, at] = scores[:, at] @ root.T
     return scores
 
 
@@ -330,6 +340,8 @@ def draw_cells(
     p = len(encoding.numeric)
     imputed = encoding.decode_labels(point)
     scores = joint_scores(mask[:, :p], errors.correlation, n_draws, rng)
+    column_of_score = np.nonzero(mask[:, :p])[1]
+    own_scores = [np.flatnonzero(column_of_score == k) for k in range(p)]
     pools = [np.sort(pool) for pool in errors.residuals]
     draws = []
     lined = point.copy()
@@ -340,7 +352,7 @@ def draw_cells(
             cells = mask[:, k]
             pool = pools[k]
             if pool.size and cells.any():
-                rank = (special.ndtr(scores[m, cells, k]) * pool.size).astype(np.int64)
+                rank = (special.ndtr(scores[m, own_scores[k]]) * pool.size).astype(np.int64)
                 draw[cells, k] = lined[cells, k] + pool[np.minimum(rank, pool.size - 1)]
         for i, (j, (a, b)) in enumerate(zip(encoding.categorical, encoding.blocks, strict=True)):
             cells = mask[:, a]
