@@ -206,7 +206,7 @@ def _impute_table(
             plan.n_rows,
             "s" * (plan.n_rows != 1),
         )
-        task = for_table(impute_task_for(options.imputer), plan.source_table, db)
+        task = for_table(impute_task_for(options.imputer), plan.source_table)
         outcome = task(
             prepared.scaled.frame,
             options.imputer,

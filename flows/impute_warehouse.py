@@ -194,7 +194,7 @@ def _impute_warehouse(
             if ready.scaled is None:
                 continue
             task = for_table(
-                impute_task_for(options[table].imputer, gpu=settings.dask_gpu or None), table, db
+                impute_task_for(options[table].imputer, gpu=settings.dask_gpu or None), table
             )
             with gpu_annotation(settings):
                 futures[table] = runner.submit(

@@ -456,7 +456,7 @@ def _transform(
     futures = []
     for index, start in enumerate(range(0, len(frame), settings.partition_rows)):
         part = frame.iloc[start : start + settings.partition_rows]
-        task = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
+        task = for_table(impute_partition, table, suffix=f"-{index}", tags=tags)
         parameters = partition_parameters(model.imputer, part, table, index, options)
         with gpu_annotation(settings):
             futures.append(runner.submit(task, parameters=parameters))

@@ -79,7 +79,7 @@ check_partition = check_quality.fn
 def count_rows_to_partition(db_path: str, table: str, settings: PipelineSettings) -> int | None:
     """The rows of `table` when one fit does not take them all (`settings.max_fit_rows`), so
     that it is imputed in partitions; None when it does, or when there is no such table."""
-    rows = for_table(count_rows, table, db_path)(db_path, table)
+    rows = for_table(count_rows, table)(db_path, table)
     return rows if rows is not None and rows > settings.max_fit_rows else None
 
 
@@ -135,7 +135,7 @@ def impute_partitioned(
             part = profile.source(read_partition(write.con, profile, start, stop))
             frame = apply_scaling(part.frame, scaled.scaling, table=table)
             parameters = partition_parameters(fitted.imputer, frame, table, index, options)
-            transform = for_table(impute_partition, table, db_path, suffix=f"-{index}", tags=tags)
+            transform = for_table(impute_partition, table, suffix=f"-{index}", tags=tags)
             with gpu_annotation(settings):
                 future = runner.submit(transform, parameters=parameters)
             pending.append((part, future, index))
@@ -184,7 +184,7 @@ def impute_partitioned(
         written, lineage = write.commit(lineage)
     result = table_result(written, lineage, seconds)
     # The run's statistics artifact describes the fit sample, before and after its imputation.
-    unscale_sample = for_table(inverse_scale, table, db_path)
+    unscale_sample = for_table(inverse_scale, table)
     sample_imputed = unscale_sample(fitted.outcome.frame, scaled.scaling, sample.frame)
     publish_run_report(
         result, source=sample, imputed=sample_imputed, quality=lineage.quality, outcome=outcome
@@ -279,7 +279,7 @@ def profile_request(
 def scale_by_profile(db_path: str, profile: TableProfile, frame: Any) -> Standardised:
     """`frame` standardised by the whole table's moments, within the plan's bounds."""
     plan = profile.plan
-    scale = for_table(standardise, plan.source_table, db_path)
+    scale = for_table(standardise, plan.source_table)
     bounds = {name: b.for_imputer() for name, b in plan.bounds.items()}
     return scale(
         frame,
@@ -298,7 +298,7 @@ def _sample(
     plan = profile.plan
     table = plan.source_table
     sample = profile.source(read_sample(con, profile, settings.max_fit_rows, seed))
-    validate = for_table(validate_input, table, db_path)
+    validate = for_table(validate_input, table)
     validate(sample, list(plan.columns), plan.key, plan.target_table)
     return sample, scale_by_profile(db_path, profile, sample.frame)
 
@@ -336,7 +336,7 @@ def fit_on_runner(
     """Fit the model of `table` on its scaled rows, within their bounds, over `runner` (with the
     `gpu` tag and Dask `GPU` resources on a GPU); `written`: the fit's own imputation is what
     the run writes, so it is filled and drawn as `options` say (else: the point, no draws)."""
-    task = for_table(fit_model, table, db_path, tags=gpu_tags(options, settings))
+    task = for_table(fit_model, table, tags=gpu_tags(options, settings))
     parameters = {
         "frame": scaled.frame,
         "settings": options.imputer,

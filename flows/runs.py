@@ -1,8 +1,10 @@
 """How a run of the imputation flows shows itself: its name, its tags, and how it fails.
 
-Flow runs are named after what they impute (`impute-<table>`, `warehouse-<config name>`), task
-runs after their task and table (`load-table-<table>`), and both carry the tags
-`table:<table>` and `warehouse:<file name>`, so that the runs list says which table failed. A
+Flow runs are named after what they impute (`impute-<table>`, `warehouse-<config name>`) and
+carry the tags `table:<table>` and `warehouse:<file name>`, so that the runs list says which
+table failed; task runs are named after their task and table (`load-table-<table>`) and carry no
+such tag: Prefect takes a concurrency slot for every tag of every task run, one call to the
+server each, which made each table of a warehouse run slower the more tables it listed. A
 foreseen failure (a `PipelineError`) ends the run in a Failed state whose message is the error's
 one paragraph, and its traceback is left out of the run's logs, Prefect's own closing record
 included; any other error keeps Prefect's full report, traceback included.
@@ -57,17 +59,16 @@ def run_tags(tables: Iterable[str], db_path: str | Path) -> list[str]:
 def for_table(
     task: Task[P, R],
     table: str,
-    db_path: str | Path,
     *,
     suffix: str = "",
     tags: Iterable[str] = (),
 ) -> Task[P, R]:
-    """`task` with its runs named `<task name>-<table><suffix>` and tagged with the table, the
-    warehouse and `tags` (on top of the task's own)."""
+    """`task` with its runs named `<task name>-<table><suffix>` and tagged with `tags` (on top
+    of the task's own; not with the table or the warehouse: the module docstring)."""
     name = f"{task.name}-{table}{suffix}"
     return task.with_options(
         task_run_name=name.replace("{", "{{").replace("}", "}}"),  # a template: keep braces
-        tags={*task.tags, *run_tags([table], db_path), *tags},
+        tags={*task.tags, *tags},
     )
 
 

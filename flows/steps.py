@@ -142,7 +142,7 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
     table = request.source_table
     source = clock(
         "load",
-        for_table(load_table, table, db_path),
+        for_table(load_table, table),
         db_path,
         table,
         request.key,
@@ -150,7 +150,7 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
     )
     plan = clock(
         "validate",
-        for_table(validate_input, table, db_path),
+        for_table(validate_input, table),
         source,
         request.columns,
         request.key,
@@ -163,13 +163,13 @@ def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) ->
         request.nan_as_missing,
     )
     exists = clock(
-        "validate", for_table(check_target_writable, table, db_path), db_path, plan
+        "validate", for_table(check_target_writable, table), db_path, plan
     )  # refused before any fit
     log_plan(plan)
     scaled = (
         clock(
             "standardise",
-            for_table(standardise, table, db_path),
+            for_table(standardise, table),
             source.frame,
             plan.columns,
             kinds=plan.kinds,
@@ -203,7 +203,7 @@ def finish_table(
             clock.seconds["draws"] = outcome.draw_seconds
         imputed = clock(
             "inverse-scale",
-            for_table(inverse_scale, table, db_path),
+            for_table(inverse_scale, table),
             outcome.frame,
             prepared.scaled.scaling,
             source.frame,
@@ -214,7 +214,7 @@ def finish_table(
         imputed = as_value_frame(source.frame, plan.columns, plan.kinds)
     quality = clock(
         "check-quality",
-        for_table(check_quality, table, db_path),
+        for_table(check_quality, table),
         source,
         plan,
         imputed,
@@ -238,9 +238,7 @@ def finish_table(
         hyperparameters=options.recorded(),
         draws=draws,
     )
-    written = clock(
-        "write-back", for_table(write_back, table, db_path), source, plan, imputed, lineage
-    )
+    written = clock("write-back", for_table(write_back, table), source, plan, imputed, lineage)
     result = table_result(written, lineage, clock.seconds)
     publish_run_report(result, source=source, imputed=imputed, quality=quality, outcome=outcome)
     return result

@@ -61,7 +61,9 @@ def run_logs(run_id: UUID) -> list[Any]:
 
 
 def test_table_runs_are_named_and_tagged_after_the_table_and_warehouse(warehouse: Path) -> None:
-    """Bug: every run was named at random (`banana-tuna`) and every task run `impute-6eb`."""
+    """Bug: every run was named at random (`banana-tuna`) and every task run `impute-6eb`. Task
+    runs are named after the table but carry no tag: Prefect takes a concurrency slot for each
+    tag of each task run (bug: a warehouse run of 80 tables spent most of its time in that)."""
     state = impute_table("readings", db_path=warehouse, key="id", imputer=FAST, return_state=True)
     run_id = state.state_details.flow_run_id
 
@@ -71,7 +73,7 @@ def test_table_runs_are_named_and_tagged_after_the_table_and_warehouse(warehouse
     tasks = task_runs(run_id)
     assert sorted(t.name for t in tasks) == sorted(f"{step}-readings" for step in TABLE_STEPS)
     for task in tasks:
-        assert {"table:readings", "warehouse:warehouse.duckdb"} <= set(task.tags), task.name
+        assert task.tags == [], task.name
 
 
 def test_warehouse_runs_are_named_after_the_config_and_tagged_with_each_table(
@@ -90,11 +92,10 @@ def test_warehouse_runs_are_named_after_the_config_and_tagged_with_each_table(
     run = flow_run(run_id)
     assert run.name == "warehouse-nightly"
     assert {"table:north", "table:south", "warehouse:sales.duckdb"} <= set(run.tags)
-    names = {t.name: set(t.tags) for t in task_runs(run_id)}
+    names = {t.name: t.tags for t in task_runs(run_id)}
     for table in ("north", "south"):
         for step in ("load-table", "impute", "write-back"):
-            assert {f"table:{table}", "warehouse:sales.duckdb"} <= names[f"{step}-{table}"]
-    assert "table:south" not in names["impute-north"]
+            assert names[f"{step}-{table}"] == []
 
 
 def test_every_line_a_step_writes_reaches_the_run_s_log(
