@@ -658,22 +658,24 @@ def _run_warehouse(args: argparse.Namespace) -> int:
 
 def _print_warehouse(result: Any) -> None:
     """What a warehouse run wrote, a line per table (a paragraph each in a dry run), and its
-    lineage run id; the tables that failed are counted, the error names them."""
+    lineage run id; the tables that failed are named, the error says why."""
     from flows.steps import cells_per_column, describe_dry_run, describe_increment
 
     done = len(result.tables)
     tables = f"{done} table{'s' * (done != 1)}"
+    failed = ""
     if result.failed:
         tables = f"{done} of {done + len(result.failed)} tables"
+        failed = f" ({', '.join(result.failed)} failed: the reasons follow)"
     if result.dry_run:
         print(
             f"Dry run, nothing written to {result.db_path}: a run would impute {tables} on "
-            f"{result.runner} (the quality checks passed):"
+            f"{result.runner} (the quality checks passed){failed}:"
         )
         for table in result.tables.values():
             print(f"  {describe_dry_run(table)}")
         return
-    print(f"Imputed {tables} in {result.db_path} on {result.runner}:")
+    print(f"Imputed {tables} in {result.db_path} on {result.runner}{failed}:")
     for name, table in result.tables.items():
         if table.model_version is not None:
             print(f"  {describe_increment(table)}")

@@ -257,7 +257,7 @@ def _impute_warehouse(
             f"Warehouse run {name}: {len(results)} tables written, {len(failures)} failed",
         )
     if failures:
-        listed = " ".join(f"[{table}] {reason}" for table, reason in failures.items())
+        listed = "".join(f"\n  [{table}] {reason}" for table, reason in failures.items())
         if dry_run:
             others = "a dry run: nothing written"
         elif len(failures) < len(spec.tables):
@@ -265,7 +265,7 @@ def _impute_warehouse(
         else:
             others = "none written"
         raise WarehouseRunError(
-            f"{len(failures)} of {len(spec.tables)} tables failed ({others}): {listed}",
+            f"{len(failures)} of {len(spec.tables)} tables failed ({others}):{listed}",
             result=done,
             unexpected=bool(unexpected),
         )

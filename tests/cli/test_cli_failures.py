@@ -127,7 +127,7 @@ def test_one_table_s_unexpected_error_does_not_stop_the_others(
     output = run.stdout + run.stderr
     assert run.returncode == 1
     assert "Traceback" not in output and "nanobind" not in output
-    assert "1 of 2 tables failed (the others were written): [blobs] unexpected error TypeError" in (
+    assert "1 of 2 tables failed (the others were written):\n  [blobs] unexpected error" in (
         run.stderr
     )
     log = Path(re.search(r"The tracebacks are in (\S+)\.$", run.stderr.strip()).group(1))

@@ -251,8 +251,9 @@ def test_warehouse_imputes_the_configured_tables_and_names_failures(
     assert main(args) == 2
     captured = capsys.readouterr()
     assert "Imputed 1 of 2 tables in" in captured.out and "Lineage: run " in captured.out
+    assert "(nowhere failed: the reasons follow):\n" in captured.out
     assert "readings -> readings_imputed (replacing the existing table): 80 rows" in captured.out
-    assert '1 of 2 tables failed (the others were written): [nowhere] Table "nowhere"' in (
+    assert '1 of 2 tables failed (the others were written):\n  [nowhere] Table "nowhere"' in (
         captured.err
     )
 
