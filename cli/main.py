@@ -27,6 +27,7 @@ from cli.arguments import (
     add_torch_threads_flag,
     limit_torch_threads,
     parse_share,
+    split_required_names,
     torch_threads_setting,
 )
 from cli.console import DEFAULT, QUIET, add_verbosity_flags, quiet_children, show_logs
@@ -385,6 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
     warehouse.add_argument(
         "--dask-address", help="scheduler of an existing Dask cluster [a local cluster]"
     )
+    warehouse.add_argument(
+        "--tables",
+        type=split_required_names,
+        action="extend",
+        help="only these tables of the config, comma-separated (as after a run where they "
+        "failed) [every table it lists]",
+    )
     add_replace_target_flag(warehouse)
     add_draw_flags(warehouse)
     add_torch_threads_flag(warehouse)
@@ -647,6 +655,7 @@ def _run_warehouse(args: argparse.Namespace) -> int:
                 db_path=str(args.db) if args.db else None,
                 replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
                 dry_run=args.dry_run,
+                tables=args.tables,
             )
     except WarehouseRunError as error:  # the tables written are said before the failures
         if error.result is not None and error.result.tables:

@@ -35,7 +35,7 @@ from flows.steps import (
 )
 from schemas.warehouse import WarehouseConfig, WarehouseConfigError, load_warehouse_config
 from tasks.artifacts import publish_warehouse_report, warehouse_report_markdown
-from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError
+from tasks.errors import PipelineError, PipelineInputError, WarehouseBusyError, setting
 from tasks.impute import impute_task_for
 from tasks.imputer_settings import environment_settings, imputer_settings
 from tasks.results import ImputeTableResult
@@ -84,6 +84,7 @@ def impute_warehouse(
     db_path: str | None = None,
     replace_target: bool | None = None,
     dry_run: bool = False,
+    tables: list[str] | None = None,
 ) -> WarehouseResult:
     """Impute every table listed in the YAML file `config` (see `schemas.warehouse`).
 
@@ -102,9 +103,11 @@ def impute_warehouse(
             such a target is refused. Empty: TDM_REPLACE_TARGET.
         dry_run: Fit and check every table as a run would, then stop: nothing is written (the
             file is opened read-only) and the result says what a run would write.
+        tables: Only these tables of the config (its `table` names), as after a run where
+            they failed. Empty: every table it lists.
     """
     return run_guarded(
-        lambda: _impute_warehouse(config, db_path, replace_target, dry_run),
+        lambda: _impute_warehouse(config, db_path, replace_target, dry_run, tables),
         f'The warehouse run of "{config}"',
     )
 
@@ -117,7 +120,11 @@ def warehouse_db(db_path: str | None, spec: WarehouseConfig, settings: PipelineS
 
 
 def _impute_warehouse(
-    config: str, db_path: str | None, replace_target: bool | None, dry_run: bool
+    config: str,
+    db_path: str | None,
+    replace_target: bool | None,
+    dry_run: bool,
+    only: list[str] | None,
 ) -> WarehouseResult:
     started = datetime.now(UTC)
     settings = PipelineSettings.from_env()
@@ -128,11 +135,17 @@ def _impute_warehouse(
         raise PipelineInputError(str(error)) from None
     db = warehouse_db(db_path, spec, settings)
     check_served_database(db, f"The warehouse run of '{config}'")
+    if only:
+        try:
+            spec = spec.only(only)
+        except ValueError as error:
+            raise PipelineInputError(
+                f'The warehouse run of "{config}" was asked for tables ({setting("tables")}) '
+                f"that its config does not list: {error}. Nothing was read or written."
+            ) from None
     tables = [entry.table for entry in spec.tables]
     tag_flow_run([*run_tags(tables, db), *[DRY_RUN_TAG] * dry_run])
-    check_targets = check_warehouse_targets.with_options(
-        task_run_name="check-warehouse-targets", tags=run_tags(tables, db)
-    )
+    check_targets = check_warehouse_targets.with_options(task_run_name="check-warehouse-targets")
     check_targets(db, spec, settings.target_suffix)
     replace = settings.replace_target if replace_target is None else replace_target
     failures: dict[str, str] = {}
@@ -264,8 +277,14 @@ def _impute_warehouse(
             others = "the others were written"
         else:
             others = "none written"
+        again = ""
+        if len(failures) < len(spec.tables):
+            again = (
+                f"\n  To run the failed tables alone once their causes are fixed: "
+                f"{','.join(failures)} as {setting('tables')}."
+            )
         raise WarehouseRunError(
-            f"{len(failures)} of {len(spec.tables)} tables failed ({others}):{listed}",
+            f"{len(failures)} of {len(spec.tables)} tables failed ({others}):{listed}{again}",
             result=done,
             unexpected=bool(unexpected),
         )

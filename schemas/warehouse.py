@@ -132,6 +132,19 @@ class WarehouseConfig(BaseModel):
             raise ValueError("; ".join(clashes))
         return self
 
+    def only(self, tables: list[str]) -> WarehouseConfig:
+        """This config with only the entries of `tables` (names as DuckDB compares them), in
+        its own order; a name it does not list is refused, naming those it does."""
+        keys = {_table_key(t.table) for t in self.tables}
+        unknown = [name for name in tables if _table_key(name) not in keys]
+        if unknown:
+            listed = ", ".join(t.table for t in self.tables)
+            raise ValueError(f"{', '.join(unknown)} not listed in the config (it lists {listed})")
+        chosen = {_table_key(name) for name in tables}
+        return self.model_copy(
+            update={"tables": [t for t in self.tables if _table_key(t.table) in chosen]}
+        )
+
     def targets(self, target_suffix: str | None) -> list[str | None]:
         """Each entry's target: the explicit one, else table + `target_suffix` (None: unknown)."""
         return [

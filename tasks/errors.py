@@ -38,6 +38,7 @@ _WAYS = {
     "nan_as_missing": "the nan_as_missing parameter, --nan-as-missing flag, a config entry's "
     "nan_as_missing or TDM_NAN_AS_MISSING=true",
     "refit": "the refit parameter or --refit flag",
+    "tables": "the tables parameter or `tdm warehouse`'s --tables flag",
 }
 
 

@@ -219,7 +219,8 @@ def test_warehouse_imputes_the_configured_tables_and_names_failures(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`tdm warehouse` imputes every table of the config and exits 2 naming a failed table,
-    after printing what the others wrote (bug: it printed only the error); a bad flag is named
+    after printing what the others wrote (bug: it printed only the error), and how to run it
+    alone again (`--tables`: a name the config does not list is refused); a bad flag is named
     as the flag (bug: as the TDM_* variable the command passed it in)."""
     monkeypatch.setenv("TDM_MAX_ITER", "6")
     monkeypatch.delenv("TDM_TASK_RUNNER", raising=False)
@@ -256,6 +257,19 @@ def test_warehouse_imputes_the_configured_tables_and_names_failures(
     assert '1 of 2 tables failed (the others were written):\n  [nowhere] Table "nowhere"' in (
         captured.err
     )
+    assert "To run the failed tables alone once their causes are fixed: nowhere as " in (
+        captured.err
+    )
+
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE TABLE nowhere AS SELECT * FROM readings")
+    assert main([*args, "--tables", "NOWHERE"]) == 0  # names as DuckDB compares them
+    out = capsys.readouterr().out
+    assert "Imputed 1 table in" in out and "nowhere -> nowhere_imputed: 80 rows" in out
+    assert "readings ->" not in out
+    assert main([*args, "--tables", "readings,elsewhere"]) == 2
+    err = capsys.readouterr().err
+    assert "does not list: elsewhere not listed in the config (it lists nowhere, readings)" in err
 
 
 @pytest.mark.usefixtures("prefect_harness", "one_torch_thread")
