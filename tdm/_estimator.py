@@ -267,7 +267,8 @@ class BatchOTImputer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         imputer's settings when ``X`` is the data passed to ``fit``, by ``transform`` for
         other rows), and compared with their values: a numeric cell's point is taken through
         the straight line of its column's hidden cells' true values on their imputed ones
-        (towards the column's mean where the point leans away from it), and gets a residual
+        (towards the column's mean where the point leans too far from it, further where too
+        little; its slope drawn towards one as far as it is uncertain), and gets a residual
         about that line, drawn at random; the residuals of cells missing in one row go
         together as their columns do given the row's observed cells. A label cell's draw comes
         from its own probabilities: a classifier of its column on the row's other cells
