@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,11 +56,14 @@ def _missing_table_message(con: duckdb.DuckDBPyConnection, db_path: str | Path, 
             f'Materialise it first (CREATE TABLE ... AS SELECT * FROM "{view}") and impute that.'
         )
     tables = [name for name in list_tables(con) if not is_reserved(name)]
+    close = difflib.get_close_matches(table.lower(), [t.lower() for t in tables], n=3, cutoff=0.6)
+    like = [t for t in tables if t.lower() in close]
+    meant = " Did you mean " + " or ".join(f'"{t}"' for t in like) + "?" if like else ""
     known = ", ".join(f'"{t}"' for t in tables[:20]) if tables else "none"
     more = f" (and {len(tables) - 20} more)" if len(tables) > 20 else ""
     return (
         f"Table \"{table}\" does not exist in '{db_path}' (a name is `table`, in schema main, or "
-        f"`schema.table`). Tables there: {known}{more}."
+        f"`schema.table`).{meant} Tables there: {known}{more}."
     )
 
 

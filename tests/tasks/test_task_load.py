@@ -67,6 +67,22 @@ def test_load_refuses_a_missing_table_and_lists_the_tables(warehouse: Path) -> N
     with pytest.raises(PipelineInputError, match=r'Table "nope" does not exist') as refused:
         load_table.fn(str(warehouse), "nope")
     assert 'Tables there: "readings".' in str(refused.value)
+    assert "Did you mean" not in str(refused.value)
+
+
+def test_a_missing_table_s_message_names_the_tables_of_a_like_name_first(
+    warehouse: Path,
+) -> None:
+    """Bug: a table renamed since the config was written (`customers` to `customers_v2`) was
+    named among the first 20 tables alphabetically, or not at all in a larger warehouse."""
+    with duckdb.connect(str(warehouse)) as con:
+        for n in range(30):
+            con.execute(f"CREATE TABLE a{n:02d} (x INTEGER)")
+        con.execute("CREATE TABLE Customers_V2 (x INTEGER)")
+    with pytest.raises(PipelineInputError) as refused:
+        load_table.fn(str(warehouse), "customers")
+    assert "does not exist in" in str(refused.value)
+    assert '`schema.table`). Did you mean "Customers_V2"? Tables there: ' in str(refused.value)
 
 
 def test_load_refuses_a_view(warehouse: Path) -> None:
