@@ -297,12 +297,17 @@ _NOTHING_WRITTEN = re.compile(r"\b([Nn])othing was written\b")
 def _reason(
     error: Exception, table: str, unexpected: set[str], busy: dict[str, WarehouseBusyError]
 ) -> str:
-    """Why `table` failed, in one line; an unforeseen error is also logged with its traceback,
-    a locked warehouse (`WarehouseBusyError`) is kept in `busy`."""
+    """Why `table` failed, in one line, logged as it fails (the run's end lists every failure
+    again); an unforeseen error is logged with its traceback, a locked warehouse
+    (`WarehouseBusyError`) is kept in `busy`."""
     if isinstance(error, WarehouseBusyError):
         busy[table] = error
     if isinstance(error, PipelineError):  # its "nothing was written" is of this table only
-        return _NOTHING_WRITTEN.sub(lambda m: f'{m[1]}othing of "{table}" was written', str(error))
+        reason = _NOTHING_WRITTEN.sub(
+            lambda m: f'{m[1]}othing of "{table}" was written', str(error)
+        )
+        get_run_logger().warning('Table "%s" failed; the run goes on: %s', table, reason)
+        return reason
     unexpected.add(table)
     get_run_logger().error("Table %r failed with an unexpected error", table, exc_info=error)
     first = str(error).strip().splitlines()[0] if str(error).strip() else ""
