@@ -220,7 +220,6 @@ def impute_incremental(
         with clock.timing("fit"):
             model = _fit(
                 fit_rows,
-                db_path,
                 profile,
                 options,
                 settings,
@@ -230,7 +229,7 @@ def impute_incremental(
                 runner,
             )
     imputed, draws, quality = _impute_rows(
-        db_path, profile, new, model, options, clock, settings=settings, runner=runner
+        profile, new, model, options, clock, settings=settings, runner=runner
     )
     source = profile.source(new.frame)
     part_plan = plan_for_rows(plan, new.frame)
@@ -347,7 +346,6 @@ def _fit_rows(
 
 def _fit(
     frame: pd.DataFrame,
-    db_path: str,
     profile: TableProfile,
     options: ImputeOptions,
     settings: PipelineSettings,
@@ -361,11 +359,9 @@ def _fit(
     plan = profile.plan
     table = plan.source_table
     rows = profile.fingerprint.rows
-    scaled = scale_by_profile(db_path, profile, frame)
+    scaled = scale_by_profile(profile, frame)
     whole = rows <= settings.max_fit_rows  # the fit's own imputation is written
-    fitted = fit_on_runner(
-        db_path, table, options, scaled, settings=settings, runner=runner, written=whole
-    )
+    fitted = fit_on_runner(table, options, scaled, settings=settings, runner=runner, written=whole)
     blob, format_version = pack_imputer(fitted.imputer)
     stored = NewModel(
         source_table=table,
@@ -400,7 +396,6 @@ def _max_rowid(con: duckdb.DuckDBPyConnection, profile: TableProfile) -> int:
 
 
 def _impute_rows(
-    db_path: str,
     profile: TableProfile,
     new: NewRows,
     model: _Model,
@@ -421,7 +416,7 @@ def _impute_rows(
         scaled = Imputed(outcome.frame.loc[rows], draws)
     else:
         with clock.timing("impute"):
-            scaled = _transform(db_path, plan.source_table, new, model, options, settings, runner)
+            scaled = _transform(plan.source_table, new, model, options, settings, runner)
     imputed = clock("inverse-scale", inverse_scale.fn, scaled.frame, model.scaling, new.frame)
     draws = None if scaled.draws is None else inverse_scale_draws(scaled.draws, model.scaling)
     quality = clock(
@@ -439,7 +434,6 @@ def _impute_rows(
 
 
 def _transform(
-    db_path: str,
     table: str,
     new: NewRows,
     model: _Model,

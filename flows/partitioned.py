@@ -108,7 +108,7 @@ def impute_partitioned(
         profile = profile_request(write.con, db_path, request, settings)
         plan = profile.plan
         check_target_table(write.con, plan)  # refused before the fit; checked again at commit
-        sample, scaled = _sample(write.con, db_path, profile, options.seed, settings)
+        sample, scaled = _sample(write.con, profile, options.seed, settings)
         seconds["load-and-validate"] = time.perf_counter() - clock
         logger.info(
             "Table %r has %d rows: fitting on a sample of %d, then imputing %d partitions",
@@ -120,7 +120,7 @@ def impute_partitioned(
         log_plan(plan)
         with write.released():  # other processes may write the warehouse during the fit
             fitted = fit_on_runner(
-                db_path, request.source_table, options, scaled, settings=settings, runner=runner
+                request.source_table, options, scaled, settings=settings, runner=runner
             )
         seconds["fit"] = fitted.outcome.fit_seconds
         write.create_stage(sample, plan)
@@ -226,11 +226,9 @@ def _dry_run(
     with connect(db_path, read_only=True) as con:
         profile = profile_request(con, db_path, request, settings)
         replaces = check_target_table(con, profile.plan)
-        sample, scaled = _sample(con, db_path, profile, options.seed, settings)
+        sample, scaled = _sample(con, profile, options.seed, settings)
     seconds = {"load-and-validate": time.perf_counter() - started}
-    fitted = fit_on_runner(
-        db_path, request.source_table, options, scaled, settings=settings, runner=runner
-    )
+    fitted = fit_on_runner(request.source_table, options, scaled, settings=settings, runner=runner)
     seconds["fit"] = fitted.outcome.fit_seconds
     plan = profile.plan
     sample_plan = plan_for_rows(plan, sample.frame)
@@ -276,7 +274,7 @@ def profile_request(
     )
 
 
-def scale_by_profile(db_path: str, profile: TableProfile, frame: Any) -> Standardised:
+def scale_by_profile(profile: TableProfile, frame: Any) -> Standardised:
     """`frame` standardised by the whole table's moments, within the plan's bounds."""
     plan = profile.plan
     scale = for_table(standardise, plan.source_table)
@@ -292,7 +290,7 @@ def scale_by_profile(db_path: str, profile: TableProfile, frame: Any) -> Standar
 
 
 def _sample(
-    con: Any, db_path: str, profile: TableProfile, seed: int, settings: PipelineSettings
+    con: Any, profile: TableProfile, seed: int, settings: PipelineSettings
 ) -> tuple[SourceTable, Standardised]:
     """The fit sample, validated, and its columns scaled by the whole table's moments."""
     plan = profile.plan
@@ -300,7 +298,7 @@ def _sample(
     sample = profile.source(read_sample(con, profile, settings.max_fit_rows, seed))
     validate = for_table(validate_input, table)
     validate(sample, list(plan.columns), plan.key, plan.target_table)
-    return sample, scale_by_profile(db_path, profile, sample.frame)
+    return sample, scale_by_profile(profile, sample.frame)
 
 
 def gpu_tags(options: ImputeOptions, settings: PipelineSettings) -> list[str]:
@@ -324,7 +322,6 @@ def partition_parameters(
 
 
 def fit_on_runner(
-    db_path: str,
     table: str,
     options: ImputeOptions,
     scaled: Standardised,
