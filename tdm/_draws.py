@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import special
 
 from tdm._early_stopping import holdout_cells
@@ -220,17 +221,8 @@ def observed_correlation(Z: np.ndarray) -> np.ndarray:
     where both are observed; 0 for a pair seen together in fewer than :data:`MIN_PAIRS` rows
     or where one of them is constant there. Made positive definite (its eigenvalues at least
     1e-3) and rescaled to a unit diagonal."""
-    seen = ~np.isnan(Z)
-    x = np.where(seen, Z, 0.0)
-    w = seen.astype(np.float64)
-    n = w.T @ w  # rows where both are observed
-    with np.errstate(all="ignore"):
-        sums = x.T @ w  # [a, b]: the sum of a over the rows where b is observed too
-        means = sums / n
-        cross = x.T @ x / n - means * means.T
-        squares = (x * x).T @ w / n - means**2
-        r = cross / np.sqrt(squares * squares.T)
-    r[(n < MIN_PAIRS) | ~np.isfinite(r)] = 0.0
+    r = pd.DataFrame(Z).corr(min_periods=MIN_PAIRS).to_numpy(copy=True)  # pairwise; NaN: unknown
+    r[~np.isfinite(r)] = 0.0
     r = np.clip((r + r.T) / 2, -1.0, 1.0)
     np.fill_diagonal(r, 1.0)
     values, vectors = np.linalg.eigh(r)
