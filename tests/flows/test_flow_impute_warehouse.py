@@ -7,6 +7,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -329,6 +330,17 @@ def test_a_dask_worker_that_died_fails_the_table_by_name_not_as_a_bug() -> None:
     assert str(raised.value).endswith('Nothing of "sales" was written.')
 
 
+def _cluster_without_workers() -> Any:
+    """An in-process Dask cluster with no worker. distributed gives its IO-loop thread 10 s to
+    start (an `AssertionError` otherwise), which a starved CI machine once missed: one more try."""
+    import distributed
+
+    try:
+        return distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None)
+    except AssertionError:
+        return distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None)
+
+
 def test_a_dask_cluster_without_workers_fails_the_table_after_a_wait(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -339,10 +351,7 @@ def test_a_dask_cluster_without_workers_fails_the_table_after_a_wait(
     monkeypatch.setattr(runners, "NO_WORKER_SECONDS", 2.0)
     monkeypatch.setattr(runners, "_POLL_SECONDS", 0.2)
     settings = PipelineSettings(task_runner="dask", dask_address="tcp://127.0.0.1:1")
-    with (
-        distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with _cluster_without_workers() as cluster, distributed.Client(cluster) as client:
         for number, table in enumerate(("sales", "stock")):  # the next one does not wait again
             started = time.monotonic()
             waiting = _Future(client.submit(sum, [1, number]))
