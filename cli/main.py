@@ -628,7 +628,9 @@ def _run_demo(args: argparse.Namespace) -> int:
         f"labels: TDM {score.label_error_imputed:.1%}, the most frequent label "
         f"{score.label_error_mode:.1%}."
     )
-    _print_where_to_look(result.db_path, result.target_table, result.run_id)
+    _print_where_to_look(
+        result.db_path, result.target_table, result.run_id, result.unchanged_since or result.run_id
+    )
     return 0
 
 
@@ -669,6 +671,7 @@ def _print_warehouse(result: Any) -> None:
     """What a warehouse run wrote, a line per table (a paragraph each in a dry run), and its
     lineage run id; the tables that failed are named, the error says why."""
     from flows.steps import cells_per_column, describe_dry_run, describe_increment
+    from tasks.unchanged import UNCHANGED
 
     done = len(result.tables)
     tables = f"{done} table{'s' * (done != 1)}"
@@ -684,10 +687,19 @@ def _print_warehouse(result: Any) -> None:
         for table in result.tables.values():
             print(f"  {describe_dry_run(table)}")
         return
+    left = sum(table.status == UNCHANGED for table in result.tables.values())
+    if left:
+        tables += f" ({left} left as their last run wrote them: nothing changed since)"
     print(f"Imputed {tables} in {result.db_path} on {result.runner}{failed}:")
     for name, table in result.tables.items():
         if table.model_version is not None:
             print(f"  {describe_increment(table)}")
+            continue
+        if table.status == UNCHANGED:
+            print(
+                f"  {name} -> {table.target_table}: left as run {table.unchanged_since} wrote it "
+                "(the same source contents and settings), nothing fitted"
+            )
             continue
         cells = sum(table.cells_imputed.values())
         per_column = cells_per_column(table.cells_imputed)
@@ -710,13 +722,14 @@ def _print_result(result: Any) -> None:
 
     print(describe_result(result))
     if result.status != DRY_RUN:
+        writer = result.unchanged_since or result.run_id
         print(
             f"Lineage: run {result.run_id} in tdm_lineage; the imputed cells are listed in "
-            "tdm_imputed_cells."
+            f"tdm_imputed_cells{f' under run {writer}' * (writer != result.run_id)}."
         )
 
 
-def _print_where_to_look(db_path: str, target: str, run_id: str) -> None:
+def _print_where_to_look(db_path: str, target: str, run_id: str, cells_run: str) -> None:
     from tasks.warehouse.names import quote_identifier
 
     print(
@@ -725,7 +738,7 @@ def _print_where_to_look(db_path: str, target: str, run_id: str) -> None:
         f"  SELECT * FROM {quote_identifier(target)} LIMIT 5;\n"
         f"  SELECT * FROM tdm_lineage WHERE run_id = '{run_id}';\n"
         "  SELECT column_name, count(*) AS cells FROM tdm_imputed_cells "
-        f"WHERE run_id = '{run_id}' GROUP BY ALL;\n"
+        f"WHERE run_id = '{cells_run}' GROUP BY ALL;\n"
         f"Prefect UI: {_where_the_ui_is()} (flow impute-table)."
     )
 

@@ -25,7 +25,9 @@ from flows.settings import PipelineSettings, check_served_database
 from flows.steps import (
     ImputeOptions,
     describe_dry_run,
+    describe_result,
     finish_table,
+    leave_unchanged,
     prepare_table,
 )
 from tasks.draws import Fill
@@ -160,6 +162,12 @@ def impute_table(
             bounds,
             settings.nan_as_missing if nan_as_missing is None else nan_as_missing,
         )
+        if increment is None:
+            options = options.for_request(request, settings)
+            unchanged = leave_unchanged(db, request, options, settings, dry_run=dry_run)
+            if unchanged is not None:
+                get_run_logger().info("%s", describe_result(unchanged), extra={OUTCOME: True})
+                return unchanged
         return _impute_table(db, request, options, increment, settings, dry_run)
 
     return run_guarded(body, f'Table "{source_table}"')

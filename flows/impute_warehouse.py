@@ -31,6 +31,7 @@ from flows.steps import (
     PreparedTable,
     describe_result,
     finish_table,
+    leave_unchanged,
     prepare_table,
 )
 from schemas.warehouse import WarehouseConfig, WarehouseConfigError, load_warehouse_config
@@ -152,6 +153,7 @@ def _impute_warehouse(
     unexpected: set[str] = set()  # tables that failed with an error not foreseen
     busy: dict[str, WarehouseBusyError] = {}  # tables that found the warehouse locked
     options: dict[str, ImputeOptions] = {}
+    left: dict[str, ImputeTableResult] = {}  # tables whose targets stand (`leave_unchanged`)
     prepared: dict[str, PreparedTable] = {}
     large: list[TableRequest] = []  # imputed in partitions, one at a time, after the rest
     increments: dict[str, IncrementalRequest] = {}  # incremental runs, one at a time, last
@@ -191,6 +193,11 @@ def _impute_warehouse(
             if entry.incremental:
                 increments[entry.table] = IncrementalRequest(entry.watermark)
                 large.append(request)
+                continue
+            chosen = options[entry.table] = options[entry.table].for_request(request, settings)
+            unchanged = leave_unchanged(db, request, chosen, settings, dry_run=dry_run)
+            if unchanged is not None:
+                left[entry.table] = unchanged
                 continue
             if count_rows_to_partition(db, entry.table, settings) is not None:
                 large.append(request)
@@ -258,6 +265,7 @@ def _impute_warehouse(
                 failures[table] = _reason(error, table, unexpected, busy)
     if busy and len(busy) == len(failures):  # only locks: the run-level retries may succeed
         raise next(iter(busy.values()))
+    results = {e.table: (results | left)[e.table] for e in spec.tables if e.table in results | left}
     done = WarehouseResult(db, runner_name, results, dry_run, failed=tuple(failures))
     for table in results.values():
         if table.model_version is None:  # an incremental run logged its own
@@ -267,7 +275,8 @@ def _impute_warehouse(
         publish_warehouse_report(
             name,
             lambda: warehouse_report_markdown(name, db, results, failures),
-            f"Warehouse run {name}: {len(results)} tables written, {len(failures)} failed",
+            f"Warehouse run {name}: {len(results) - len(left)} tables written, "
+            f"{len(left)} unchanged, {len(failures)} failed",
         )
     if failures:
         listed = "".join(f"\n  [{table}] {reason}" for table, reason in failures.items())

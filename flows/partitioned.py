@@ -180,6 +180,7 @@ def impute_partitioned(
             quality=merge_reports(reports),
             seed=options.seed,
             hyperparameters=options.recorded(),
+            recipe=options.recipe,
         )
         written, lineage = write.commit(lineage)
     result = table_result(written, lineage, seconds)

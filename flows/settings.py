@@ -136,6 +136,13 @@ class PipelineSettings(BaseSettings):
         description="Impute the NaN values of FLOAT and DOUBLE columns as missing cells; "
         "without it a column to impute that holds NaN (a value in DuckDB, not NULL) is refused.",
     )
+    skip_unchanged: bool = Field(
+        default=True,
+        description="Leave a whole-table target as it is when an earlier run wrote it from the "
+        "same source contents with the same settings, seed and package versions, and nobody "
+        "changed it since: the run records that in tdm_lineage (status unchanged) instead of "
+        "fitting again. False: every run fits and writes.",
+    )
 
     task_runner: Literal["threads", "dask"] = Field(
         default="threads",

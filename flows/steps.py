@@ -3,17 +3,20 @@
 `prepare_table` (load, validate, standardise) and `finish_table` (inverse scale, quality checks,
 write-back with lineage, run report) run in the flow's own process: DuckDB allows one writing
 process per file, so only the imputation between them is ever sent to a task runner. Each task
-run is named after its task and table and tagged with them (`flows.runs.for_table`). A dry run
-stops before the write: the file is only ever opened read-only, and the result says what a run
-would have written.
+run is named after its task and table (`flows.runs.for_table`). A dry run stops before the
+write: the file is only ever opened read-only, and the result says what a run would have
+written. Before any of it, `leave_unchanged` finds a whole table whose target a run would write
+again as it is (`tasks.unchanged`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -28,12 +31,13 @@ from tasks.artifacts import log_quality_warnings, publish_run_report
 from tasks.draws import Fill
 from tasks.errors import PipelineInputError, problem
 from tasks.frames import as_value_frame
-from tasks.lineage import LineageRecord, current_run
+from tasks.lineage import LineageRecord, current_run, package_versions
 from tasks.load import SourceTable, load_table
 from tasks.quality import check_quality
 from tasks.results import ImputationOutcome, ImputeTableResult, WriteResult
 from tasks.scaling import Standardised, inverse_scale, inverse_scale_draws, standardise
 from tasks.targets import check_target_writable
+from tasks.unchanged import UNCHANGED, record_unchanged, unchanged_target
 from tasks.validate import (
     ImputationPlan,
     TableRequest,
@@ -56,6 +60,7 @@ __all__ = [
     "describe_result",
     "dry_run_result",
     "finish_table",
+    "leave_unchanged",
     "log_plan",
     "plan_for_rows",
     "prepare_table",
@@ -81,6 +86,7 @@ class ImputeOptions:
     spread_threshold: float = SPREAD_THRESHOLD
     fill: Fill = "point"
     draws: int = 0
+    recipe: str | None = None
 
     @classmethod
     def from_settings(
@@ -112,6 +118,10 @@ class ImputeOptions:
             **{name: getattr(checked, name) for name in chosen},
         )
 
+    def for_request(self, request: TableRequest, settings: PipelineSettings) -> ImputeOptions:
+        """These options with the recipe of a whole-table run of `request` (`run_recipe`)."""
+        return replace(self, recipe=run_recipe(request, self, settings))
+
     def filled(self) -> dict[str, Any]:
         """What the target receives (`fill`) and how many draws measure each cell (`draws`),
         as a lineage row records them."""
@@ -132,6 +142,65 @@ class PreparedTable:
     scaled: Standardised | None
     seconds: dict[str, float]
     target_exists: bool = False
+
+
+def run_recipe(request: TableRequest, options: ImputeOptions, settings: PipelineSettings) -> str:
+    """A hash of all that shapes the target a whole-table run of `request` writes but the
+    source's contents: the request (but `replace_target`), the options (the imputer's settings,
+    seed, fill, draws, quality thresholds), the settings that split or place the work (the
+    target suffix, TDM_MAX_FIT_ROWS, TDM_PARTITION_ROWS, the torch threads, whether CUDA is
+    there) and the packages' versions."""
+    import torch
+
+    split = ("target_suffix", "max_fit_rows", "partition_rows", "torch_threads")
+    shaping = {
+        "request": {**asdict(request), "replace_target": None},
+        "options": {**asdict(options), "started": None, "recipe": None},
+        "settings": {name: getattr(settings, name) for name in split},
+        "cuda": torch.cuda.is_available(),
+        "versions": package_versions(),
+    }
+    text = json.dumps(shaping, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def leave_unchanged(
+    db_path: str,
+    request: TableRequest,
+    options: ImputeOptions,
+    settings: PipelineSettings,
+    *,
+    dry_run: bool = False,
+) -> ImputeTableResult | None:
+    """The result of a run of `request` that leaves its target as an earlier run with the same
+    recipe wrote it (`tasks.unchanged`), its lineage row recorded (a dry run's result says so,
+    status "dry-run", and writes nothing); None
+    when the table is to be imputed: TDM_SKIP_UNCHANGED is off, the source is to be updated in
+    place, the options have no recipe (an incremental run) or no earlier run's target stands."""
+    if not settings.skip_unchanged or request.replace_source or options.recipe is None:
+        return None
+    table = request.source_table
+    found = for_table(unchanged_target, table)(db_path, table, options.recipe)
+    run = current_run(options.started)
+    if found is not None and not dry_run:
+        found = for_table(record_unchanged, table)(db_path, table, options.recipe, run)
+    if found is None:
+        return None
+    return ImputeTableResult(
+        run_id=run.run_id,
+        db_path=db_path,
+        source_table=table,
+        target_table=found.target_table,
+        replaced_existing=False,
+        status=DRY_RUN if dry_run else UNCHANGED,
+        rows=found.rows,
+        cells_imputed=found.cells_imputed,
+        device=None,
+        n_iter=None,
+        final_loss=None,
+        fit_seconds=0.0,
+        unchanged_since=found.written_by,
+    )
 
 
 def prepare_table(db_path: str, request: TableRequest, *, target_suffix: str) -> PreparedTable:
@@ -237,6 +306,7 @@ def finish_table(
         seed=options.seed,
         hyperparameters=options.recorded(),
         draws=draws,
+        recipe=options.recipe,
     )
     written = clock("write-back", for_table(write_back, table), source, plan, imputed, lineage)
     result = table_result(written, lineage, clock.seconds)
@@ -358,6 +428,13 @@ def describe_result(result: ImputeTableResult) -> str:
     `describe_increment` for an incremental run's)."""
     if result.status == DRY_RUN:
         return describe_dry_run(result)
+    if result.status == UNCHANGED:
+        return (
+            f"Left {result.target_table!r} as run {result.unchanged_since} wrote it: "
+            f"{result.source_table!r} holds what that run read and the settings are the same "
+            f"({result.rows} rows, {sum(result.cells_imputed.values())} cells imputed then), so "
+            "nothing was fitted (TDM_SKIP_UNCHANGED=false fits it again)."
+        )
     if result.model_version is not None:
         return describe_increment(result)
     replaced = " (it replaced the existing table of that name)" if result.replaced_existing else ""
@@ -384,6 +461,13 @@ def describe_result(result: ImputeTableResult) -> str:
 
 def describe_dry_run(result: ImputeTableResult) -> str:
     """One paragraph: what the dry run `result` checked and what a run would write."""
+    if result.unchanged_since is not None:
+        return (
+            f"Dry run of {result.source_table!r}, nothing written to {result.db_path}: a run "
+            f"would leave {result.target_table!r} as run {result.unchanged_since} wrote it "
+            "(the source holds what that run read and the settings are the same) and add its "
+            "tdm_lineage row; nothing would be fitted."
+        )
     cells = sum(result.cells_imputed.values())
     per_column = cells_per_column(result.cells_imputed)
     if result.target_table == result.source_table:

@@ -54,7 +54,9 @@ CREATE TABLE IF NOT EXISTS {LINEAGE_TABLE} (
     rows_reused BIGINT,
     refit_reason VARCHAR,
     drift JSON,
-    target_marker VARCHAR
+    target_marker VARCHAR,
+    recipe_hash VARCHAR,
+    target_hash VARCHAR
 )
 """
 
@@ -81,6 +83,8 @@ _ADDED_COLUMNS = (
     (LINEAGE_TABLE, "refit_reason VARCHAR"),
     (LINEAGE_TABLE, "drift JSON"),
     (LINEAGE_TABLE, "target_marker VARCHAR"),
+    (LINEAGE_TABLE, "recipe_hash VARCHAR"),
+    (LINEAGE_TABLE, "target_hash VARCHAR"),
     (IMPUTED_CELLS_TABLE, "model_version BIGINT"),
     (IMPUTED_CELLS_TABLE, "low DOUBLE"),
     (IMPUTED_CELLS_TABLE, "high DOUBLE"),
@@ -108,8 +112,11 @@ without one of them is not the pipeline's."""
 class LineageSchema(pa.DataFrameModel):
     """One row of `tdm_lineage`: what ran, on what, with which settings, and what came out.
 
-    `status` is "imputed" (the target written whole), "copied" (no missing cell) or "appended"
-    (an incremental run: only the rows new since the last run imputed and added to the target).
+    `status` is "imputed" (the target written whole), "copied" (no missing cell), "appended"
+    (an incremental run: only the rows new since the last run imputed and added to the target)
+    or "unchanged" (nothing written: the source, the settings and the target were as a run left
+    them, `recipe_hash` and `target_hash` below; the row repeats that run's record, its
+    `target_marker` names it, and its imputed cells stay listed under that run's id).
     Runs with a stored model (`tdm_models`) fill the last five fields: `model_version` (the
     model that imputed the run's cells), `rows_new` and `rows_reused` (rows imputed now, rows
     kept as an earlier run wrote them), `refit_reason` (why a model was fitted, NULL when the
@@ -117,6 +124,9 @@ class LineageSchema(pa.DataFrameModel):
     data, JSON); other runs leave them NULL. `target_marker` is the comment the run left on the
     target table it wrote (`tasks.targets.target_marker`; NULL for a source updated in place):
     a later run replaces a table only if it still carries the marker of a run that wrote it.
+    A run that writes a whole target records `recipe_hash`, a hash of all that shapes it but
+    the source's contents (the request, settings, seed and package versions), and
+    `target_hash`, the target's fingerprint as written; other runs leave them NULL.
     """
 
     run_id: Series[str]
@@ -143,13 +153,15 @@ class LineageSchema(pa.DataFrameModel):
     quality_passed: Series[bool]
     quality_report: Series[str]
     package_versions: Series[str]
-    status: Series[str] = pa.Field(isin=["imputed", "copied", "appended"])
+    status: Series[str] = pa.Field(isin=["imputed", "copied", "appended", "unchanged"])
     model_version: Series[float] = pa.Field(nullable=True, ge=1)
     rows_new: Series[float] = pa.Field(nullable=True, ge=0)
     rows_reused: Series[float] = pa.Field(nullable=True, ge=0)
     refit_reason: Series[str] = pa.Field(nullable=True)
     drift: Series[str] = pa.Field(nullable=True)
     target_marker: Series[str] = pa.Field(nullable=True)
+    recipe_hash: Series[str] = pa.Field(nullable=True)
+    target_hash: Series[str] = pa.Field(nullable=True)
 
     class Config:
         strict = True

@@ -93,7 +93,8 @@ class ModelUse:
 class LineageRecord:
     """Everything a lineage row holds except the finish time, which the writer stamps; and
     what the draws of the imputed cells show, in the data's units, for `tdm_imputed_cells`
-    (None: no draws made)."""
+    (None: no draws made). `recipe`: the run's recipe hash (`flows.steps.run_recipe`; None:
+    a run that is never skipped); the writer sets `target_hash` and `target_marker`."""
 
     run: RunInfo
     source: SourceTable
@@ -106,6 +107,8 @@ class LineageRecord:
     model: ModelUse | None = None
     target_marker: str | None = None
     draws: CellDraws | None = None
+    recipe: str | None = None
+    target_hash: str | None = None
 
     @property
     def status(self) -> str:
@@ -150,6 +153,8 @@ class LineageRecord:
             "refit_reason": model.refit_reason if model else None,
             "drift": _json(model.drift) if model and model.drift is not None else None,
             "target_marker": self.target_marker,
+            "recipe_hash": self.recipe,
+            "target_hash": self.target_hash,
         }
         frame = pd.DataFrame([row])
         for name in ("started_at", "finished_at"):

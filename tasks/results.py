@@ -115,7 +115,8 @@ class ImputeTableResult:
     whether it appended to the target (False: the target was written anew). `could_be_not_null`:
     the imputed columns the source declares nullable that hold no NULL now (`WriteResult`);
     `not_imputed`: sentences naming the columns left as they are, NULLs included, and why
-    (`tasks.validate.not_imputed_notes`)."""
+    (`tasks.validate.not_imputed_notes`); `unchanged_since`: with status "unchanged", the run
+    that wrote the target this run left as it was (`tasks.unchanged`)."""
 
     run_id: str
     db_path: str
@@ -138,3 +139,4 @@ class ImputeTableResult:
     appended: bool | None = None
     could_be_not_null: tuple[str, ...] = ()
     not_imputed: tuple[str, ...] = ()
+    unchanged_since: str | None = None

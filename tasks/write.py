@@ -266,7 +266,9 @@ class TableWriter:
                     files += self._store_model(model, lineage)
                 created = self.mode != WriteMode.APPEND or self.replace or not exists
                 marker = self._mark(plan, lineage.run.run_id, created=created)
-                insert_lineage(self.con, replace(lineage, target_marker=marker))
+                written_hash = self._target_hash(plan)
+                lineage = replace(lineage, target_marker=marker, target_hash=written_hash)
+                insert_lineage(self.con, lineage)
         except BaseException:
             for file in files:  # the transaction is undone: so is its model file
                 file.unlink(missing_ok=True)
@@ -378,6 +380,15 @@ class TableWriter:
         quoted = marker.replace("'", "''")
         self.con.execute(f"COMMENT ON TABLE {quote_table(plan.target_table)} IS '{quoted}'")
         return marker
+
+    def _target_hash(self, plan: ImputationPlan) -> str | None:
+        """The fingerprint of a target this write made whole (`NEW`, `PARTITIONED`), which a
+        later run with the same recipe compares to leave it as it is; else None."""
+        if self.mode not in (WriteMode.NEW, WriteMode.PARTITIONED):
+            return None
+        target = find_table(self.con, plan.target_table, whole_name=False)
+        assert target is not None
+        return fingerprint_table(self.con, target).content_hash
 
     def _store_model(self, model: NewModel, lineage: LineageRecord) -> list[Path]:
         """Store the fitted model as the version the lineage names; the file written (if any)."""

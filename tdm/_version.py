@@ -1,3 +1,3 @@
 """The library's version: recorded by every saved imputer and every benchmark result."""
 
-__version__ = "0.21.0"
+__version__ = "0.22.0"

@@ -362,9 +362,12 @@ def warehouse_report_markdown(
     failures: Mapping[str, str],
 ) -> str:
     """The markdown summary of a warehouse run `name`: a row per table of the config (written,
-    or failed with its reason), its target, rows, cells imputed and seconds."""
-    done, total = len(results), len(results) + len(failures)
+    left unchanged, or failed with its reason), its target, rows, cells imputed and seconds."""
+    left = [table for table, result in results.items() if result.unchanged_since is not None]
+    done, total = len(results) - len(left), len(results) + len(failures)
     verdict = f"{done} of {total} tables written"
+    if left:
+        verdict += f", {len(left)} unchanged"
     if failures:
         verdict += f", {len(failures)} failed"
     lines = [
@@ -378,6 +381,8 @@ def warehouse_report_markdown(
     ]
     for table, result in results.items():
         outcome = "copied (nothing missing)" if result.status == "copied" else "written"
+        if result.unchanged_since is not None:
+            outcome = f"unchanged (as run {code_span(result.unchanged_since)} wrote it)"
         cells = sum(result.cells_imputed.values())
         lines.append(
             f"| {code_span(table)} | {outcome} | {code_span(result.target_table)} | "

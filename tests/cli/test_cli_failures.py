@@ -159,8 +159,8 @@ def test_each_warning_is_shown_once_per_command(capsys: pytest.CaptureFixture[st
 def test_the_first_step_waits_for_a_lock_released_seconds_later(
     warehouse: Path, tmp_path: Path
 ) -> None:
-    """Bug: count-rows, the first step, had no retry: a lock released seconds after it first
-    failed ended the run at once."""
+    """Bug: count-rows, the first step then, had no retry: a lock released seconds after it
+    first failed ended the run at once. (The first step is check-unchanged now.)"""
     code = textwrap.dedent(
         f"""
         import duckdb, time
@@ -182,7 +182,7 @@ def test_the_first_step_waits_for_a_lock_released_seconds_later(
                 stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 90
-        while "count-rows" not in log.read_text() and time.monotonic() < deadline:
+        while "check-unchanged" not in log.read_text() and time.monotonic() < deadline:
             assert tdm.poll() is None, log.read_text()
             time.sleep(0.2)
         assert "locked by another process" in log.read_text()  # the first try met the lock

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 FAST = {"max_iter": 5}
 TABLE_STEPS = (
-    "count-rows", "load-table", "validate-input", "check-target", "standardise", "impute",
+    "check-unchanged", "count-rows", "load-table", "validate-input", "check-target", "standardise", "impute",
     "inverse-scale", "check-quality", "write-back",
 )  # fmt: skip
 

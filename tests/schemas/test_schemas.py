@@ -62,7 +62,8 @@ def _lineage_row(**changes: object) -> pd.DataFrame:
         "n_iter": 5, "final_loss": 0.1, "fit_seconds": 1.0, "quality_passed": True,
         "quality_report": "{}", "package_versions": "{}", "status": "imputed",
         "model_version": None, "rows_new": None, "rows_reused": None, "refit_reason": None,
-        "drift": None, "target_marker": "written by tdm-impute, run r",
+        "drift": None, "target_marker": "written by tdm-impute, run r", "recipe_hash": "c" * 32,
+        "target_hash": "d" * 32,
     }  # fmt: skip
     row.update(changes)
     return pd.DataFrame([row])
