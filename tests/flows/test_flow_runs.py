@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 FAST = {"max_iter": 5}
 TABLE_STEPS = (
-    "check-unchanged", "count-rows", "load-table", "validate-input", "check-target", "standardise", "impute",
-    "inverse-scale", "check-quality", "write-back",
+    "check-unchanged", "count-rows", "load-table", "validate-input", "check-target",
+    "standardise", "impute", "inverse-scale", "check-quality", "write-back",
 )  # fmt: skip
 
 
