@@ -146,10 +146,11 @@ class PreparedTable:
 
 def run_recipe(request: TableRequest, options: ImputeOptions, settings: PipelineSettings) -> str:
     """A hash of all that shapes the target a whole-table run of `request` writes but the
-    source's contents: the request (but `replace_target`), the options (the imputer's settings,
-    seed, fill, draws, quality thresholds), the settings that split or place the work (the
-    target suffix, TDM_MAX_FIT_ROWS, TDM_PARTITION_ROWS, the torch threads, whether CUDA is
-    there) and the packages' versions."""
+    source's contents and definition (which the lineage row adds, `table_recipe`): the request
+    (but `replace_target`), the options (the imputer's settings, seed, fill, draws, quality
+    thresholds), the settings that split or place the work (the target suffix,
+    TDM_MAX_FIT_ROWS, TDM_PARTITION_ROWS, the torch threads, whether CUDA is there) and the
+    packages' versions."""
     import torch
 
     split = ("target_suffix", "max_fit_rows", "partition_rows", "torch_threads")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import uuid
@@ -19,7 +20,14 @@ from tasks.quality import QualityReport
 from tasks.results import CellDraws, ImputationOutcome
 from tasks.validate import ImputationPlan
 
-__all__ = ["LineageRecord", "ModelUse", "RunInfo", "current_run", "package_versions"]
+__all__ = [
+    "LineageRecord",
+    "ModelUse",
+    "RunInfo",
+    "current_run",
+    "package_versions",
+    "table_recipe",
+]
 
 _PACKAGES = (
     "tdm-impute",
@@ -153,13 +161,22 @@ class LineageRecord:
             "refit_reason": model.refit_reason if model else None,
             "drift": _json(model.drift) if model and model.drift is not None else None,
             "target_marker": self.target_marker,
-            "recipe_hash": self.recipe,
+            "recipe_hash": (
+                table_recipe(self.recipe, self.source.table.definition) if self.recipe else None
+            ),
             "target_hash": self.target_hash,
         }
         frame = pd.DataFrame([row])
         for name in ("started_at", "finished_at"):
             frame[name] = frame[name].astype("datetime64[us, UTC]")
         return LineageSchema.validate(frame)
+
+
+def table_recipe(recipe: str, definition: str) -> str:
+    """The recipe hash a lineage row records: the run's `recipe` (`flows.steps.run_recipe`)
+    with the source's definition (its CREATE statement: its constraints bound the imputed
+    values and the target is made from it)."""
+    return hashlib.sha256(f"{recipe}\x1f{definition}".encode()).hexdigest()[:32]
 
 
 def _json(value: object) -> str:

@@ -1,13 +1,13 @@
 """Whole-table runs that would write what their target holds already: found, and recorded
 instead of fitted again.
 
-A run that writes a whole target records its recipe (`LineageRecord.recipe`: all that shapes
-the target but the source's contents) and the target's fingerprint. A later run with the same
-recipe leaves the target as it is when the source's fingerprint is the one that run read, no
-run has written the target since, and the target still carries that run's marker and
-fingerprint (nobody changed it). Such a run adds a lineage row, status "unchanged", that repeats
-that run's record, and no imputed cells: the ones listed under the run that wrote the target
-describe it still.
+A run that writes a whole target records its recipe (`LineageRecord.recipe` with the source's
+definition: all that shapes the target but the source's contents) and the target's
+fingerprint. A later run with the same recipe leaves the target as it is when the source's
+fingerprint is the one that run read, no run has written the target since, and the target
+still carries that run's marker and fingerprint (nobody changed it). Such a run adds a lineage
+row, status "unchanged", that repeats that run's record, and no imputed cells: the ones listed
+under the run that wrote the target describe it still.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 import duckdb
 
 from schemas.lineage import LINEAGE_TABLE
-from tasks.lineage import RunInfo
+from tasks.lineage import RunInfo, table_recipe
 from tasks.retry import warehouse_task
 from tasks.targets import table_comment, target_marker
 from tasks.warehouse.names import same_table
@@ -53,13 +53,14 @@ def find_unchanged(
     (see the module's docstring); None when there is none, or the file's lineage predates
     recipes."""
     lineage = find_table(con, LINEAGE_TABLE, whole_name=False)
-    if lineage is None or lineage.column("recipe_hash") is None:
+    source = find_table(con, source_table)
+    if lineage is None or lineage.column("recipe_hash") is None or source is None:
         return None
     found = con.execute(
         f"SELECT run_id, finished_at, target_table, source_rows, source_hash, target_marker, "
         f'target_hash, "rows", cells_imputed FROM {LINEAGE_TABLE} WHERE recipe_hash = ? '
         "ORDER BY finished_at DESC LIMIT 1",
-        [recipe],
+        [table_recipe(recipe, source.definition)],
     ).fetchall()
     if not found:
         return None
@@ -71,9 +72,8 @@ def find_unchanged(
     ).fetchall()
     if any(same_table(name, target) for (name,) in later):
         return None
-    source = find_table(con, source_table)
     written = find_table(con, target, whole_name=False)
-    if source is None or written is None or marker is None or target_hash is None:
+    if written is None or marker is None or target_hash is None:
         return None
     before = fingerprint_table(con, source)
     if (before.rows, before.content_hash) != (source_rows, source_hash):

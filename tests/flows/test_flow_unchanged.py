@@ -76,7 +76,7 @@ def test_a_changed_source_setting_or_target_is_imputed_again(
 ) -> None:
     """A run fits and writes again when anything that shapes its target differs from the last
     run's: the target changed by hand (it is written anew), another run wrote the target
-    since, the source's contents, or TDM_SKIP_UNCHANGED=false."""
+    since, the source's definition or contents, or TDM_SKIP_UNCHANGED=false."""
 
     def run(seed: int = 3) -> str:
         return impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=seed).status
@@ -89,6 +89,8 @@ def test_a_changed_source_setting_or_target_is_imputed_again(
     assert run(seed=4) == "imputed"
     assert run() == "imputed"  # the seed-4 run wrote the target after the seed-3 one
     assert run() == "unchanged"
+    _execute(warehouse, "ALTER TABLE readings ALTER COLUMN visits SET DEFAULT 0")
+    assert run() == "imputed"  # the target is made from the source's definition
     _execute(warehouse, "UPDATE readings SET pressure = pressure + 1 WHERE id = 2")
     assert run() == "imputed"
     monkeypatch.setenv("TDM_SKIP_UNCHANGED", "false")
