@@ -1,6 +1,6 @@
-"""The `tdm` command: `impute`, `demo` and `warehouse` run flows here; `bench`, `serve`, `run` and
-`models` are registered from their own modules (`benchmarks.cli`, `cli.deployments`,
-`cli.models`)."""
+"""The `tdm` command: `impute`, `demo` and `warehouse` run flows here; `bench`, `serve`, `run`,
+`models` and `records` are registered from their own modules (`benchmarks.cli`,
+`cli.deployments`, `cli.models`, `cli.records`)."""
 
 from __future__ import annotations
 
@@ -404,9 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_verbosity_flags(commands.choices["bench"])
     from cli.deployments import add_deployment_commands
     from cli.models import add_models_command
+    from cli.records import add_records_command
 
     add_deployment_commands(commands)
     add_models_command(commands)
+    add_records_command(commands)
     return parser
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "check_target_table",
     "check_target_writable",
     "check_warehouse_targets",
+    "marked_run",
     "table_comment",
     "target_marker",
     "written_by_pipeline",
@@ -220,6 +221,12 @@ def check_record_tables(con: duckdb.DuckDBPyConnection) -> None:
 def target_marker(run_id: str) -> str:
     """The comment a run leaves on the target table it writes."""
     return f"written by tdm-impute, run {run_id}"
+
+
+def marked_run(marker: str | None) -> str | None:
+    """The run id a target marker (`target_marker`) names; None for another comment."""
+    prefix = target_marker("")
+    return marker[len(prefix) :] if marker and marker.startswith(prefix) else None
 
 
 def table_comment(con: duckdb.DuckDBPyConnection, table: str) -> str | None:

@@ -21,7 +21,7 @@ import duckdb
 from schemas.lineage import LINEAGE_TABLE
 from tasks.lineage import RunInfo, table_recipe
 from tasks.retry import warehouse_task
-from tasks.targets import table_comment, target_marker
+from tasks.targets import marked_run, table_comment
 from tasks.warehouse.names import same_table
 from tasks.warehouse.tables import connect, find_table, fingerprint_table
 from tasks.write import transaction
@@ -84,7 +84,7 @@ def find_unchanged(
         return None
     return Unchanged(
         run_id=run_id,
-        written_by=_marked_run(marker),
+        written_by=marked_run(marker) or run_id,
         finished_at=finished,
         target_table=target,
         rows=int(rows),
@@ -129,9 +129,3 @@ def record_unchanged(
                     ],
                 )
         return found
-
-
-def _marked_run(marker: str) -> str:
-    """The run id a target marker (`target_marker`) names."""
-    prefix = target_marker("")
-    return marker[len(prefix) :] if marker.startswith(prefix) else marker
