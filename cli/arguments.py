@@ -204,5 +204,8 @@ def add_incremental_flags(parser: argparse.ArgumentParser) -> None:
         "value are new (COLUMN is never imputed, like a key)",
     )
     parser.add_argument(
-        "--refit", action="store_true", help="incremental runs: fit a new model version now"
+        "--refit",
+        action="store_true",
+        help="fit now: an incremental run fits a new model version, a whole-table run fits "
+        "and writes even when its table is unchanged since the last run",
     )

@@ -210,7 +210,8 @@ def interrupted_message(
 ) -> str:
     """What `tdm <command>` says when stopped (`how`: "interrupted" by Ctrl-C, or by a
     signal): the tables that `db_path`'s lineage records as written by runs started since
-    `since` (each in one transaction, so every other one is as it was), or, when the file
+    `since` (each in one transaction, so every other one is as it was; those left unchanged
+    are not named), or, when the file
     cannot be read now, where to look."""
     import duckdb
 
@@ -225,7 +226,7 @@ def interrupted_message(
         with duckdb.connect(db_path, read_only=True) as con:
             rows = con.execute(
                 f"SELECT target_table, run_id FROM {LINEAGE_TABLE} WHERE started_at >= ? "
-                "ORDER BY finished_at",
+                "AND status <> 'unchanged' ORDER BY finished_at",
                 [since],
             ).fetchall()
     except duckdb.CatalogException:  # no lineage table: nothing was ever written

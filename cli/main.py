@@ -671,33 +671,35 @@ def _run_warehouse(args: argparse.Namespace) -> int:
 
 def _print_warehouse(result: Any) -> None:
     """What a warehouse run wrote, a line per table (a paragraph each in a dry run), and its
-    lineage run id; the tables that failed are named, the error says why."""
+    lineage run id; the tables left as their last run wrote them are counted apart, and the
+    tables that failed are named (the error says why)."""
     from flows.steps import cells_per_column, describe_dry_run, describe_increment
-    from tasks.unchanged import UNCHANGED
 
     done = len(result.tables)
+    left = sum(table.unchanged_since is not None for table in result.tables.values())
     tables = f"{done} table{'s' * (done != 1)}"
-    failed = ""
-    if result.failed:
-        tables = f"{done} of {done + len(result.failed)} tables"
-        failed = f" ({', '.join(result.failed)} failed: the reasons follow)"
+    if result.failed or left:  # "3 of 10 tables ..., left 7 as their last run wrote them"
+        tables = f"{done - left} of {done + len(result.failed)} tables"
+    failed = f" ({', '.join(result.failed)} failed: the reasons follow)" * bool(result.failed)
+    kept = f"left {left} as their last run wrote them (nothing changed since)"
     if result.dry_run:
+        would = f", {kept.replace('left', 'leave', 1)}" * bool(left)
         print(
             f"Dry run, nothing written to {result.db_path}: a run would impute {tables} on "
-            f"{result.runner} (the quality checks passed){failed}:"
+            f"{result.runner} (the quality checks passed){would}{failed}:"
         )
         for table in result.tables.values():
             print(f"  {describe_dry_run(table)}")
         return
-    left = sum(table.status == UNCHANGED for table in result.tables.values())
-    if left:
-        tables += f" ({left} left as their last run wrote them: nothing changed since)"
-    print(f"Imputed {tables} in {result.db_path} on {result.runner}{failed}:")
+    print(
+        f"Imputed {tables} in {result.db_path} on {result.runner}"
+        f"{f', {kept}' * bool(left)}{failed}:"
+    )
     for name, table in result.tables.items():
         if table.model_version is not None:
             print(f"  {describe_increment(table)}")
             continue
-        if table.status == UNCHANGED:
+        if table.unchanged_since is not None:
             print(
                 f"  {name} -> {table.target_table}: left as run {table.unchanged_since} wrote it "
                 "(the same source contents and settings), nothing fitted"
@@ -710,9 +712,10 @@ def _print_warehouse(result: Any) -> None:
         print(f"  {name} -> {table.target_table}{replaced}: {table.rows} rows, {what}")
     if result.tables:
         run_id = next(iter(result.tables.values())).run_id
+        elsewhere = "; a table left as it was has its cells under the run that wrote it"
         print(
             f"Lineage: run {run_id} in tdm_lineage, one row per table; the imputed cells are "
-            "listed in tdm_imputed_cells (by run_id and target_table)."
+            f"listed in tdm_imputed_cells (by run_id and target_table){elsewhere * bool(left)}."
         )
 
 

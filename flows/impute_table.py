@@ -108,7 +108,9 @@ def impute_table(
         watermark: Incremental runs without a key: a column that grows with each load (a time
             stamp, a batch number); rows above the target's highest value are new. Never
             imputed: left out of the default columns, like the key.
-        refit: Incremental runs: fit a new model version now.
+        refit: Fit now: an incremental run fits a new model version, a whole-table run fits
+            and writes even when its table is unchanged since the last run (see
+            TDM_SKIP_UNCHANGED).
         nan_as_missing: Impute the NaN values of FLOAT and DOUBLE columns as missing cells;
             without it a column to impute that holds NaN (a value in DuckDB, not NULL) is
             refused. Empty: TDM_NAN_AS_MISSING.
@@ -124,10 +126,9 @@ def impute_table(
     increment = IncrementalRequest(watermark, refit) if incremental else None
 
     def body() -> ImputeTableResult:
-        if increment is None and (watermark is not None or refit):
-            given = "watermark" if watermark is not None else "refit"
+        if increment is None and watermark is not None:
             raise PipelineInputError(
-                f"The {given} parameter (--{given}) is for incremental runs, and table "
+                "The watermark parameter (--watermark) is for incremental runs, and table "
                 f'"{source_table}" was not asked to be imputed incrementally, so nothing was '
                 "written: add the incremental parameter (--incremental), or leave it out."
             )
@@ -164,7 +165,9 @@ def impute_table(
         )
         if increment is None:
             options = options.for_request(request, settings)
-            unchanged = leave_unchanged(db, request, options, settings, dry_run=dry_run)
+            unchanged = None
+            if not refit:
+                unchanged = leave_unchanged(db, request, options, settings, dry_run=dry_run)
             if unchanged is not None:
                 get_run_logger().info("%s", describe_result(unchanged), extra={OUTCOME: True})
                 return unchanged

@@ -265,7 +265,8 @@ def _impute_warehouse(
                 failures[table] = _reason(error, table, unexpected, busy)
     if busy and len(busy) == len(failures):  # only locks: the run-level retries may succeed
         raise next(iter(busy.values()))
-    results = {e.table: (results | left)[e.table] for e in spec.tables if e.table in results | left}
+    finished = results | left
+    results = {e.table: finished[e.table] for e in spec.tables if e.table in finished}
     done = WarehouseResult(db, runner_name, results, dry_run, failed=tuple(failures))
     for table in results.values():
         if table.model_version is None:  # an incremental run logged its own
@@ -283,7 +284,7 @@ def _impute_warehouse(
         if dry_run:
             others = "a dry run: nothing written"
         elif len(failures) < len(spec.tables):
-            others = "the others were written"
+            others = "the others were written" + " or left as they were" * bool(left)
         else:
             others = "none written"
         again = ""

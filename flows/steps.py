@@ -12,12 +12,14 @@ again as it is (`tasks.unchanged`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import pandas as pd
@@ -119,7 +121,10 @@ class ImputeOptions:
         )
 
     def for_request(self, request: TableRequest, settings: PipelineSettings) -> ImputeOptions:
-        """These options with the recipe of a whole-table run of `request` (`run_recipe`)."""
+        """These options with the recipe of a whole-table run of `request` (`run_recipe`;
+        none for a source updated in place, which is never left unchanged)."""
+        if request.replace_source:
+            return self
         return replace(self, recipe=run_recipe(request, self, settings))
 
     def filled(self) -> dict[str, Any]:
@@ -146,23 +151,44 @@ class PreparedTable:
 
 def run_recipe(request: TableRequest, options: ImputeOptions, settings: PipelineSettings) -> str:
     """A hash of all that shapes the target a whole-table run of `request` writes but the
-    source's contents and definition (which the lineage row adds, `table_recipe`): the request
-    (but `replace_target`), the options (the imputer's settings, seed, fill, draws, quality
-    thresholds), the settings that split or place the work (the target suffix,
-    TDM_MAX_FIT_ROWS, TDM_PARTITION_ROWS, the torch threads, whether CUDA is there) and the
-    packages' versions."""
+    source's contents, definition and row order (which the lineage row adds, `table_recipe`):
+    the request (but `replace_target`), the options (the imputer's settings, seed, fill, draws,
+    quality thresholds), the settings that split or place the work (the target suffix,
+    TDM_MAX_FIT_ROWS, TDM_PARTITION_ROWS, the task runner and Dask scheduler, the torch threads
+    set and in use, whether CUDA is there), the packages' versions and a digest of this
+    project's own code."""
     import torch
 
     split = ("target_suffix", "max_fit_rows", "partition_rows", "torch_threads")
+    placed = ("task_runner", "dask_address", "dask_gpu")
     shaping = {
         "request": {**asdict(request), "replace_target": None},
         "options": {**asdict(options), "started": None, "recipe": None},
-        "settings": {name: getattr(settings, name) for name in split},
+        "settings": {name: getattr(settings, name) for name in (*split, *placed)},
+        "threads": torch.get_num_threads(),
         "cuda": torch.cuda.is_available(),
         "versions": package_versions(),
+        "code": _code_digest(),
     }
     text = json.dumps(shaping, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@functools.cache
+def _code_digest() -> str:
+    """A hash of the library's and the pipeline's own source files: code installed between
+    two releases changes it without changing the version."""
+    import flows
+    import schemas
+    import tasks
+    import tdm
+
+    digest = hashlib.sha256()
+    for package in (tdm, tasks, schemas, flows):
+        root = Path(str(package.__file__)).parent
+        for path in sorted(root.rglob("*.py")):
+            digest.update(f"{path.relative_to(root)}\x1f".encode() + path.read_bytes())
+    return digest.hexdigest()[:32]
 
 
 def leave_unchanged(
@@ -174,8 +200,8 @@ def leave_unchanged(
     dry_run: bool = False,
 ) -> ImputeTableResult | None:
     """The result of a run of `request` that leaves its target as an earlier run with the same
-    recipe wrote it (`tasks.unchanged`), its lineage row recorded (a dry run's result says so,
-    status "dry-run", and writes nothing); None
+    recipe wrote it (`tasks.unchanged`), its lineage row recorded (a dry run writes nothing;
+    its result, status "dry-run", names that run); None
     when the table is to be imputed: TDM_SKIP_UNCHANGED is off, the source is to be updated in
     place, the options have no recipe (an incremental run) or no earlier run's target stands."""
     if not settings.skip_unchanged or request.replace_source or options.recipe is None:

@@ -19,6 +19,7 @@ from tasks.load import SourceTable
 from tasks.quality import QualityReport
 from tasks.results import CellDraws, ImputationOutcome
 from tasks.validate import ImputationPlan
+from tasks.warehouse.tables import Fingerprint, TableInfo
 
 __all__ = [
     "LineageRecord",
@@ -162,7 +163,9 @@ class LineageRecord:
             "drift": _json(model.drift) if model and model.drift is not None else None,
             "target_marker": self.target_marker,
             "recipe_hash": (
-                table_recipe(self.recipe, self.source.table.definition) if self.recipe else None
+                table_recipe(self.recipe, self.source.table, self.source.fingerprint)
+                if self.recipe
+                else None
             ),
             "target_hash": self.target_hash,
         }
@@ -172,11 +175,13 @@ class LineageRecord:
         return LineageSchema.validate(frame)
 
 
-def table_recipe(recipe: str, definition: str) -> str:
+def table_recipe(recipe: str, source: TableInfo, fingerprint: Fingerprint) -> str:
     """The recipe hash a lineage row records: the run's `recipe` (`flows.steps.run_recipe`)
     with the source's definition (its CREATE statement: its constraints bound the imputed
-    values and the target is made from it)."""
-    return hashlib.sha256(f"{recipe}\x1f{definition}".encode()).hexdigest()[:32]
+    values and the target is made from it) and the order of its rows (`order_hash`: the
+    rows a fit reads, in that order, shape it)."""
+    text = f"{recipe}\x1f{source.definition}\x1f{fingerprint.order_hash}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _json(value: object) -> str:

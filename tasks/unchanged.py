@@ -23,7 +23,13 @@ from tasks.lineage import RunInfo, table_recipe
 from tasks.retry import warehouse_task
 from tasks.targets import marked_run, table_comment
 from tasks.warehouse.names import same_table
-from tasks.warehouse.tables import connect, find_table, fingerprint_table
+from tasks.warehouse.tables import (
+    column_comments,
+    connect,
+    find_table,
+    fingerprint_table,
+    written_state,
+)
 from tasks.write import transaction
 
 __all__ = ["UNCHANGED", "Unchanged", "find_unchanged", "record_unchanged", "unchanged_target"]
@@ -34,13 +40,12 @@ UNCHANGED = "unchanged"
 
 @dataclass(frozen=True)
 class Unchanged:
-    """The earlier run whose target stands: the lineage row found (`run_id`, `finished_at`),
-    the run that wrote the target (`written_by`, named by its marker), and the target's name,
-    rows and imputed cells per column as that row records them."""
+    """The earlier run whose target stands: the lineage row found (`run_id`), the run that
+    wrote the target (`written_by`, named by its marker), and the target's name, rows and
+    imputed cells per column as that row records them."""
 
     run_id: str
     written_by: str
-    finished_at: datetime
     target_table: str
     rows: int
     cells_imputed: dict[str, int]
@@ -56,11 +61,12 @@ def find_unchanged(
     source = find_table(con, source_table)
     if lineage is None or lineage.column("recipe_hash") is None or source is None:
         return None
+    now = fingerprint_table(con, source)
     found = con.execute(
         f"SELECT run_id, finished_at, target_table, source_rows, source_hash, target_marker, "
         f'target_hash, "rows", cells_imputed FROM {LINEAGE_TABLE} WHERE recipe_hash = ? '
         "ORDER BY finished_at DESC LIMIT 1",
-        [table_recipe(recipe, source.definition)],
+        [table_recipe(recipe, source, now)],
     ).fetchall()
     if not found:
         return None
@@ -70,22 +76,19 @@ def find_unchanged(
         "(finished_at = ? AND run_id <> ?)",
         [finished, finished, run_id],
     ).fetchall()
-    if any(same_table(name, target) for (name,) in later):
-        return None
     written = find_table(con, target, whole_name=False)
-    if written is None or marker is None or target_hash is None:
-        return None
-    before = fingerprint_table(con, source)
-    if (before.rows, before.content_hash) != (source_rows, source_hash):
-        return None
-    if table_comment(con, target) != marker:
-        return None
-    if fingerprint_table(con, written).content_hash != target_hash:
+    if (
+        any(same_table(name, target) for (name,) in later)
+        or written is None
+        or (now.rows, now.content_hash) != (source_rows, source_hash)
+        or table_comment(con, target) != marker
+        or column_comments(con, written) != column_comments(con, source)
+        or written_state(con, written) != target_hash
+    ):
         return None
     return Unchanged(
         run_id=run_id,
         written_by=marked_run(marker) or run_id,
-        finished_at=finished,
         target_table=target,
         rows=int(rows),
         cells_imputed={str(k): int(v) for k, v in json.loads(cells).items()},
@@ -105,18 +108,19 @@ def record_unchanged(
 ) -> Unchanged | None:
     """In one transaction: `find_unchanged` again and, if it still finds a run, the lineage row
     of `run` leaving its target unchanged (a copy of that run's row with `run`'s id, flow,
-    deployment and times, status "unchanged" and no fit); that run, or None (then nothing was
-    written: the target changed meanwhile)."""
+    deployment and times, status "unchanged" and no fit; none when the row found is `run`'s
+    own, written by an earlier attempt of it); that run, or None (then nothing was written:
+    the target changed meanwhile)."""
     with connect(db_path, read_only=False) as con:
         found: Unchanged | None = None
-        with transaction(con, source_table, db_path):
+        with transaction(con, LINEAGE_TABLE, db_path):
             found = find_unchanged(con, source_table, recipe)
-            if found is not None:
+            if found is not None and found.run_id != run.run_id:
                 con.execute(
                     f"INSERT INTO {LINEAGE_TABLE} BY NAME SELECT * REPLACE (? AS run_id, "
                     "? AS flow_name, ? AS deployment_name, ? AS started_at, ? AS finished_at, "
-                    f"'{UNCHANGED}' AS status, NULL AS device, NULL AS n_iter, NULL AS final_loss,"
-                    f" NULL AS fit_seconds) FROM {LINEAGE_TABLE} WHERE run_id = ? AND "
+                    "? AS status, NULL AS device, NULL AS n_iter, NULL AS final_loss, "
+                    f"NULL AS fit_seconds) FROM {LINEAGE_TABLE} WHERE run_id = ? AND "
                     "target_table = ? LIMIT 1",
                     [
                         run.run_id,
@@ -124,6 +128,7 @@ def record_unchanged(
                         run.deployment_name,
                         run.started_at,
                         datetime.now(UTC),
+                        UNCHANGED,
                         found.run_id,
                         found.target_table,
                     ],

@@ -80,11 +80,13 @@ from tasks.warehouse.staging import StageDir, make_stage_dir
 from tasks.warehouse.tables import (
     DECIMAL_TYPE,
     TableInfo,
+    column_comments,
     columns_sql,
     connect,
     find_table,
     fingerprint_table,
     register_frame,
+    written_state,
 )
 
 __all__ = ["TableWriter", "WriteMode", "check_write", "insert_lineage", "write_back"]
@@ -382,13 +384,13 @@ class TableWriter:
         return marker
 
     def _target_hash(self, plan: ImputationPlan) -> str | None:
-        """The fingerprint of a target this write made whole (`NEW`, `PARTITIONED`), which a
-        later run with the same recipe compares to leave it as it is; else None."""
+        """The state of a target this write made whole (`NEW`, `PARTITIONED`; `written_state`),
+        which a later run with the same recipe compares to leave it as it is; else None."""
         if self.mode not in (WriteMode.NEW, WriteMode.PARTITIONED):
             return None
         target = find_table(self.con, plan.target_table, whole_name=False)
         assert target is not None
-        return fingerprint_table(self.con, target).content_hash
+        return written_state(self.con, target)
 
     def _store_model(self, model: NewModel, lineage: LineageRecord) -> list[Path]:
         """Store the fitted model as the version the lineage names; the file written (if any)."""
@@ -765,13 +767,7 @@ def _create_like(con: duckdb.DuckDBPyConnection, source: TableInfo, target: str)
     """Create (or replace) the table `target` (quoted) with the definition of `source`
     (`target_definition`) and its columns' comments."""
     con.execute(target_definition(source.definition, target))
-    comments = con.execute(
-        "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = "
-        "current_database() AND schema_name = ? AND table_name = ? AND comment IS NOT NULL "
-        "AND comment <> ''",
-        [source.schema, source.name],
-    ).fetchall()
-    for column, comment in comments:
+    for column, comment in column_comments(con, source):
         text = str(comment).replace("'", "''")
         con.execute(f"COMMENT ON COLUMN {target}.{quote_identifier(column)} IS '{text}'")
 

@@ -33,6 +33,7 @@ __all__ = [
     "ColumnInfo",
     "Fingerprint",
     "TableInfo",
+    "column_comments",
     "column_kind",
     "columns_sql",
     "connect",
@@ -43,6 +44,7 @@ __all__ = [
     "register_frame",
     "schema_exists",
     "type_range",
+    "written_state",
 ]
 
 # DuckDB's integer types: the signed ones' bits; the unsigned ones are the same names with a U
@@ -130,10 +132,12 @@ class TableInfo:
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """Row count and an order-independent content hash of a table (and its column types)."""
+    """Row count and an order-independent content hash of a table (and its column types);
+    `order_hash` changes with the rows' storage order too (which orders the rows a fit reads)."""
 
     rows: int
     content_hash: str
+    order_hash: str = ""
 
 
 def is_numeric_type(sql_type: str) -> bool:
@@ -361,17 +365,39 @@ def describe_table(
 
 
 def fingerprint_table(con: duckdb.DuckDBPyConnection, table: TableInfo) -> Fingerprint:
-    """Row count and content hash of `table`, computed inside DuckDB (independent of row order)."""
+    """Row count, content hash (independent of row order) and order hash of `table`, computed
+    inside DuckDB."""
     quoted = ", ".join(quote_identifier(c.name) for c in table.columns)
     # Sum and xor of per-row hashes: order-independent; the sum keeps duplicate rows distinct.
+    # With each row's storage position (rowid) in its hash, the order counts too.
     sql = (
         f"SELECT count(*), coalesce(sum(hash({quoted})), 0)::VARCHAR, "
-        f"coalesce(bit_xor(hash({quoted})), 0)::VARCHAR FROM {table.sql}"
+        f"coalesce(bit_xor(hash({quoted})), 0)::VARCHAR, "
+        f"coalesce(sum(hash(rowid, {quoted})), 0)::VARCHAR FROM {table.sql}"
     )
-    rows, total, xor = con.execute(sql).fetchall()[0]
+    rows, total, xor, ordered = con.execute(sql).fetchall()[0]
     schema = "\x1f".join(f"{c.name}\x1e{c.sql_type}" for c in table.columns)
     digest = hashlib.sha256(f"{schema}|{rows}|{total}|{xor}".encode()).hexdigest()
-    return Fingerprint(rows=int(rows), content_hash=digest[:32])
+    order = hashlib.sha256(f"{digest}|{ordered}".encode()).hexdigest()
+    return Fingerprint(rows=int(rows), content_hash=digest[:32], order_hash=order[:32])
+
+
+def written_state(con: duckdb.DuckDBPyConnection, table: TableInfo) -> str:
+    """A hash of the table `table` as a run wrote it: its contents (`fingerprint_table`), its
+    definition (constraints, defaults) and its columns' comments."""
+    state = [fingerprint_table(con, table).content_hash, table.definition]
+    state += [f"{name}\x1e{comment}" for name, comment in column_comments(con, table)]
+    return hashlib.sha256("\x1f".join(state).encode()).hexdigest()[:32]
+
+
+def column_comments(con: duckdb.DuckDBPyConnection, table: TableInfo) -> list[tuple[str, str]]:
+    """The columns of `table` that have a comment, with it, in column order."""
+    return con.execute(
+        "SELECT column_name, comment FROM duckdb_columns() WHERE database_name = "
+        "current_database() AND schema_name = ? AND table_name = ? AND comment IS NOT NULL "
+        "AND comment <> '' ORDER BY column_index",
+        [table.schema, table.name],
+    ).fetchall()
 
 
 def columns_sql(

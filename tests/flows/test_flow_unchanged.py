@@ -9,6 +9,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+from cli.main import _print_warehouse
 from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse
 from flows.steps import DRY_RUN
@@ -75,11 +76,14 @@ def test_a_changed_source_setting_or_target_is_imputed_again(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A run fits and writes again when anything that shapes its target differs from the last
-    run's: the target changed by hand (it is written anew), another run wrote the target
-    since, the source's definition or contents, or TDM_SKIP_UNCHANGED=false."""
+    run's: the target changed by hand (its values or definition: it is written anew), another
+    run wrote the target since, the source's definition, column comments, row order (which
+    orders the rows the fit reads) or contents, `refit`, or TDM_SKIP_UNCHANGED=false."""
 
-    def run(seed: int = 3) -> str:
-        return impute_table("readings", db_path=warehouse, key="id", imputer=FAST, seed=seed).status
+    def run(seed: int = 3, refit: bool = False) -> str:
+        return impute_table(
+            "readings", db_path=warehouse, key="id", imputer=FAST, seed=seed, refit=refit
+        ).status
 
     assert run() == "imputed"
     written, _ = _target(warehouse)
@@ -91,6 +95,18 @@ def test_a_changed_source_setting_or_target_is_imputed_again(
     assert run() == "unchanged"
     _execute(warehouse, "ALTER TABLE readings ALTER COLUMN visits SET DEFAULT 0")
     assert run() == "imputed"  # the target is made from the source's definition
+    _execute(
+        warehouse,
+        "CREATE TEMP TABLE copy AS SELECT * FROM readings; DELETE FROM readings; "
+        "INSERT INTO readings SELECT * FROM copy ORDER BY id DESC",
+    )
+    assert run() == "imputed"
+    assert run() == "unchanged"
+    _execute(warehouse, "ALTER TABLE readings_imputed ALTER COLUMN visits SET DEFAULT 999")
+    assert run() == "imputed"
+    _execute(warehouse, "COMMENT ON COLUMN readings.temperature IS 'degrees F'")
+    assert run() == "imputed"  # the target carries the source's column comments
+    assert run(refit=True) == "imputed"
     _execute(warehouse, "UPDATE readings SET pressure = pressure + 1 WHERE id = 2")
     assert run() == "imputed"
     monkeypatch.setenv("TDM_SKIP_UNCHANGED", "false")
@@ -98,7 +114,7 @@ def test_a_changed_source_setting_or_target_is_imputed_again(
 
 
 def test_a_warehouse_night_leaves_unchanged_tables_and_imputes_changed_ones(
-    warehouse: Path, tmp_path: Path
+    warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The nightly run fits only the tables whose source changed; the others' targets stand,
     each named in the result with the run that wrote it."""
@@ -117,3 +133,10 @@ def test_a_warehouse_night_leaves_unchanged_tables_and_imputes_changed_ones(
     assert second.tables["readings"].unchanged_since == first.tables["readings"].run_id
     assert second.tables["stock"].status == "imputed"
     assert list(second.tables) == ["readings", "stock"]  # in the config's order
+    _print_warehouse(second)
+    said = capsys.readouterr().out
+    assert said.startswith(
+        f"Imputed 1 of 2 tables in {warehouse} on thread pool (2 at once), left 1 as their last "
+        "run wrote them (nothing changed since):\n  readings -> readings_imputed: left as run "
+        f"{first.tables['readings'].run_id} wrote it"
+    )
