@@ -16,8 +16,8 @@ from datetime import datetime
 
 import duckdb
 
-from schemas.lineage import IMPUTED_CELLS_TABLE, LINEAGE_TABLE
-from tasks.targets import marked_run, table_comment
+from schemas.lineage import IMPUTED_CELLS_TABLE, LINEAGE_TABLE, RECORD_COLUMNS
+from tasks.targets import check_record_tables, marked_run, table_comment
 from tasks.warehouse.names import parse_table_name
 from tasks.warehouse.tables import find_table
 
@@ -38,8 +38,10 @@ class Superseded:
 
 def superseded_cells(con: duckdb.DuckDBPyConnection, before: datetime) -> list[Superseded]:
     """The runs (oldest first) that finished before `before` whose imputed cells no longer
-    describe their target (see the module's docstring); none when the file has no record."""
-    if find_table(con, IMPUTED_CELLS_TABLE, whole_name=False) is None:
+    describe their target (see the module's docstring); none when the file has no record. A
+    record table that is not the pipeline's is refused (`check_record_tables`)."""
+    check_record_tables(con)
+    if any(find_table(con, t, whole_name=False) is None for t in RECORD_COLUMNS):
         return []
     runs = con.execute(
         f"SELECT c.run_id, c.target_table, count(*), l.finished_at FROM {IMPUTED_CELLS_TABLE} c "
