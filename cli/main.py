@@ -393,6 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="only these tables of the config, comma-separated (as after a run where they "
         "failed) [every table it lists]",
     )
+    warehouse.add_argument(
+        "--refit",
+        action="store_true",
+        help="fit every table now: whole tables even when unchanged since their last run, "
+        "incremental ones a new model version",
+    )
     add_replace_target_flag(warehouse)
     add_draw_flags(warehouse)
     add_torch_threads_flag(warehouse)
@@ -660,6 +666,7 @@ def _run_warehouse(args: argparse.Namespace) -> int:
                 replace_target=args.replace_target,  # None: the flow reads TDM_REPLACE_TARGET
                 dry_run=args.dry_run,
                 tables=args.tables,
+                refit=args.refit,
             )
     except WarehouseRunError as error:  # the tables written are said before the failures
         if error.result is not None and error.result.tables:

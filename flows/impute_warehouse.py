@@ -86,6 +86,7 @@ def impute_warehouse(
     replace_target: bool | None = None,
     dry_run: bool = False,
     tables: list[str] | None = None,
+    refit: bool = False,
 ) -> WarehouseResult:
     """Impute every table listed in the YAML file `config` (see `schemas.warehouse`).
 
@@ -106,9 +107,11 @@ def impute_warehouse(
             file is opened read-only) and the result says what a run would write.
         tables: Only these tables of the config (its `table` names), as after a run where
             they failed. Empty: every table it lists.
+        refit: Fit every table now: a whole table even when it is unchanged since its last
+            run (see TDM_SKIP_UNCHANGED), an incremental one a new model version.
     """
     return run_guarded(
-        lambda: _impute_warehouse(config, db_path, replace_target, dry_run, tables),
+        lambda: _impute_warehouse(config, db_path, replace_target, dry_run, tables, refit),
         f'The warehouse run of "{config}"',
     )
 
@@ -126,6 +129,7 @@ def _impute_warehouse(
     replace_target: bool | None,
     dry_run: bool,
     only: list[str] | None,
+    refit: bool = False,
 ) -> WarehouseResult:
     started = datetime.now(UTC)
     settings = PipelineSettings.from_env()
@@ -191,11 +195,13 @@ def _impute_warehouse(
                 draws=entry.draws,
             )
             if entry.incremental:
-                increments[entry.table] = IncrementalRequest(entry.watermark)
+                increments[entry.table] = IncrementalRequest(entry.watermark, refit)
                 large.append(request)
                 continue
             chosen = options[entry.table] = options[entry.table].for_request(request, settings)
-            unchanged = leave_unchanged(db, request, chosen, settings, dry_run=dry_run)
+            unchanged = None
+            if not refit:
+                unchanged = leave_unchanged(db, request, chosen, settings, dry_run=dry_run)
             if unchanged is not None:
                 left[entry.table] = unchanged
                 continue

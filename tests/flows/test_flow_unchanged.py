@@ -133,6 +133,8 @@ def test_a_warehouse_night_leaves_unchanged_tables_and_imputes_changed_ones(
     assert second.tables["readings"].unchanged_since == first.tables["readings"].run_id
     assert second.tables["stock"].status == "imputed"
     assert list(second.tables) == ["readings", "stock"]  # in the config's order
+    forced = impute_warehouse(str(config), refit=True)
+    assert [table.status for table in forced.tables.values()] == ["imputed", "imputed"]
     _print_warehouse(second)
     said = capsys.readouterr().out
     assert said.startswith(
