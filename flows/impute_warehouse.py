@@ -4,6 +4,7 @@ never stopping the others."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -214,7 +215,8 @@ def _impute_warehouse(
 
     runner_name = describe_runner(settings)
     results: dict[str, ImputeTableResult] = {}
-    with started_runner(settings) as runner:
+    idle = not large and all(ready.scaled is None for ready in prepared.values())
+    with contextlib.nullcontext() if idle else started_runner(settings) as runner:
         futures: dict[str, Any] = {}
         for table, ready in prepared.items():
             if ready.scaled is None:

@@ -9,6 +9,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+import flows.impute_warehouse as warehouse_flow
 from cli.main import _print_warehouse
 from flows.impute_table import impute_table
 from flows.impute_warehouse import impute_warehouse
@@ -114,7 +115,10 @@ def test_a_changed_source_setting_or_target_is_imputed_again(
 
 
 def test_a_warehouse_night_leaves_unchanged_tables_and_imputes_changed_ones(
-    warehouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    warehouse: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The nightly run fits only the tables whose source changed; the others' targets stand,
     each named in the result with the run that wrote it."""
@@ -133,6 +137,10 @@ def test_a_warehouse_night_leaves_unchanged_tables_and_imputes_changed_ones(
     assert second.tables["readings"].unchanged_since == first.tables["readings"].run_id
     assert second.tables["stock"].status == "imputed"
     assert list(second.tables) == ["readings", "stock"]  # in the config's order
+    with monkeypatch.context() as patched:  # a night with nothing to fit starts no runner
+        patched.setattr(warehouse_flow, "started_runner", None)
+        third = impute_warehouse(str(config))
+    assert [table.status for table in third.tables.values()] == ["unchanged", "unchanged"]
     forced = impute_warehouse(str(config), refit=True)
     assert [table.status for table in forced.tables.values()] == ["imputed", "imputed"]
     _print_warehouse(second)
