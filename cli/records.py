@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 __all__ = ["add_records_command"]
 
@@ -53,7 +54,10 @@ def _prune(args: argparse.Namespace) -> int:
     if not args.keep_days >= 0:
         raise PipelineInputError(f"--keep-days must be 0 or more; got {args.keep_days:g}.")
     db = args.db if args.db is not None else PipelineSettings.from_env().db_path
-    before = datetime.now(UTC) - timedelta(days=args.keep_days)
+    try:
+        before = datetime.now(UTC) - timedelta(days=args.keep_days)
+    except OverflowError:  # more days than dates: every run is kept
+        before = datetime.min.replace(tzinfo=UTC)
     if not args.dry_run:
         check_writable(db, refused="No record was deleted")
     with connect(db, read_only=args.dry_run) as con:
@@ -62,14 +66,20 @@ def _prune(args: argparse.Namespace) -> int:
         if runs and not args.dry_run:
             with transaction(con, "tdm_imputed_cells", str(db)):
                 cells = delete_cells(con, runs)
-    for run in runs:
-        why = f"written anew by run {run.by}" if run.by else "the table no longer exists"
-        print(
-            f"  {run.target_table}: {run.cells:,} cells of run {run.run_id} "
-            f"({run.finished_at:%Y-%m-%d %H:%M}); {why}"
+    by_target: dict[str, list[Any]] = {}
+    for run in runs:  # a line per target, its runs oldest first
+        by_target.setdefault(run.target_table, []).append(run)
+    for target, its in by_target.items():
+        last = its[-1]
+        why = f"written anew by run {last.by}" if last.by else "the table no longer exists"
+        which = (
+            f"run {last.run_id} ({last.finished_at:%Y-%m-%d %H:%M})"
+            if len(its) == 1
+            else f"{len(its):,} runs ({its[0].finished_at:%Y-%m-%d} to {last.finished_at:%Y-%m-%d})"
         )
+        print(f"  {target}: {sum(r.cells for r in its):,} cells of {which}; {why}")
     kept = f"runs of the last {args.keep_days:g} days and cells still describing a table kept"
-    what = f"{cells:,} tdm_imputed_cells rows of {len(runs)} run{'s' * (len(runs) != 1)}"
+    what = f"{cells:,} tdm_imputed_cells rows of {len(runs):,} run{'s' * (len(runs) != 1)}"
     if args.dry_run:
         print(f"Dry run: would delete {what} from {db} ({kept}); nothing was deleted.")
     else:

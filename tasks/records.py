@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import duckdb
+import pandas as pd
 
 from schemas.lineage import IMPUTED_CELLS_TABLE, LINEAGE_TABLE, RECORD_COLUMNS
 from tasks.targets import check_record_tables, marked_run, table_comment
 from tasks.warehouse.names import parse_table_name
-from tasks.warehouse.tables import find_table
+from tasks.warehouse.tables import find_table, register_frame
 
 __all__ = ["Superseded", "delete_cells", "superseded_cells"]
 
@@ -44,45 +45,58 @@ def superseded_cells(con: duckdb.DuckDBPyConnection, before: datetime) -> list[S
     if any(find_table(con, t, whole_name=False) is None for t in RECORD_COLUMNS):
         return []
     runs = con.execute(
-        f"SELECT c.run_id, c.target_table, count(*), l.finished_at FROM {IMPUTED_CELLS_TABLE} c "
-        f"JOIN {LINEAGE_TABLE} l ON l.run_id = c.run_id AND l.target_table = c.target_table "
-        "AND NOT l.replaced_source WHERE l.finished_at < ? GROUP BY ALL ORDER BY 4, 2",
+        f"SELECT c.run_id, c.target_table, count(*), l.finished_at, l.target_marker "
+        f"FROM {IMPUTED_CELLS_TABLE} c JOIN {LINEAGE_TABLE} l ON l.run_id = c.run_id AND "
+        "l.target_table = c.target_table AND NOT l.replaced_source WHERE l.finished_at < ? "
+        "GROUP BY ALL ORDER BY 4, 2",
         [before],
     ).fetchall()
+    markers = {
+        comment
+        for (comment,) in con.execute(
+            "SELECT comment FROM duckdb_tables() WHERE database_name = current_database()"
+        ).fetchall()
+    }
     writers: dict[tuple[str, str], tuple[str, datetime | None] | None] = {}
     found = []
-    for run_id, target, cells, finished in runs:
+    for run_id, target, cells, finished, marker in runs:
         key = parse_table_name(target).key
         if key not in writers:
             writers[key] = _writer(con, target)
         writer = writers[key]
-        if writer is None:
+        if writer is None and marker not in markers:  # dropped, not renamed
             found.append(Superseded(run_id, target, finished, int(cells), None))
-        elif writer[1] is not None and writer[0] != run_id and writer[1] > finished:
+        elif writer and writer[1] is not None and writer[0] != run_id and writer[1] > finished:
             found.append(Superseded(run_id, target, finished, int(cells), writer[0]))
     return found
 
 
 def delete_cells(con: duckdb.DuckDBPyConnection, runs: list[Superseded]) -> int:
-    """Delete the imputed cells of `runs`; how many rows went."""
-    deleted = 0
-    for run in runs:
-        deleted += con.execute(
-            f"DELETE FROM {IMPUTED_CELLS_TABLE} WHERE run_id = ? AND target_table = ?",
-            [run.run_id, run.target_table],
-        ).fetchall()[0][0]
-    return deleted
+    """Delete the imputed cells of `runs`, in one statement; how many rows went."""
+    gone = pd.DataFrame(
+        {"run_id": [r.run_id for r in runs], "target_table": [r.target_table for r in runs]}
+    )
+    with register_frame(con, gone, "tdm_superseded") as view:
+        return int(
+            con.execute(
+                f"DELETE FROM {IMPUTED_CELLS_TABLE} c USING {view} g WHERE c.run_id = g.run_id "
+                "AND c.target_table = g.target_table"
+            ).fetchall()[0][0]
+        )
 
 
 def _writer(con: duckdb.DuckDBPyConnection, target: str) -> tuple[str, datetime | None] | None:
     """The run that wrote the table `target` as it stands and when it finished (None: its
-    comment names no run of the lineage, and every run's cells are kept); None when the table
-    no longer exists."""
+    comment names no run that wrote it whole, and every run's cells are kept: a target
+    written before markers gets its first marker from an incremental run's append); None
+    when the table no longer exists."""
     if find_table(con, target, whole_name=False) is None:
         return None
     run = marked_run(table_comment(con, target))
     rows = con.execute(
-        f"SELECT target_table, finished_at FROM {LINEAGE_TABLE} WHERE run_id = ?", [run]
+        f"SELECT target_table, finished_at FROM {LINEAGE_TABLE} WHERE run_id = ? AND "
+        "status <> 'appended'",
+        [run],
     ).fetchall()
     key = parse_table_name(target).key
     times = [finished for name, finished in rows if parse_table_name(name).key == key]

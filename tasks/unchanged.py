@@ -55,11 +55,13 @@ def find_unchanged(
     con: duckdb.DuckDBPyConnection, source_table: str, recipe: str
 ) -> Unchanged | None:
     """The latest run with `recipe` whose target a run with it would write again as it is
-    (see the module's docstring); None when there is none, or the file's lineage predates
-    recipes."""
+    (see the module's docstring); None when there is none, the file's lineage predates
+    recipes, or the source has a column named rowid (which hides its rows' order)."""
     lineage = find_table(con, LINEAGE_TABLE, whole_name=False)
     source = find_table(con, source_table)
     if lineage is None or lineage.column("recipe_hash") is None or source is None:
+        return None
+    if source.column("rowid") is not None:  # it hides the row order (`fingerprint_table`)
         return None
     now = fingerprint_table(con, source)
     found = con.execute(

@@ -62,3 +62,32 @@ def test_prune_deletes_only_the_cells_no_table_holds_any_more(
     )
     with duckdb.connect(str(warehouse), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM tdm_lineage").fetchall() == [(4,)]
+
+
+def test_prune_keeps_the_cells_of_appends_to_an_old_target_and_of_a_renamed_one(
+    warehouse: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-66: a target written before markers gets its first one from an incremental
+    run's append, which wrote no table anew: every earlier run's cells still describe rows of
+    it. A target renamed by hand keeps its marker, and its cells."""
+
+    def incremental() -> str:
+        return impute_table("readings", db_path=warehouse, key="id", imputer=FAST,
+                            incremental=True).status  # fmt: skip
+
+    assert incremental() == "imputed"
+    with duckdb.connect(str(warehouse)) as con:  # as a file from before markers
+        con.execute("COMMENT ON TABLE readings_imputed IS NULL")
+        con.execute("UPDATE tdm_lineage SET target_marker = NULL")
+        con.execute(
+            "INSERT INTO readings BY NAME SELECT * REPLACE (id + 1000 AS id) FROM readings "
+            "WHERE temperature IS NULL LIMIT 5"
+        )
+    assert incremental() == "appended"
+    impute_table("readings", db_path=warehouse, key="id", imputer=FAST, target_table="other")
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("ALTER TABLE other RENAME TO renamed")
+    before = _cells(warehouse)
+    assert main(["records", "prune", "--db", str(warehouse), "--keep-days", "0"]) == 0
+    assert "Deleted 0 tdm_imputed_cells rows of 0 runs" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(_cells(warehouse), before)

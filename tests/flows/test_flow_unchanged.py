@@ -150,3 +150,16 @@ def test_a_warehouse_night_leaves_unchanged_tables_and_imputes_changed_ones(
         "run wrote them (nothing changed since):\n  readings -> readings_imputed: left as run "
         f"{first.tables['readings'].run_id} wrote it"
     )
+
+
+def test_a_source_whose_column_named_rowid_hides_its_order_is_always_imputed(
+    warehouse: Path,
+) -> None:
+    """helper-66: a column named rowid hides DuckDB's, by which the fingerprint sees the rows'
+    order: such a source is never left unchanged (a reordered one would be fitted otherwise)."""
+    _execute(
+        warehouse,
+        'CREATE TABLE exported AS SELECT id AS "rowid", temperature, pressure FROM readings',
+    )
+    for _ in range(2):
+        assert impute_table("exported", db_path=warehouse, imputer=FAST).status == "imputed"
