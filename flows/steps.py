@@ -31,7 +31,7 @@ from flows.settings import PipelineSettings
 from schemas.expectations import LABEL_SHARE_THRESHOLD, SPREAD_THRESHOLD
 from tasks.artifacts import log_quality_warnings, publish_run_report
 from tasks.draws import Fill
-from tasks.errors import PipelineInputError, problem
+from tasks.errors import PipelineInputError, problem, setting
 from tasks.frames import as_value_frame
 from tasks.lineage import LineageRecord, current_run, package_versions
 from tasks.load import SourceTable, load_table
@@ -460,7 +460,8 @@ def describe_result(result: ImputeTableResult) -> str:
             f"Left {result.target_table!r} as run {result.unchanged_since} wrote it: "
             f"{result.source_table!r} holds what that run read and the settings are the same "
             f"({result.rows} rows, {sum(result.cells_imputed.values())} cells imputed then), so "
-            "nothing was fitted (TDM_SKIP_UNCHANGED=false fits it again)."
+            f"nothing was fitted ({setting('refit')} fits it now; TDM_SKIP_UNCHANGED=false, "
+            "every time)."
         )
     if result.model_version is not None:
         return describe_increment(result)
