@@ -268,13 +268,13 @@ class TableWriter:
                     files += self._store_model(model, lineage)
                 created = self.mode != WriteMode.APPEND or self.replace or not exists
                 marker = self._mark(plan, lineage.run.run_id, created=created)
-                written_hash = self._target_hash(plan)
-                lineage = replace(lineage, target_marker=marker, target_hash=written_hash)
+                lineage = replace(lineage, target_marker=marker)
                 insert_lineage(self.con, lineage)
         except BaseException:
             for file in files:  # the transaction is undone: so is its model file
                 file.unlink(missing_ok=True)
             raise
+        lineage = self._record_target_state(plan, lineage)
         _log_type_notes(plan.target_table, self.checks)  # after the commit: once per write
         if self.mode == WriteMode.APPEND:
             replaced = self.replace and exists
@@ -383,14 +383,33 @@ class TableWriter:
         self.con.execute(f"COMMENT ON TABLE {quote_table(plan.target_table)} IS '{quoted}'")
         return marker
 
-    def _target_hash(self, plan: ImputationPlan) -> str | None:
-        """The state of a target this write made whole (`NEW`, `PARTITIONED`; `written_state`),
-        which a later run with the same recipe compares to leave it as it is; else None."""
+    def _record_target_state(self, plan: ImputationPlan, lineage: LineageRecord) -> LineageRecord:
+        """After the commit, record in the lineage row the state of a target this write made
+        whole (`NEW`, `PARTITIONED`; `written_state`, its rows' order included, which rowids
+        give only once committed), which a later run with the same recipe compares to leave it
+        as it is. Until then (or if this fails: a warning) the row has none, and the next run
+        fits the table again."""
         if self.mode not in (WriteMode.NEW, WriteMode.PARTITIONED):
-            return None
+            return lineage
         target = find_table(self.con, plan.target_table, whole_name=False)
         assert target is not None
-        return written_state(self.con, target)
+        try:
+            with transaction(self.con, LINEAGE_TABLE, self.db_path):
+                state = written_state(self.con, target)
+                self.con.execute(
+                    f"UPDATE {LINEAGE_TABLE} SET target_hash = ? WHERE run_id = ? AND "
+                    "target_table = ?",
+                    [state, lineage.run.run_id, plan.target_table],
+                )
+        except PipelineError as error:
+            step_logger(__name__).warning(
+                'Table "%s" was written, but its state could not be recorded, so the next run '
+                "fits it again even if nothing changes: %s",
+                plan.target_table,
+                error,
+            )
+            return lineage
+        return replace(lineage, target_hash=state)
 
     def _store_model(self, model: NewModel, lineage: LineageRecord) -> list[Path]:
         """Store the fitted model as the version the lineage names; the file written (if any)."""

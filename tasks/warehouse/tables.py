@@ -383,10 +383,11 @@ def fingerprint_table(con: duckdb.DuckDBPyConnection, table: TableInfo) -> Finge
 
 
 def written_state(con: duckdb.DuckDBPyConnection, table: TableInfo) -> str:
-    """A hash of the table `table` as a run wrote it: its contents (`fingerprint_table`; not
-    their order: rows a transaction has not committed yet have rowids of their own), its
-    definition (constraints, defaults) and its columns' comments."""
-    state = [fingerprint_table(con, table).content_hash, table.definition]
+    """A hash of the table `table` as a run wrote it: its contents and their order
+    (`fingerprint_table`: committed rows only, as rows a transaction has not committed yet have
+    rowids of their own), its definition (constraints, defaults) and its columns' comments."""
+    written = fingerprint_table(con, table)
+    state = [written.content_hash, written.order_hash, table.definition]
     state += [f"{name}\x1e{comment}" for name, comment in column_comments(con, table)]
     return hashlib.sha256("\x1f".join(state).encode()).hexdigest()[:32]
 

@@ -105,6 +105,12 @@ def test_a_changed_source_setting_or_target_is_imputed_again(
     assert run() == "unchanged"
     _execute(warehouse, "ALTER TABLE readings_imputed ALTER COLUMN visits SET DEFAULT 999")
     assert run() == "imputed"
+    _execute(
+        warehouse,
+        "CREATE TEMP TABLE copy AS SELECT * FROM readings_imputed; DELETE FROM readings_imputed; "
+        "INSERT INTO readings_imputed SELECT * FROM copy ORDER BY id DESC",
+    )
+    assert run() == "imputed"  # its recorded cells' row numbers no longer hold
     _execute(warehouse, "COMMENT ON COLUMN readings.temperature IS 'degrees F'")
     assert run() == "imputed"  # the target carries the source's column comments
     assert run(refit=True) == "imputed"
