@@ -20,7 +20,8 @@ FAST = {"max_iter": 5}
 def _cells(db: Path) -> pd.DataFrame:
     with duckdb.connect(str(db), read_only=True) as con:
         return con.execute(
-            "SELECT run_id, target_table, count(*) AS n FROM tdm_imputed_cells GROUP BY ALL"
+            "SELECT run_id, target_table, count(*) AS n FROM tdm_imputed_cells "
+            "GROUP BY ALL ORDER BY ALL"
         ).df()
 
 
